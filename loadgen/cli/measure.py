@@ -1,0 +1,80 @@
+"""Commands that talk to endpoints: ``serve-sim`` (and ``run``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from loadgen.cli.common import EXIT_USAGE, consoles, fail
+from loadgen.sim.engine import EngineConfig, Mode
+from loadgen.sim.faults import FaultConfig
+from loadgen.sim.openai_app import SimOptions
+from loadgen.sim.server import is_loopback, serve_forever
+
+
+def serve_sim(
+    host: Annotated[str, typer.Option(help="Address to bind. Loopback unless --allow-remote.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0 picks a free one).")] = 8000,
+    model: Annotated[str, typer.Option(help="Model id served on /v1/models.")] = "sim-model",
+    base_ms: Annotated[float, typer.Option(min=0.0, help="Fixed cost of one decode step, ms.")] = 25.0,
+    per_seq_ms: Annotated[float, typer.Option(min=0.0, help="Added step cost per running sequence, ms.")] = 0.4,
+    prefill_ms_per_token: Annotated[
+        float, typer.Option(min=0.0, help="Added step cost per prompt token admitted in the step, ms.")
+    ] = 0.0,
+    max_num_seqs: Annotated[int, typer.Option(min=1, help="Most sequences running at once.")] = 128,
+    mode: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
+    static_batch: Annotated[int, typer.Option(min=1, help="Static mode: batch size to collect.")] = 8,
+    static_wait_ms: Annotated[float, typer.Option(min=0.0, help="Static mode: longest wait to fill a batch, ms.")] = 50.0,
+    noise_cv: Annotated[float, typer.Option(min=0.0, help="Lognormal step noise, coefficient of variation.")] = 0.0,
+    merge_prob: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="Chance a token is held and sent with the next one.")
+    ] = 0.0,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(help="Inject a fault per request with probability P: KIND=P, KIND one of "
+                     "http_429, http_500, http_503, drop, malformed. Repeatable."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for noise, faults and chunk merging.")] = 0,
+    allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
+) -> None:
+    """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
+    if not is_loopback(host) and not allow_remote:
+        raise fail(f"--host {host}: not a loopback address; pass --allow-remote to bind it", EXIT_USAGE)
+    if mode not in ("continuous", "static"):
+        raise fail(f"--mode: expected 'continuous' or 'static', got {mode!r}", EXIT_USAGE)
+    mode_t: Mode = "continuous" if mode == "continuous" else "static"
+    try:
+        options = SimOptions(
+            engine=EngineConfig(
+                base_ms=base_ms, per_seq_ms=per_seq_ms, prefill_ms_per_token=prefill_ms_per_token,
+                max_num_seqs=max_num_seqs, mode=mode_t, static_batch=static_batch,
+                static_wait_ms=static_wait_ms, noise_cv=noise_cv, seed=seed,
+            ),
+            faults=FaultConfig.parse(fault or []),
+            model=model,
+            merge_prob=merge_prob,
+        )
+    except ValueError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+    err = consoles().err
+
+    def ready(bound: int) -> None:
+        law = f"step_ms = {base_ms:g} + {per_seq_ms:g}*running"
+        if prefill_ms_per_token:
+            law += f" + {prefill_ms_per_token:g}*prompt_tokens_admitted"
+        err.print(f"simulator ({mode}, {law}, max_num_seqs={max_num_seqs}) on http://{host}:{bound}/v1", highlight=False)
+        # stdout gets the bare URL so scripts can read it
+        typer.echo(f"http://{host}:{bound}/v1")
+
+    try:
+        asyncio.run(serve_forever(options, host, port, ready))
+    except KeyboardInterrupt:
+        err.print("simulator stopped")
+    except OSError as exc:
+        raise fail(f"--host {host} --port {port}: cannot bind ({exc.strerror})", EXIT_USAGE) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve-sim")(serve_sim)

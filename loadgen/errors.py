@@ -1,0 +1,63 @@
+"""Errors the user can cause (one clear line, no traceback) and per-request error kinds.
+
+``LoadgenError`` and its subclasses are *expected* failures: bad input, an
+unreachable endpoint, a corrupt results file. The CLI prints their message on
+one line and exits with ``exit_code``. Anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class LoadgenError(Exception):
+    """An expected failure with a one-line message meant for the user."""
+
+    exit_code: int = 3
+
+
+class UsageError(LoadgenError):
+    """A flag or argument value that cannot work (exit code 2, like typer's own)."""
+
+    exit_code = 2
+
+
+class ProfileError(LoadgenError):
+    """A workload profile that does not validate."""
+
+    exit_code = 2
+
+
+class ResultsError(LoadgenError):
+    """A results file that is missing, corrupt or unreadable."""
+
+
+class SchemaVersionError(ResultsError):
+    """A results file written by a newer loadgen than this one."""
+
+
+class EndpointError(LoadgenError):
+    """The target endpoint cannot be used at all (unreachable, 401, not OpenAI-shaped)."""
+
+
+class ErrorKind(enum.StrEnum):
+    """Why one request failed. The values are the JSON keys in results files."""
+
+    HTTP_4XX = "http_4xx"
+    HTTP_429 = "http_429"  # kept apart: it means "back off", not "broken"
+    HTTP_5XX = "http_5xx"
+    TIMEOUT = "timeout"
+    CONNECT = "connect"
+    STREAM_BROKEN = "stream_broken"  # connection lost, or the stream ended without [DONE]
+    MALFORMED_CHUNK = "malformed_chunk"  # an SSE data line that is not the JSON we expect
+    CANCELLED = "cancelled"  # in flight when the run was interrupted
+
+
+def error_kind_for_status(status: int) -> ErrorKind:
+    """Map an HTTP status >= 400 to its error kind."""
+    if status == 429:
+        return ErrorKind.HTTP_429
+    if status >= 500:
+        return ErrorKind.HTTP_5XX
+    return ErrorKind.HTTP_4XX

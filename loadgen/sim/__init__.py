@@ -1,0 +1,1 @@
+"""The built-in simulated continuous-batching server (engine, OpenAI routes, front end)."""

@@ -1,0 +1,96 @@
+"""Drives the sans-IO engine in real time, on absolute deadlines.
+
+Each step ends at ``start + duration``; the next step starts at that same
+instant (back to back, as on a GPU), not at whenever the event loop woke up.
+Chained relative sleeps would drift by the wake-up latency every step. A
+step that starts more than ``OVERRUN_MS`` after its due time is counted as
+an overrun: the simulator could not keep its law at that moment (it is the
+bottleneck, not the simulated engine), and ``/metrics`` says so. The schedule
+is kept through small lateness (the next step still starts on time, so the
+mean step is exact); only when a step is more than ``RESYNC_MS`` late does the
+schedule restart from now, rather than firing a burst of catch-up steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from loadgen.sim.engine import Engine, EngineConfig
+
+OVERRUN_MS = 5.0
+RESYNC_MS = 100.0
+
+
+@dataclass(slots=True)
+class DriverStats:
+    overruns: int = 0  # steps that started more than OVERRUN_MS late
+    max_late_ms: float = 0.0  # worst lateness of a step start seen so far
+
+
+class EngineDriver:
+    """Owns one ``Engine`` and the per-sequence token queues fed from it."""
+
+    def __init__(self, config: EngineConfig, clock: Callable[[], float] | None = None) -> None:
+        self.engine = Engine(config)
+        self.stats = DriverStats()
+        self._clock = clock
+        self._queues: dict[int, asyncio.Queue[int]] = {}
+        self._ids = itertools.count()
+        self._wake = asyncio.Event()
+
+    def _now_ms(self) -> float:
+        clock = self._clock or asyncio.get_running_loop().time
+        return clock() * 1000.0
+
+    def submit(self, *, prompt_tokens: int, max_tokens: int) -> tuple[int, asyncio.Queue[int]]:
+        """Queue a sequence; its queue receives 1 per generated token."""
+        seq_id = next(self._ids)
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        self._queues[seq_id] = queue
+        self.engine.submit(seq_id, prompt_tokens=prompt_tokens, max_tokens=max_tokens, now_ms=self._now_ms())
+        self._wake.set()
+        return seq_id, queue
+
+    def release(self, seq_id: int) -> None:
+        """Forget a sequence: finished, or its client went away (then cancel it)."""
+        if self._queues.pop(seq_id, None) is not None:
+            self.engine.cancel(seq_id)
+
+    async def run(self) -> None:
+        """The engine loop; runs until cancelled."""
+        due_ms: float | None = None  # when the next step should start (back to back)
+        while True:
+            now = self._now_ms()
+            start = now
+            if due_ms is not None:
+                late = now - due_ms
+                if late > OVERRUN_MS:
+                    self.stats.overruns += 1
+                if late <= RESYNC_MS:
+                    start = due_ms  # keep the absolute schedule: no drift
+                self.stats.max_late_ms = max(self.stats.max_late_ms, late)
+            step = self.engine.next_step(start)
+            if step is None:
+                due_ms = None
+                await self._idle(now)
+                continue
+            await asyncio.sleep(max(0.0, step.end_ms - self._now_ms()) / 1000.0)
+            for seq_id in step.emitted:
+                queue = self._queues.get(seq_id)
+                if queue is not None:
+                    queue.put_nowait(1)
+            due_ms = step.end_ms
+
+    async def _idle(self, now_ms: float) -> None:
+        self._wake.clear()
+        wake_at = self.engine.wake_at_ms()
+        if wake_at is None:
+            await self._wake.wait()
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, wake_at - now_ms) / 1000.0)
+        except TimeoutError:
+            pass

@@ -1,0 +1,219 @@
+"""A sans-IO continuous/static batching engine with a known step-latency law.
+
+No sockets and no clock: the caller passes the time (in milliseconds) into
+``next_step`` and decides how to wait for the step to end. The simulated
+server drives it in real time on absolute deadlines; the planner can drive
+the same engine in virtual time.
+
+The law (DESIGN.md, "The simulated server")::
+
+    step_ms = base_ms + per_seq_ms * running + prefill_ms_per_token * admitted_prompt_tokens
+
+Every step decodes one token for every running sequence. A sequence admitted
+in a step emits its first token at the end of that step. Waiting sequences
+are admitted first-in first-out, at most ``max_num_seqs`` run at once.
+
+Static mode, for contrast: collect up to ``static_batch`` waiting sequences
+(or whatever has arrived once the oldest has waited ``static_wait_ms``), run
+that batch until its longest member finishes, with no refill. Finished
+members keep their slot (padding), so they still cost ``per_seq_ms``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Mode = Literal["continuous", "static"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The simulated engine's law and limits. Defaults are the chapter's."""
+
+    base_ms: float = 25.0
+    per_seq_ms: float = 0.4
+    prefill_ms_per_token: float = 0.0
+    max_num_seqs: int = 128
+    mode: Mode = "continuous"
+    static_batch: int = 8  # static mode: batch size to collect
+    static_wait_ms: float = 50.0  # static mode: longest wait for a full batch
+    noise_cv: float = 0.0  # coefficient of variation of a lognormal step multiplier
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.base_ms >= 0 and self.per_seq_ms >= 0 and self.prefill_ms_per_token >= 0):
+            raise ValueError("base_ms, per_seq_ms and prefill_ms_per_token must be >= 0")
+        if self.base_ms + self.per_seq_ms <= 0:
+            raise ValueError("base_ms + per_seq_ms must be > 0 (a step must take time)")
+        if self.max_num_seqs < 1 or self.static_batch < 1:
+            raise ValueError("max_num_seqs and static_batch must be >= 1")
+        if self.static_wait_ms < 0 or self.noise_cv < 0:
+            raise ValueError("static_wait_ms and noise_cv must be >= 0")
+        if self.mode not in ("continuous", "static"):
+            raise ValueError(f"mode must be 'continuous' or 'static', got {self.mode!r}")
+
+    def step_ms(self, running: int, admitted_prompt_tokens: int = 0) -> float:
+        """The noiseless duration of one step with ``running`` sequences."""
+        return (
+            self.base_ms
+            + self.per_seq_ms * running
+            + self.prefill_ms_per_token * admitted_prompt_tokens
+        )
+
+
+@dataclass(slots=True)
+class _Sequence:
+    seq_id: int
+    prompt_tokens: int
+    max_tokens: int
+    arrival_ms: float
+    generated: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One engine step: when it starts, how long it lasts, who gets a token."""
+
+    start_ms: float
+    duration_ms: float
+    admitted: tuple[int, ...]  # sequence ids admitted at the start of this step
+    emitted: tuple[int, ...]  # sequence ids that receive one token at the end
+    finished: tuple[int, ...]  # sequence ids whose last token is in this step
+    running: int  # slots occupied during the step (static mode counts padding)
+
+    @property
+    def end_ms(self) -> float:
+        return self.start_ms + self.duration_ms
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    """Cumulative engine statistics, exported on ``/metrics``."""
+
+    steps: int = 0
+    tokens: int = 0  # useful slot-steps: one generated token each
+    slot_steps: int = 0  # occupied slots summed over steps (static includes padding)
+    admitted: int = 0
+    finished: int = 0
+    cancelled: int = 0
+
+
+@dataclass(slots=True)
+class Engine:
+    """The batching state machine. Drive it with ``submit`` and ``next_step``."""
+
+    config: EngineConfig
+    counters: EngineCounters = field(default_factory=EngineCounters)
+    _waiting: deque[_Sequence] = field(default_factory=deque)
+    _running: dict[int, _Sequence] = field(default_factory=dict)
+    _rng: np.random.Generator = field(init=False)
+    _noise_mu: float = field(init=False)
+    _noise_sigma: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.config.seed)
+        # Lognormal multiplier with mean 1 and the requested CV:
+        # sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2.
+        self._noise_sigma = math.sqrt(math.log1p(self.config.noise_cv**2))
+        self._noise_mu = -0.5 * self._noise_sigma**2
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    def submit(self, seq_id: int, *, prompt_tokens: int, max_tokens: int, now_ms: float) -> None:
+        """Queue a sequence. It is admitted at the start of a later step."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        self._waiting.append(_Sequence(seq_id, max(prompt_tokens, 0), max_tokens, now_ms))
+
+    def cancel(self, seq_id: int) -> bool:
+        """Drop a sequence whose client went away. Returns whether it was known."""
+        if self._running.pop(seq_id, None) is not None:
+            self.counters.cancelled += 1
+            self._retire([])  # static: the batch may be done once its longest member left
+            return True
+        for seq in self._waiting:
+            if seq.seq_id == seq_id:
+                self._waiting.remove(seq)
+                self.counters.cancelled += 1
+                return True
+        return False
+
+    def wake_at_ms(self) -> float | None:
+        """When an idle engine should be polled again without a new arrival.
+
+        Only static mode ever waits with work queued (for a batch to fill).
+        """
+        if self.config.mode == "static" and self._waiting and not self._running:
+            return self._waiting[0].arrival_ms + self.config.static_wait_ms
+        return None
+
+    def next_step(self, now_ms: float) -> Step | None:
+        """Start a step at ``now_ms``, or return None when there is nothing to run yet.
+
+        The step's tokens are accounted immediately; the caller delivers them
+        at ``step.end_ms``.
+        """
+        admitted = self._admit(now_ms)
+        if not self._running:
+            return None
+        admitted_prompt = sum(self._running[i].prompt_tokens for i in admitted)
+        emitted: list[int] = []
+        finished: list[int] = []
+        for seq in self._running.values():
+            if seq.generated < seq.max_tokens:
+                seq.generated += 1
+                emitted.append(seq.seq_id)
+                if seq.generated == seq.max_tokens:
+                    finished.append(seq.seq_id)
+        occupied = len(self._running)
+        duration = self.config.step_ms(occupied, admitted_prompt) * self._noise()
+        self._retire(finished)
+        c = self.counters
+        c.steps += 1
+        c.tokens += len(emitted)
+        c.slot_steps += occupied
+        c.admitted += len(admitted)
+        c.finished += len(finished)
+        return Step(now_ms, duration, tuple(admitted), tuple(emitted), tuple(finished), occupied)
+
+    def _admit(self, now_ms: float) -> list[int]:
+        cfg = self.config
+        if cfg.mode == "continuous":
+            n = min(cfg.max_num_seqs - len(self._running), len(self._waiting))
+        elif self._running:
+            return []  # static: no refill while a batch runs
+        else:
+            size = min(cfg.static_batch, cfg.max_num_seqs)
+            ready = len(self._waiting) >= size or (
+                bool(self._waiting) and now_ms >= self._waiting[0].arrival_ms + cfg.static_wait_ms
+            )
+            n = min(size, len(self._waiting)) if ready else 0
+        admitted = []
+        for _ in range(n):
+            seq = self._waiting.popleft()
+            self._running[seq.seq_id] = seq
+            admitted.append(seq.seq_id)
+        return admitted
+
+    def _retire(self, finished: list[int]) -> None:
+        if self.config.mode == "continuous":
+            for seq_id in finished:
+                del self._running[seq_id]
+        elif all(s.generated >= s.max_tokens for s in self._running.values()):
+            self._running.clear()  # static: the batch ends with its longest member
+
+    def _noise(self) -> float:
+        if self.config.noise_cv == 0:
+            return 1.0
+        return float(self._rng.lognormal(self._noise_mu, self._noise_sigma))

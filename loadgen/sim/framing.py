@@ -1,0 +1,168 @@
+"""OpenAI-shaped request parsing and SSE chunk framing for the simulator (pure).
+
+Chunks mirror vLLM's streaming output: a first chunk with ``delta.role`` and
+empty content (chat only), one chunk per token, ``finish_reason`` on the last
+text chunk, a separate usage chunk with ``choices: []`` when
+``stream_options.include_usage`` is set, then ``data: [DONE]``.
+
+Prompt tokens are counted as whitespace-separated words of the prompt (chat:
+of every message's text content), so ``usage`` is exact and reproducible
+without a tokenizer. Output token ``i`` is the word ``WORDS[i % len(WORDS)]``
+followed by a space.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Api = Literal["chat", "completions"]
+
+WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again")
+
+
+class BadRequest(ValueError):
+    """A request the OpenAI API would reject with 400."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    api: Api
+    model: str
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+def _content_words(content: Any) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return count_words(content)
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return sum(
+            count_words(p.get("text", "")) for p in content if isinstance(p, dict) and isinstance(p.get("text", ""), str)
+        )
+    raise BadRequest("'content' must be a string or a list of content parts")
+
+
+def parse_request(body: bytes, api: Api, default_model: str, default_max_tokens: int) -> SimRequest:
+    """Validate a request body; raise ``BadRequest`` with an OpenAI-style message."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object")
+    if api == "chat":
+        messages = data.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("'messages' is required and must be a non-empty list")
+        if not all(isinstance(m, dict) for m in messages):
+            raise BadRequest("each entry of 'messages' must be an object")
+        prompt_tokens = sum(_content_words(m.get("content")) for m in messages)
+    else:
+        prompt = data.get("prompt")
+        if isinstance(prompt, str):
+            prompt_tokens = count_words(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            prompt_tokens = sum(count_words(p) for p in prompt)
+        else:
+            raise BadRequest("'prompt' is required and must be a string or a list of strings")
+    max_tokens = data.get("max_completion_tokens", data.get("max_tokens", default_max_tokens))
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise BadRequest(f"'max_tokens' must be an integer >= 1, got {max_tokens!r}")
+    stream = data.get("stream", False)
+    options = data.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise BadRequest("'stream_options' must be an object")
+    model = data.get("model") or default_model
+    return SimRequest(
+        api=api,
+        model=str(model),
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        stream=bool(stream),
+        include_usage=bool(options.get("include_usage", False)),
+    )
+
+
+def output_text(start: int, n: int) -> str:
+    """The text of output tokens ``start .. start+n-1``."""
+    return "".join(WORDS[i % len(WORDS)] + " " for i in range(start, start + n))
+
+
+class ChunkFramer:
+    """Builds the SSE byte frames of one streamed response.
+
+    The JSON envelope is serialised once per request; each token chunk is
+    then a cheap string concatenation, so the simulator's own cost stays far
+    below the rate it must sustain.
+    """
+
+    def __init__(self, req: SimRequest, request_id: str, created: int) -> None:
+        self._req = req
+        kind = "chat.completion.chunk" if req.api == "chat" else "text_completion"
+        head = json.dumps({"id": request_id, "object": kind, "created": created, "model": req.model})
+        self._head = head[:-1]  # without the closing brace
+        if req.api == "chat":
+            self._open, self._close = ',"choices":[{"index":0,"delta":{"content":', "}"
+        else:
+            self._open, self._close = ',"choices":[{"index":0,"text":', ""
+
+    def role(self) -> bytes:
+        """The chat role chunk (empty content); completions have none."""
+        return self._frame(',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}')
+
+    def text(self, text: str, *, last: bool) -> bytes:
+        finish = '"length"' if last else "null"
+        body = f'{self._open}{json.dumps(text)}{self._close},"logprobs":null,"finish_reason":{finish}}}]}}'
+        return self._frame(body)
+
+    def usage(self, completion_tokens: int) -> bytes:
+        p = self._req.prompt_tokens
+        return self._frame(
+            f',"choices":[],"usage":{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
+            f'"total_tokens":{p + completion_tokens}}}}}'
+        )
+
+    def _frame(self, tail: str) -> bytes:
+        return f"data: {self._head}{tail}\n\n".encode()
+
+    DONE = b"data: [DONE]\n\n"
+    MALFORMED = b"data: {\"id\": \"broken\", \"choices\": [\n\n"
+
+
+def completion_body(req: SimRequest, request_id: str, created: int) -> dict[str, Any]:
+    """The non-streaming response object."""
+    text = output_text(0, req.max_tokens)
+    choice: dict[str, Any]
+    if req.api == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+        kind = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
+        kind = "text_completion"
+    return {
+        "id": request_id,
+        "object": kind,
+        "created": created,
+        "model": req.model,
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.max_tokens,
+            "total_tokens": req.prompt_tokens + req.max_tokens,
+        },
+    }
+
+
+def error_body(message: str, code: int) -> dict[str, Any]:
+    kind = "invalid_request_error" if code == 400 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}

@@ -1,0 +1,193 @@
+"""The simulator's OpenAI-compatible routes, on aiohttp.web.
+
+Routes: ``GET /v1/models``, ``POST /v1/chat/completions``,
+``POST /v1/completions`` (streaming and not), ``GET /metrics`` (Prometheus
+text) and ``GET /health``.
+
+aiohttp serves the simulator because the client side already depends on it
+(httpx's API over aiohttp's transport): one well-kept HTTP stack, no extra
+dependency, and it streams thousands of small chunks per second on one core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+from aiohttp import web
+
+from loadgen.sim.driver import EngineDriver
+from loadgen.sim.engine import EngineConfig
+from loadgen.sim.faults import Fault, FaultConfig
+from loadgen.sim.framing import (
+    Api,
+    BadRequest,
+    ChunkFramer,
+    SimRequest,
+    completion_body,
+    error_body,
+    output_text,
+    parse_request,
+)
+
+METRIC_PREFIX = "loadgen_sim:"
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """Everything that shapes the simulator's behaviour."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    model: str = "sim-model"
+    merge_prob: float = 0.0  # chance a token is held back and sent with the next one
+    default_max_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.merge_prob < 1.0:
+            raise ValueError(f"merge_prob must be in [0, 1), got {self.merge_prob}")
+
+
+DRIVER_KEY = web.AppKey("driver", EngineDriver)
+OPTIONS_KEY = web.AppKey("options", SimOptions)
+RNG_KEY = web.AppKey("rng", np.random.Generator)
+
+
+def build_app(options: SimOptions) -> web.Application:
+    """An aiohttp application serving one simulated model."""
+    app = web.Application()
+    app[OPTIONS_KEY] = options
+    app[RNG_KEY] = np.random.default_rng(options.engine.seed + 1)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/v1/completions", _completions)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/health", _health)
+    app.cleanup_ctx.append(_engine_loop)
+    return app
+
+
+async def _engine_loop(app: web.Application):  # type: ignore[no-untyped-def]
+    driver = EngineDriver(app[OPTIONS_KEY].engine)
+    app[DRIVER_KEY] = driver
+    task = asyncio.create_task(driver.run(), name="sim-engine")
+    yield
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+
+
+async def _models(request: web.Request) -> web.Response:
+    model = request.app[OPTIONS_KEY].model
+    created = int(time.time())
+    return web.json_response(
+        {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "loadgen-sim"}]}
+    )
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(text="")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    driver = request.app[DRIVER_KEY]
+    engine, c = driver.engine, driver.engine.counters
+    label = f'{{model_name="{request.app[OPTIONS_KEY].model}"}}'
+    rows = [
+        ("num_requests_running", "gauge", "Sequences in the running batch.", engine.num_running),
+        ("num_requests_waiting", "gauge", "Sequences waiting for a slot.", engine.num_waiting),
+        ("steps_total", "counter", "Engine steps run.", c.steps),
+        ("generation_tokens_total", "counter", "Tokens generated (useful slot-steps).", c.tokens),
+        ("slot_steps_total", "counter", "Occupied slots summed over steps (static mode counts padding).", c.slot_steps),
+        ("engine_overruns_total", "counter", "Steps that started late: the simulator missed its law.", driver.stats.overruns),
+        ("engine_max_late_ms", "gauge", "Worst lateness of a step start, in ms.", round(driver.stats.max_late_ms, 3)),
+    ]
+    lines = []
+    for name, kind, doc, value in rows:
+        lines += [f"# HELP {METRIC_PREFIX}{name} {doc}", f"# TYPE {METRIC_PREFIX}{name} {kind}"]
+        lines.append(f"{METRIC_PREFIX}{name}{label} {value}")
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    return await _complete(request, "chat")
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    return await _complete(request, "completions")
+
+
+def _error(message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(error_body(message, status), status=status, headers=headers)
+
+
+async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
+    options = request.app[OPTIONS_KEY]
+    try:
+        req = parse_request(await request.read(), api, options.model, options.default_max_tokens)
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    rng = request.app[RNG_KEY]
+    fault = options.faults.draw(rng)
+    if fault is Fault.HTTP_429:
+        return _error("simulated rate limit", 429, {"Retry-After": "1"})
+    if fault is Fault.HTTP_500:
+        return _error("simulated internal error", 500)
+    if fault is Fault.HTTP_503:
+        return _error("simulated overload", 503, {"Retry-After": "1"})
+    driver = request.app[DRIVER_KEY]
+    request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + uuid.uuid4().hex
+    created = int(time.time())
+    seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
+    try:
+        if not req.stream:
+            for _ in range(req.max_tokens):
+                await tokens.get()
+            return web.json_response(completion_body(req, request_id, created))
+        merge = options.merge_prob if options.merge_prob > 0 else 0.0
+        return await _stream(request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge)
+    finally:
+        driver.release(seq_id)
+
+
+async def _stream(
+    request: web.Request,
+    req: SimRequest,
+    framer: ChunkFramer,
+    tokens: asyncio.Queue[int],
+    fault: Fault | None,
+    rng: np.random.Generator,
+    merge_prob: float,
+) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    half = req.max_tokens // 2
+    sent = pending = 0
+    try:
+        while sent + pending < req.max_tokens:
+            pending += await tokens.get()
+            if sent == 0 and pending == 1 and req.api == "chat":
+                await resp.write(framer.role())
+            if fault is Fault.DROP and sent + pending > half:
+                assert request.transport is not None
+                request.transport.abort()  # no terminating chunk: the client sees a broken stream
+                return resp
+            if fault is Fault.MALFORMED and sent <= half < sent + pending:
+                await resp.write(framer.MALFORMED)
+            last = sent + pending == req.max_tokens
+            if not last and merge_prob and rng.random() < merge_prob:
+                continue  # as engines do when a token decodes to no complete text yet
+            await resp.write(framer.text(output_text(sent, pending), last=last))
+            sent, pending = sent + pending, 0
+        if req.include_usage:
+            await resp.write(framer.usage(sent))
+        await resp.write(framer.DONE)
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away; the finally in _complete cancels the sequence
+    return resp

@@ -1,0 +1,141 @@
+"""The sans-IO engine in virtual time: no sockets, no sleeping."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadgen.sim.engine import Engine, EngineConfig, Step
+
+
+def run_to_idle(engine: Engine, now_ms: float = 0.0) -> list[Step]:
+    """Drive the engine back to back until it has nothing to run."""
+    steps = []
+    while (step := engine.next_step(now_ms)) is not None:
+        steps.append(step)
+        now_ms = step.end_ms
+    return steps
+
+
+def token_times(steps: list[Step], seq_id: int) -> list[float]:
+    return [s.end_ms for s in steps if seq_id in s.emitted]
+
+
+def test_lone_request_follows_the_batch_1_law() -> None:
+    engine = Engine(EngineConfig())
+    engine.submit(0, prompt_tokens=10, max_tokens=20, now_ms=0.0)
+    steps = run_to_idle(engine)
+    times = token_times(steps, 0)
+    assert len(times) == 20
+    assert times[0] == pytest.approx(25.4)  # admitted in step 1, first token at its end
+    assert np.diff(times) == pytest.approx([25.4] * 19)
+    assert engine.counters.tokens == 20 and engine.num_running == 0
+
+
+def test_sixteen_streams_step_at_31_4_ms() -> None:
+    engine = Engine(EngineConfig())
+    for i in range(16):
+        engine.submit(i, prompt_tokens=1, max_tokens=10, now_ms=0.0)
+    steps = run_to_idle(engine)
+    assert [s.running for s in steps] == [16] * 10
+    assert all(s.duration_ms == pytest.approx(31.4) for s in steps)
+
+
+def test_max_num_seqs_queues_the_rest_fifo() -> None:
+    engine = Engine(EngineConfig(max_num_seqs=4))
+    for i in range(8):
+        engine.submit(i, prompt_tokens=1, max_tokens=5, now_ms=0.0)
+    first = engine.next_step(0.0)
+    assert first is not None
+    assert first.admitted == (0, 1, 2, 3)
+    assert engine.num_running == 4 and engine.num_waiting == 4
+    assert first.duration_ms == pytest.approx(25 + 0.4 * 4)
+    steps = [first, *run_to_idle(engine, first.end_ms)]
+    assert steps[5].admitted == (4, 5, 6, 7)  # refilled the step after the first four finished
+    assert len(steps) == 10
+
+
+def test_prefill_cost_is_charged_in_the_admitting_step() -> None:
+    engine = Engine(EngineConfig(prefill_ms_per_token=0.01))
+    engine.submit(0, prompt_tokens=1000, max_tokens=3, now_ms=0.0)
+    steps = run_to_idle(engine)
+    assert [s.duration_ms for s in steps] == pytest.approx([25.4 + 10.0, 25.4, 25.4])
+
+
+def test_static_batch_3_3_3_10_uses_40_slot_steps_for_19_tokens() -> None:
+    engine = Engine(EngineConfig(mode="static", static_batch=4))
+    for i, n in enumerate([3, 3, 3, 10]):
+        engine.submit(i, prompt_tokens=1, max_tokens=n, now_ms=0.0)
+    steps = run_to_idle(engine)
+    c = engine.counters
+    assert (len(steps), c.slot_steps, c.tokens) == (10, 40, 19)
+    assert c.tokens / c.slot_steps == 0.475
+    assert all(s.running == 4 for s in steps)  # finished members keep (and pay for) their slot
+
+
+def test_continuous_finishes_the_same_work_in_fewer_steps_than_static() -> None:
+    lengths = [3, 3, 3, 10] * 2
+
+    def steps_for(mode: str) -> tuple[int, int, int]:
+        engine = Engine(EngineConfig(mode=mode, max_num_seqs=4, static_batch=4))  # type: ignore[arg-type]
+        for i, n in enumerate(lengths):
+            engine.submit(i, prompt_tokens=1, max_tokens=n, now_ms=0.0)
+        steps = run_to_idle(engine)
+        return len(steps), engine.counters.tokens, engine.counters.slot_steps
+
+    static_steps, static_tokens, static_slots = steps_for("static")
+    cont_steps, cont_tokens, cont_slots = steps_for("continuous")
+    assert static_tokens == cont_tokens == sum(lengths)
+    assert static_steps == 20
+    assert cont_steps < static_steps
+    assert cont_slots == cont_tokens  # no padding: every occupied slot-step does useful work
+    assert static_slots > static_tokens
+
+
+def test_static_mode_waits_for_a_full_batch_or_the_timeout() -> None:
+    engine = Engine(EngineConfig(mode="static", static_batch=4, static_wait_ms=50.0))
+    engine.submit(0, prompt_tokens=1, max_tokens=2, now_ms=0.0)
+    assert engine.next_step(10.0) is None
+    assert engine.wake_at_ms() == 50.0
+    step = engine.next_step(50.0)
+    assert step is not None and step.admitted == (0,)
+
+
+def test_cancel_frees_the_slot() -> None:
+    engine = Engine(EngineConfig(max_num_seqs=1))
+    engine.submit(0, prompt_tokens=1, max_tokens=100, now_ms=0.0)
+    engine.submit(1, prompt_tokens=1, max_tokens=1, now_ms=0.0)
+    engine.next_step(0.0)
+    assert engine.cancel(0)
+    step = engine.next_step(30.0)
+    assert step is not None and step.admitted == (1,)
+    assert not engine.cancel(42)
+
+
+def test_noise_is_seeded_with_mean_one_and_the_requested_cv() -> None:
+    def durations(seed: int) -> np.ndarray:
+        engine = Engine(EngineConfig(noise_cv=0.2, seed=seed, base_ms=10.0, per_seq_ms=0.0))
+        engine.submit(0, prompt_tokens=1, max_tokens=4000, now_ms=0.0)
+        return np.array([s.duration_ms for s in run_to_idle(engine)])
+
+    d = durations(7)
+    assert np.array_equal(d, durations(7))
+    assert d.mean() == pytest.approx(10.0, rel=0.02)
+    assert d.std() / d.mean() == pytest.approx(0.2, rel=0.1)
+    assert not math.isclose(d[0], durations(8)[0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"base_ms": -1.0}, "base_ms"),
+        ({"mode": "turbo"}, "mode"),
+        ({"base_ms": 0.0, "per_seq_ms": 0.0}, "must take time"),
+    ],
+)
+def test_bad_config_is_rejected(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        EngineConfig(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,62 @@
+"""STYLE.md 3.4: the pure side never pulls in I/O, and only the CLI prints or reads env."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANNER_ALLOWED_LOADGEN = {"loadgen", "loadgen.results", "loadgen.histogram", "loadgen.errors"}
+PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_planner_imports_only_pure_modules() -> None:
+    for path in sorted((ROOT / "planner").rglob("*.py")):
+        for name in imports_of(path):
+            assert not name.startswith(PLANNER_FORBIDDEN), f"{path.name} imports {name}"
+            if name.split(".")[0] == "loadgen":
+                assert name in PLANNER_ALLOWED_LOADGEN, f"{path.name} imports {name}"
+
+
+def test_importing_planner_and_results_loads_no_io_stack() -> None:
+    modules = [f"planner.{p.stem}" for p in (ROOT / "planner").glob("*.py") if p.stem != "__init__"]
+    code = (
+        "import sys, importlib\n"
+        f"for m in {['planner', *modules]!r}: importlib.import_module(m)\n"
+        "import loadgen.errors\n"
+        "bad = [m for m in ('httpx', 'aiohttp', 'typer', 'rich.console', 'loadgen.runner', 'loadgen.client')"
+        " if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_only_histogram_imports_hdrh() -> None:
+    for path in sorted((ROOT / "loadgen").rglob("*.py")) + sorted((ROOT / "planner").rglob("*.py")):
+        if path.name != "histogram.py":
+            assert not any(n.startswith("hdrh") for n in imports_of(path)), path
+
+
+def test_no_print_or_environ_outside_the_cli() -> None:
+    for path in sorted((ROOT / "loadgen").rglob("*.py")) + sorted((ROOT / "planner").rglob("*.py")):
+        if "cli" in path.relative_to(ROOT).parts:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id != "print", f"print() in {path}"
+            if isinstance(node, ast.Attribute) and node.attr == "environ":
+                raise AssertionError(f"os.environ read in {path}")
