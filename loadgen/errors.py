@@ -51,7 +51,6 @@ class ErrorKind(enum.StrEnum):
     CONNECT = "connect"
     STREAM_BROKEN = "stream_broken"  # connection lost, or the stream ended without [DONE]
     MALFORMED_CHUNK = "malformed_chunk"  # an SSE data line that is not the JSON we expect
-    CANCELLED = "cancelled"  # in flight when the run was interrupted
 
 
 def error_kind_for_status(status: int) -> ErrorKind:

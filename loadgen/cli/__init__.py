@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from loadgen import __version__
-from loadgen.cli import measure
+from loadgen.cli import measure, run_cmd
 
 app = typer.Typer(
     name="loadgen",
@@ -38,6 +38,7 @@ def _root(
 
 
 measure.register(app)
+run_cmd.register(app)
 
 
 def main() -> None:

@@ -37,6 +37,9 @@ def serve_sim(
                      "http_429, http_500, http_503, drop, malformed. Repeatable."),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for noise, faults and chunk merging.")] = 0,
+    require_api_key: Annotated[
+        str | None, typer.Option(help="Answer 401 unless requests carry 'Authorization: Bearer KEY'.")
+    ] = None,
     allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
@@ -55,6 +58,7 @@ def serve_sim(
             faults=FaultConfig.parse(fault or []),
             model=model,
             merge_prob=merge_prob,
+            api_key=require_api_key,
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

@@ -37,7 +37,7 @@ class FaultConfig:
             raise ValueError(f"fault probabilities add up to {self.total()}, more than 1")
 
     def total(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return float(sum(getattr(self, f.name) for f in fields(self)))
 
     @classmethod
     def parse(cls, specs: list[str]) -> FaultConfig:

@@ -164,5 +164,5 @@ def completion_body(req: SimRequest, request_id: str, created: int) -> dict[str,
 
 
 def error_body(message: str, code: int) -> dict[str, Any]:
-    kind = "invalid_request_error" if code == 400 else "server_error"
+    kind = {400: "invalid_request_error", 401: "authentication_error"}.get(code, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}

@@ -15,6 +15,7 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 from aiohttp import web
@@ -34,6 +35,7 @@ from loadgen.sim.framing import (
 )
 
 METRIC_PREFIX = "loadgen_sim:"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class SimOptions:
     model: str = "sim-model"
     merge_prob: float = 0.0  # chance a token is held back and sent with the next one
     default_max_tokens: int = 16
+    api_key: str | None = None  # when set, /v1 routes answer 401 without "Authorization: Bearer <key>"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
@@ -58,7 +61,7 @@ RNG_KEY = web.AppKey("rng", np.random.Generator)
 
 def build_app(options: SimOptions) -> web.Application:
     """An aiohttp application serving one simulated model."""
-    app = web.Application()
+    app = web.Application(middlewares=[_auth] if options.api_key else [])
     app[OPTIONS_KEY] = options
     app[RNG_KEY] = np.random.default_rng(options.engine.seed + 1)
     app.router.add_get("/v1/models", _models)
@@ -68,6 +71,14 @@ def build_app(options: SimOptions) -> web.Application:
     app.router.add_get("/health", _health)
     app.cleanup_ctx.append(_engine_loop)
     return app
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    key = request.app[OPTIONS_KEY].api_key
+    if request.path.startswith("/v1/") and request.headers.get("Authorization") != f"Bearer {key}":
+        return _error("invalid API key", 401)
+    return await handler(request)
 
 
 async def _engine_loop(app: web.Application):  # type: ignore[no-untyped-def]

@@ -116,6 +116,8 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
         "--mode", e.mode, "--static-batch", str(e.static_batch), "--static-wait-ms", repr(e.static_wait_ms),
         "--noise-cv", repr(e.noise_cv), "--merge-prob", repr(options.merge_prob), "--seed", str(e.seed),
     ]
+    if options.api_key:
+        argv += ["--require-api-key", options.api_key]
     for name in ("http_429", "http_500", "http_503", "drop", "malformed"):
         p = getattr(f, name)
         if p:

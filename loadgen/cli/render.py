@@ -1,0 +1,77 @@
+"""Terminal tables for results (rich renderables; rounding happens here, at display time)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from loadgen.results import LevelResult, Metric, Results
+
+LATENCY_ROWS = (
+    (Metric.TTFT, "TTFT (from intended)"),
+    (Metric.TTFT_SENT, "TTFT (from sent)"),
+    (Metric.TPOT, "TPOT"),
+    (Metric.ITL, "ITL"),
+    (Metric.E2E, "E2E latency"),
+    (Metric.QUEUE, "slot queue"),
+    (Metric.LAG, "generator lag"),
+)
+
+
+def _fmt(value: float | int | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def level_table(level: LevelResult) -> Table:
+    """Latency distribution of one level, in milliseconds."""
+    table = Table(title=f"{level.load.label}: latency (ms)", title_justify="left")
+    table.add_column("metric")
+    for col in ("mean", "p50", "p90", "p95", "p99", "max", "count"):
+        table.add_column(col, justify="right")
+    summary = level.summary()
+    for metric, name in LATENCY_ROWS:
+        s = summary[f"{metric.value}_ms"]
+        if s["count"] == 0 and metric in (Metric.QUEUE,):
+            continue
+        table.add_row(name, *(_fmt(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(s["count"]))
+    return table
+
+
+def throughput_table(level: LevelResult) -> Table:
+    table = Table(title=f"{level.load.label}: throughput", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    s = level.summary()
+    rate = level.error_rate
+    rows = [
+        ("measured window", f"{level.window_s:.1f} s"),
+        ("completed / failed", f"{level.completed} / {level.failed}"),
+        ("error rate", "-" if rate is None else f"{rate:.2%}"),
+        ("output tokens/s", _fmt(s["output_tokens_per_s"])),
+        ("requests/s", _fmt(s["requests_per_s"], 2)),
+        ("achieved concurrency", _fmt(s["achieved_concurrency"], 2)),
+        ("prompt / output tokens (mean)", f"{_fmt(s['prompt_tokens_mean'])} / {_fmt(s['output_tokens_mean'])}"),
+    ]
+    if level.errors:
+        rows.append(("errors by kind", ", ".join(f"{k.value}={v}" for k, v in sorted(level.errors.items()))))
+    if level.server is not None:
+        rows.append((f"server batch ({level.server.source})",
+                     f"running {_fmt(level.server.running_mean)}, waiting {_fmt(level.server.waiting_mean)}"))
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def caveats(results: Results) -> list[str]:
+    """Things the numbers do not say by themselves."""
+    lines = list(results.notes)
+    for level in results.levels:
+        if level.client_bound:
+            lines.append(f"{level.load.label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms): "
+                         "these numbers measure the load generator, not the server")
+        if level.tokens_estimated:
+            lines.append(f"{level.load.label}: output token counts estimated from chunks (no usage from the server)")
+        if not level.complete:
+            lines.append(f"{level.load.label}: interrupted; partial level")
+    if not results.complete:
+        lines.append("results incomplete: the run did not finish")
+    return lines

@@ -1,0 +1,208 @@
+"""``loadgen run``: one load level against one endpoint, exact metrics, a results file."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
+from loadgen.cli.progress import RichProgress
+from loadgen.cli.render import caveats, level_table, throughput_table
+from loadgen.client import HttpOptions
+from loadgen.errors import UsageError
+from loadgen.observe import NullObserver
+from loadgen.records import RecordsWriter
+from loadgen.results import Load, Results, save_atomic
+from loadgen.runner import LevelPlan
+from loadgen.session import Session, SessionHooks, run_session
+from loadgen.sim.server import SimProcess
+from loadgen.target import normalize_base_url, parse_headers
+from loadgen.workload import Lengths, Workload, load_dataset
+
+SIM_URL = "sim"
+
+
+def check_writable(path: Path) -> None:
+    """Fail before the run, not after it: a result that cannot be saved is a lost result."""
+    probe = path.with_name(path.name + ".tmp")
+    try:
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"-o {path}: cannot write there ({exc.strerror})") from None
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--extra-body: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise UsageError("--extra-body: expected a JSON object, e.g. '{\"ignore_eos\": true}'")
+    return value
+
+
+@contextlib.contextmanager
+def resolved_url(url: str) -> Iterator[str]:
+    """``sim`` starts the built-in simulator (its own process) for the duration of the run."""
+    if url != SIM_URL:
+        yield normalize_base_url(url)
+        return
+    with SimProcess() as sim:
+        yield normalize_base_url(sim.base_url)
+
+
+def run_with_interrupt(session: Session, hooks: SessionHooks) -> Results:
+    """Run the session; the first Ctrl-C stops admitting and drains, a second one aborts."""
+
+    async def main() -> Results:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def first_interrupt() -> None:
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C aborts at once
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, first_interrupt)
+        return await run_session(session, hooks, stop)
+
+    return asyncio.run(main())
+
+
+@friendly_errors
+def run(
+    url: Annotated[str, typer.Option(help="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; "
+                                          "'sim' starts the built-in simulator.")],
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: number of concurrent clients.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Open loop: requests per second.")] = None,
+    arrival: Annotated[str, typer.Option(help="Open loop arrivals: constant | poisson | gamma.")] = "poisson",
+    burstiness: Annotated[float, typer.Option(help="Gamma shape (1 = Poisson, < 1 burstier).")] = 1.0,
+    max_in_flight: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Measured duration after warm-up, s.")] = None,
+    requests: Annotated[int | None, typer.Option(help="Request budget (warm-up included).")] = None,
+    warmup: Annotated[float, typer.Option(help="Warm-up excluded from the measurement, s.")] = 0.0,
+    ramp_up: Annotated[float | None, typer.Option(help="Closed loop: start clients staggered over this span, s "
+                                                       "(default: one probe request's duration).")] = None,
+    api: Annotated[str, typer.Option(help="chat | completions")] = "chat",
+    model: Annotated[str | None, typer.Option(help="Model id (default: first from /models).")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="OPENAI_API_KEY", show_default=False,
+                                                help="Bearer key (default: $OPENAI_API_KEY). Never stored.")] = None,
+    header: Annotated[list[str] | None, typer.Option(help="Extra request header NAME:VALUE (repeatable).")] = None,
+    extra_body: Annotated[str | None, typer.Option(help="JSON merged into every request body, "
+                                                        "e.g. '{\"ignore_eos\": true}' for vLLM.")] = None,
+    prompt_tokens: Annotated[int, typer.Option(help="Synthetic prompt length, tokens.")] = 128,
+    prompt_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
+    prompt_spread: Annotated[float, typer.Option(help="Relative spread of the prompt length.")] = 0.0,
+    dataset: Annotated[Path | None, typer.Option(help="JSONL prompts: {\"prompt\": ...} or {\"messages\": [...]}.")] = None,
+    shared_prompts: Annotated[bool, typer.Option(help="Let prompts share prefixes (default: unique per request).")] = False,
+    max_tokens: Annotated[int, typer.Option(help="Output tokens per request (max_tokens).")] = 128,
+    output_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
+    output_spread: Annotated[float, typer.Option(help="Relative spread of the output length.")] = 0.0,
+    timeout: Annotated[float, typer.Option(help="Per-request limit, s.")] = 600.0,
+    insecure: Annotated[bool, typer.Option(help="Skip TLS verification (self-signed certificates).")] = False,
+    transport: Annotated[str, typer.Option(help="aiohttp | httpx")] = "aiohttp",
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the level.")] = 1,
+    scrape_metrics: Annotated[str, typer.Option(help="Scrape the server's /metrics: auto | on | off.")] = "auto",
+    lag_threshold_ms: Annotated[float, typer.Option(help="p99 generator lag that flags a level client-bound.")] = 10.0,
+    seed: Annotated[int, typer.Option(help="Seed for prompts, lengths and arrivals.")] = 0,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Results file (JSON).")] = Path("results.json"),
+    records: Annotated[Path | None, typer.Option(help="Also write one raw record per request (JSONL).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the level summary as JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No live progress.")] = False,
+) -> None:
+    """Run one load level and write a results file."""
+    load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
+    if duration is None and requests is None:
+        raise UsageError("give --duration and/or --requests to bound the level")
+    if records is not None and workers > 1:
+        raise UsageError("--records works with one worker process only")
+    try:
+        plan = LevelPlan(load, duration_s=duration, requests=requests, warmup_s=warmup,
+                         ramp_up_s=ramp_up or 0.0, timeout_s=timeout, lag_threshold_ms=lag_threshold_ms, seed=seed)
+        workload = Workload(
+            api=_choice("--api", api, ("chat", "completions")),  # type: ignore[arg-type]
+            model=model or "",
+            prompt_tokens=Lengths(prompt_tokens, _choice("--prompt-dist", prompt_dist, DISTS), prompt_spread),  # type: ignore[arg-type]
+            output_tokens=Lengths(max_tokens, _choice("--output-dist", output_dist, DISTS), output_spread),  # type: ignore[arg-type]
+            dataset=load_dataset(dataset) if dataset else None,
+            unique_prompts=not shared_prompts,
+            extra_body=parse_extra_body(extra_body),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    http = HttpOptions(timeout_s=timeout, verify_tls=not insecure,
+                       transport=_choice("--transport", transport, ("aiohttp", "httpx")))  # type: ignore[arg-type]
+    check_writable(output)
+    out = consoles()
+    progress = RichProgress(out.err) if not quiet and sys.stderr.isatty() else NullObserver()
+    writer = RecordsWriter(records) if records else None
+    with resolved_url(url) as base_url:
+        session = Session(
+            base_url=base_url, workload=workload, levels=(plan,), api_key=api_key,
+            headers=parse_headers(header or []), http=http, workers=workers,
+            scrape=_choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+            auto_ramp=ramp_up is None and load.kind == "concurrency",
+        )
+        hooks = SessionHooks(observer=progress, on_record=writer.write if writer else None)
+        try:
+            result = run_with_interrupt(session, hooks)
+        finally:
+            if writer:
+                writer.close()
+    save_atomic(result, output)
+    level = result.levels[0]
+    if json_out:
+        typer.echo(json.dumps(level.summary(), indent=2))
+    else:
+        out.out.print(level_table(level))
+        out.out.print(throughput_table(level))
+    for line in caveats(result):
+        out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
+    out.err.print(f"results written to {output}", highlight=False)
+    if not result.complete:
+        raise typer.Exit(EXIT_RUN_ERROR)
+
+
+DISTS = ("fixed", "uniform", "normal", "lognormal")
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _load(concurrency: int | None, rate: float | None, arrival: str, burstiness: float,
+          max_in_flight: int | None) -> Load:
+    if (concurrency is None) == (rate is None):
+        raise UsageError("give exactly one of --concurrency (closed loop) or --rate (open loop)")
+    if concurrency is not None:
+        if concurrency < 1:
+            raise UsageError(f"--concurrency: must be a positive integer, got {concurrency}")
+        return Load("concurrency", concurrency)
+    assert rate is not None
+    if not rate > 0:
+        raise UsageError(f"--rate: must be > 0 requests/s, got {rate}")
+    if not burstiness > 0:
+        raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise UsageError(f"--max-in-flight: must be a positive integer, got {max_in_flight}")
+    _choice("--arrival", arrival, ("constant", "poisson", "gamma"))
+    return Load("rate", rate, arrival, burstiness, max_in_flight)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+

@@ -1,0 +1,223 @@
+"""One streaming request: timestamps only, no metric math, no progress, no env.
+
+``stream_request`` sends a prepared body, feeds the body bytes to the SSE
+decoder, stamps the clock at every chunk that carries output text, and
+returns a ``RequestRecord``. Failures are data: each ends as a record with an
+``ErrorKind``. ``CancelledError`` always propagates.
+
+``make_http_client`` builds the ``httpx.AsyncClient`` with limits and
+timeouts set explicitly (httpx's 5 s timeout and 100-connection pool are
+wrong for a load tester). The default transport is aiohttp's under httpx's
+API (httpx-aiohttp): httpx's own h11 pool collapses past ~64 concurrent
+streams, aiohttp's stays accurate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from loadgen.errors import ErrorKind, error_kind_for_status
+from loadgen.sse import DONE, Api, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
+
+Clock = Callable[[], float]
+Transport = Literal["aiohttp", "httpx"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What one request produced. Times are loop-clock seconds."""
+
+    t_intended: float  # when it was due (open loop: schedule; closed loop: worker free)
+    t_slot: float | None  # open loop with an in-flight cap: when it got a slot
+    t_sent: float  # when it was handed to the HTTP client
+    t_first: float | None  # first chunk carrying output text
+    t_last: float | None  # last chunk carrying output text
+    t_done: float  # end of stream, or the failure
+    chunk_times: tuple[float, ...]  # arrival of each chunk carrying output text
+    chunk_tokens: tuple[int, ...] | None  # tokens per such chunk, when the server says (per-chunk usage)
+    output_tokens: int | None  # usage.completion_tokens, else the count of text chunks
+    output_tokens_estimated: bool  # True when counted from chunks (no usage from the server)
+    prompt_tokens: int | None  # usage.prompt_tokens
+    error: ErrorKind | None  # None means success
+    http_status: int | None
+    error_detail: str | None = None  # a short reason, never a traceback or a header
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """Connection settings for the load generator's HTTP client."""
+
+    timeout_s: float = 600.0  # whole-request limit, and the read limit between bytes
+    connect_timeout_s: float = 30.0
+    max_connections: int = 0  # 0: unlimited (the load model bounds concurrency, not the pool)
+    verify_tls: bool = True
+    transport: Transport = "aiohttp"
+
+
+def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` tuned for many long-lived concurrent streams (HTTP/1.1 keep-alive)."""
+    timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s, pool=None)
+    if options.transport == "httpx":
+        limits = httpx.Limits(
+            max_connections=options.max_connections or None,
+            max_keepalive_connections=options.max_connections or None,
+        )
+        return httpx.AsyncClient(
+            base_url=base_url, headers=dict(headers), timeout=timeout, limits=limits, verify=options.verify_tls
+        )
+    ssl_ctx: ssl.SSLContext | bool = ssl.create_default_context() if options.verify_tls else False
+    connector = aiohttp.TCPConnector(limit=options.max_connections, ssl=ssl_ctx, keepalive_timeout=60.0)
+    session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+    return httpx.AsyncClient(
+        base_url=base_url, headers=dict(headers), timeout=timeout, transport=AiohttpTransport(client=session)
+    )
+
+
+_READ_TIMEOUTS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+
+
+async def stream_request(
+    http: httpx.AsyncClient,
+    path: str,
+    body: bytes,
+    api: Api,
+    *,
+    t_intended: float,
+    t_slot: float | None = None,
+    clock: Clock,
+    timeout_s: float,
+) -> RequestRecord:
+    """Send one streaming completion request and time its chunks."""
+    times: list[float] = []
+    cumulative: list[int | None] = []  # per text chunk: usage.completion_tokens so far, if sent
+    state = _StreamState()
+    t_sent = clock()
+    status: int | None = None
+    error: ErrorKind | None = None
+    detail: str | None = None
+    in_body = False
+    try:
+        async with asyncio.timeout(timeout_s):
+            request = http.build_request("POST", path, content=body, headers={"content-type": "application/json"})
+            response = await http.send(request, stream=True)
+            try:
+                status = response.status_code
+                if status >= 400:
+                    error, detail = error_kind_for_status(status), f"HTTP {status}"
+                else:
+                    in_body = True
+                    decoder = SSEDecoder()
+                    async for raw in response.aiter_raw():
+                        now = clock()
+                        if state.consume(decoder.feed(raw), api, now, times, cumulative):
+                            break
+                    else:
+                        state.consume(decoder.flush(), api, clock(), times, cumulative)
+                    error, detail = state.outcome()
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        error, detail = ErrorKind.TIMEOUT, f"no complete response within {timeout_s:g} s"
+    except _READ_TIMEOUTS as exc:
+        error, detail = ErrorKind.TIMEOUT, type(exc).__name__
+    except (SSEError, MalformedChunk) as exc:
+        error, detail = ErrorKind.MALFORMED_CHUNK, str(exc)
+    except httpx.HTTPError as exc:
+        # Once the body has started, any transport failure is a broken stream
+        # (aiohttp reports a mid-stream disconnect with connection-error types).
+        error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT
+        detail = type(exc).__name__
+    t_done = clock()
+    return _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
+
+
+class _StreamState:
+    """Parsing state of one response body."""
+
+    __slots__ = ("done", "finish_reason", "completion_tokens", "prompt_tokens", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.finish_reason: str | None = None
+        self.completion_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.error: str | None = None
+
+    def consume(
+        self, events: list[SSEEvent], api: Api, now: float, times: list[float], cumulative: list[int | None]
+    ) -> bool:
+        """Fold events in; returns True once the stream is over ([DONE] or an error)."""
+        for event in events:
+            if event.data == DONE:
+                self.done = True
+                return True
+            chunk = parse_chunk(event.data, api)
+            if chunk.error is not None:
+                self.error = chunk.error
+                return True
+            if chunk.completion_tokens is not None:
+                self.completion_tokens = chunk.completion_tokens
+            if chunk.prompt_tokens is not None:
+                self.prompt_tokens = chunk.prompt_tokens
+            if chunk.finish_reason is not None:
+                self.finish_reason = chunk.finish_reason
+            if chunk.text:
+                times.append(now)
+                cumulative.append(chunk.completion_tokens)
+        return False
+
+    def outcome(self) -> tuple[ErrorKind | None, str | None]:
+        if self.error is not None:
+            return ErrorKind.STREAM_BROKEN, f"server error in stream: {self.error}"
+        if self.done or self.finish_reason is not None:
+            return None, None
+        return ErrorKind.STREAM_BROKEN, "stream ended without [DONE] or a finish reason"
+
+
+def _record(
+    t_intended: float,
+    t_slot: float | None,
+    t_sent: float,
+    t_done: float,
+    times: list[float],
+    cumulative: list[int | None],
+    state: _StreamState,
+    error: ErrorKind | None,
+    status: int | None,
+    detail: str | None,
+) -> RequestRecord:
+    estimated = state.completion_tokens is None
+    output_tokens = len(times) if estimated else state.completion_tokens
+    chunk_tokens: tuple[int, ...] | None = None
+    if times and all(c is not None for c in cumulative):
+        # vLLM's continuous usage stats: each chunk's token count is the usage delta.
+        counts = [int(c) for c in cumulative if c is not None]
+        chunk_tokens = tuple(b - a for a, b in zip([0, *counts], counts))
+    return RequestRecord(
+        t_intended=t_intended,
+        t_slot=t_slot,
+        t_sent=t_sent,
+        t_first=times[0] if times else None,
+        t_last=times[-1] if times else None,
+        t_done=t_done,
+        chunk_times=tuple(times),
+        chunk_tokens=chunk_tokens,
+        output_tokens=output_tokens,
+        output_tokens_estimated=estimated,
+        prompt_tokens=state.prompt_tokens,
+        error=error,
+        http_status=status,
+        error_detail=detail,
+    )

@@ -1,0 +1,189 @@
+"""The metric definitions (DESIGN.md), in one place: timestamps in, histograms out.
+
+Per request (loop-clock seconds, recorded as integer microseconds):
+
+- TTFT = t_first - t_intended (what the user saw); TTFT_SENT = t_first - t_sent
+- TPOT = (t_last - t_first) / (output_tokens - 1), requests with >= 2 tokens
+- ITL  = each gap between consecutive text chunks, pooled over requests; a
+  gap is divided by the chunk's tokens when the server says how many
+- E2E  = t_done - t_intended
+- QUEUE = t_slot - t_intended (open loop with an in-flight cap)
+- LAG  = t_sent - max(t_intended, t_slot): the generator's own slip
+
+Throughput counts the output tokens that *arrived inside the window*, from
+requests that succeeded (including ones that finish during the drain).
+Crediting whole requests to the window they completed in would quantise
+throughput by a whole request: with 32 clients and 40 completions that is an
+error of tens of percent. Request counts and latencies follow the window
+rule below.
+
+Window rule: a request counts in the window it completed in (``t_done``
+inside ``[window_start, window_end]``); warm-up and drain are outside.
+Failed requests count by kind in the error-rate denominator and stay out
+of the latency histograms. Records are folded in and dropped: memory does
+not grow with the number of requests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from loadgen.client import RequestRecord
+from loadgen.errors import ErrorKind
+from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig
+from loadgen.results import LevelResult, Load, Metric, ServerSample, empty_histograms
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSnapshot:
+    """Running numbers for a progress display."""
+
+    completed: int
+    failed: int
+    in_flight: int
+    output_tokens: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None
+
+
+class LevelRecorder:
+    """Folds the requests of one level into counters and histograms."""
+
+    def __init__(
+        self,
+        load: Load,
+        window_start: float,
+        *,
+        window_end: float = math.inf,
+        lag_threshold_ms: float = 10.0,
+        config: HistogramConfig = DEFAULT_CONFIG,
+    ) -> None:
+        self.load = load
+        self.window_start = window_start
+        self.window_end = window_end
+        self.lag_threshold_ms = lag_threshold_ms
+        self.histograms = empty_histograms(config)
+        self.completed = 0
+        self.errors: dict[ErrorKind, int] = {}
+        self.output_tokens = 0
+        self.window_output_tokens = 0.0
+        self.prompt_tokens = 0
+        self.prompt_tokens_reported = 0
+        self.tokens_estimated = False
+        self.in_flight = 0
+        self._area = 0.0  # integral of in-flight count over the window (request-seconds)
+        self._last_t = window_start
+
+    def close_window(self, t: float) -> None:
+        """The level stops admitting at ``t``: the measured window ends there."""
+        self._advance(t)
+        self.window_end = min(self.window_end, t)
+
+    def started(self, t_sent: float) -> None:
+        self._advance(t_sent)
+        self.in_flight += 1
+
+    def add(self, record: RequestRecord) -> None:
+        """Fold in one finished request (call it when the request ends)."""
+        self._advance(record.t_done)
+        self.in_flight -= 1
+        if record.error is None and record.chunk_times:
+            self.window_output_tokens += self._tokens_in_window(record)
+        if not self.window_start <= record.t_done <= self.window_end:
+            return
+        h = self.histograms
+        t_ready = record.t_intended if record.t_slot is None else record.t_slot
+        h[Metric.LAG].record_s(record.t_sent - t_ready)
+        if record.t_slot is not None:
+            h[Metric.QUEUE].record_s(record.t_slot - record.t_intended)
+        if record.error is not None:
+            self.errors[record.error] = self.errors.get(record.error, 0) + 1
+            return
+        self.completed += 1
+        h[Metric.E2E].record_s(record.t_done - record.t_intended)
+        if record.prompt_tokens is not None:
+            self.prompt_tokens += record.prompt_tokens
+            self.prompt_tokens_reported += 1
+        tokens = record.output_tokens or 0
+        self.output_tokens += tokens
+        self.tokens_estimated |= record.output_tokens_estimated
+        if record.t_first is None or record.t_last is None:
+            return
+        h[Metric.TTFT].record_s(record.t_first - record.t_intended)
+        h[Metric.TTFT_SENT].record_s(record.t_first - record.t_sent)
+        if tokens >= 2:
+            h[Metric.TPOT].record_s((record.t_last - record.t_first) / (tokens - 1))
+        times = record.chunk_times
+        per_chunk = record.chunk_tokens
+        itl = h[Metric.ITL]
+        for i in range(1, len(times)):
+            gap = times[i] - times[i - 1]
+            n = per_chunk[i] if per_chunk is not None else 1
+            if n > 1:
+                for _ in range(n):
+                    itl.record_s(gap / n)
+            else:
+                itl.record_s(gap)
+
+    def _tokens_in_window(self, record: RequestRecord) -> float:
+        times = record.chunk_times
+        if record.chunk_tokens is not None:
+            weights: tuple[float, ...] | list[float] = record.chunk_tokens
+        else:  # spread the server's count over the chunks (merged chunks carry several tokens)
+            weights = [(record.output_tokens or len(times)) / len(times)] * len(times)
+        lo, hi = self.window_start, self.window_end
+        return float(sum(w for t, w in zip(times, weights) if lo <= t <= hi))
+
+    def abandoned(self, t: float) -> None:
+        """A request cut off in flight (interrupt or drain limit).
+
+        Cutting happens only after the window has closed, so it is not a
+        server failure and not counted; it only leaves the in-flight count.
+        """
+        self._advance(t)
+        self.in_flight -= 1
+
+    def snapshot(self) -> LiveSnapshot:
+        h = self.histograms
+
+        def ms(metric: Metric, p: float) -> float | None:
+            v = h[metric].percentile_us(p)
+            return None if v is None else v / 1000.0
+
+        return LiveSnapshot(
+            self.completed, sum(self.errors.values()), self.in_flight, self.output_tokens,
+            ms(Metric.TTFT, 50), ms(Metric.TTFT, 95), ms(Metric.TPOT, 50), ms(Metric.TPOT, 95),
+        )
+
+    def finish(self, t_end: float, *, server: ServerSample | None = None, complete: bool = True) -> LevelResult:
+        """Close the level at ``t_end`` (or at the window's end if earlier)."""
+        end = min(t_end, self.window_end)
+        self._advance(end)
+        window_s = max(0.0, end - self.window_start)
+        return LevelResult(
+            load=self.load,
+            window_s=window_s,
+            completed=self.completed,
+            errors=dict(self.errors),
+            output_tokens=self.output_tokens,
+            window_output_tokens=self.window_output_tokens,
+            prompt_tokens=self.prompt_tokens,
+            prompt_tokens_reported=self.prompt_tokens_reported,
+            tokens_estimated=self.tokens_estimated,
+            achieved_concurrency=self._area / window_s if window_s > 0 else 0.0,
+            histograms=self.histograms,
+            lag_threshold_ms=self.lag_threshold_ms,
+            server=server,
+            complete=complete,
+        )
+
+    def _advance(self, t: float) -> None:
+        """Accumulate in-flight request-seconds, clipped to the window."""
+        lo = max(self._last_t, self.window_start)
+        hi = min(t, self.window_end)
+        if hi > lo:
+            self._area += self.in_flight * (hi - lo)
+        self._last_t = max(self._last_t, t)

@@ -1,0 +1,52 @@
+"""Reading server gauges from Prometheus text: the names of vLLM, SGLang, TGI and our simulator (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeNames:
+    source: str
+    running: str
+    waiting: str
+    kv_usage: tuple[str, ...] = ()
+
+
+KNOWN: Final = (
+    GaugeNames("vllm", "vllm:num_requests_running", "vllm:num_requests_waiting",
+               ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+    GaugeNames("sglang", "sglang:num_running_reqs", "sglang:num_queue_reqs", ("sglang:token_usage",)),
+    GaugeNames("tgi", "tgi_batch_current_size", "tgi_queue_size"),
+    GaugeNames("loadgen_sim", "loadgen_sim:num_requests_running", "loadgen_sim:num_requests_waiting"),
+)
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Sum each metric's samples over its label sets (e.g. several engines behind one endpoint)."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        if "{" in line:
+            name, fields = line[: line.index("{")], line[line.rindex("}") + 1 :].split()
+        else:
+            name, *fields = line.split()
+        value_str = fields[0] if fields else ""
+        try:
+            value = float(value_str)
+        except ValueError:
+            continue
+        totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def read_gauges(text: str) -> tuple[str, float, float, float | None] | None:
+    """``(source, running, waiting, kv_usage)`` from the first known naming scheme present, else None."""
+    samples = parse_samples(text)
+    for names in KNOWN:
+        if names.running in samples:
+            kv = next((samples[k] for k in names.kv_usage if k in samples), None)
+            return names.source, samples[names.running], samples.get(names.waiting, 0.0), kv
+    return None

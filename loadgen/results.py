@@ -1,0 +1,375 @@
+"""The results file: the contract between the load generator and the planner.
+
+Pure (json + histograms): the planner imports it. One versioned JSON schema,
+written atomically, readable by every later version. Histograms are the
+source of truth; each level's ``summary`` block is for humans and ``jq``: it
+is written, never read back (``from_json`` re-derives it), so there are
+never two truths.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
+from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
+
+SCHEMA: Final = "loadgen.results"
+SCHEMA_VERSION: Final = 1
+SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
+
+
+class Metric(enum.StrEnum):
+    """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.metrics``)."""
+
+    TTFT = "ttft"  # t_first - t_intended
+    TTFT_SENT = "ttft_sent"  # t_first - t_sent
+    TPOT = "tpot"  # (t_last - t_first) / (output_tokens - 1)
+    ITL = "itl"  # each gap between text chunks, pooled
+    E2E = "e2e"  # t_done - t_intended
+    QUEUE = "queue"  # t_slot - t_intended (open loop with an in-flight cap)
+    LAG = "lag"  # t_sent - max(t_intended, t_slot): the generator's own slip
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """One load level: a closed-loop concurrency or an open-loop rate."""
+
+    kind: Literal["concurrency", "rate"]
+    value: float
+    arrival: str | None = None  # rate only: constant | poisson | gamma
+    burstiness: float | None = None  # rate only: gamma shape (1 = Poisson)
+    max_in_flight: int | None = None  # rate only: in-flight cap
+
+    @property
+    def label(self) -> str:
+        if self.kind == "concurrency":
+            return f"c={self.value:g}"
+        return f"r={self.value:g}/s"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "value": self.value}
+        if self.kind == "rate":
+            out.update(arrival=self.arrival, burstiness=self.burstiness, max_in_flight=self.max_in_flight)
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Load:
+        kind = raw["kind"]
+        if kind not in ("concurrency", "rate"):
+            raise ValueError(f"load.kind must be concurrency or rate, got {kind!r}")
+        value = raw["value"]
+        if kind == "concurrency":
+            value = int(value)
+        return cls(kind, value, raw.get("arrival"), raw.get("burstiness"), raw.get("max_in_flight"))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSample:
+    """The server's own gauges, scraped from its Prometheus endpoint during the window."""
+
+    source: str  # which naming scheme matched: vllm, sglang, tgi, loadgen_sim
+    samples: int
+    running_mean: float | None
+    waiting_mean: float | None
+    kv_usage_mean: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "samples": self.samples,
+            "running_mean": self.running_mean,
+            "waiting_mean": self.waiting_mean,
+            "kv_usage_mean": self.kv_usage_mean,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ServerSample:
+        return cls(
+            str(raw["source"]), int(raw["samples"]), raw.get("running_mean"), raw.get("waiting_mean"),
+            raw.get("kv_usage_mean"),
+        )
+
+
+def empty_histograms(config: HistogramConfig = DEFAULT_CONFIG) -> dict[Metric, LatencyHistogram]:
+    return {m: LatencyHistogram(config) for m in Metric}
+
+
+@dataclass(frozen=True, slots=True)
+class LevelResult:
+    """One finished (or interrupted) load level."""
+
+    load: Load
+    window_s: float  # measured window: warm-up and drain excluded
+    completed: int  # successful requests that finished in the window
+    errors: Mapping[ErrorKind, int]  # failed requests in the window, by kind
+    output_tokens: int  # of completed requests
+    window_output_tokens: float  # output tokens that arrived inside the window (successful requests)
+    prompt_tokens: int  # of completed requests that reported usage
+    prompt_tokens_reported: int  # how many completed requests reported prompt usage
+    tokens_estimated: bool  # some output counts were chunk counts, not server usage
+    achieved_concurrency: float  # time-weighted mean of requests in flight (sent..done) in the window
+    histograms: Mapping[Metric, LatencyHistogram]
+    lag_threshold_ms: float = 10.0  # p99 lag above this flags the level client-bound
+    server: ServerSample | None = None
+    complete: bool = True  # False: the level was interrupted
+    workers: int = 1
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def error_rate(self) -> float | None:
+        """failed / (completed + failed); None when nothing finished in the window."""
+        total = self.completed + self.failed
+        return self.failed / total if total else None
+
+    @property
+    def output_tokens_per_s(self) -> float | None:
+        return self.window_output_tokens / self.window_s if self.window_s > 0 else None
+
+    @property
+    def requests_per_s(self) -> float | None:
+        return self.completed / self.window_s if self.window_s > 0 else None
+
+    @property
+    def client_bound(self) -> bool:
+        """p99 generator lag above the threshold: the numbers measure the client, not the server."""
+        p99 = self.histograms[Metric.LAG].percentile_us(99)
+        return p99 is not None and p99 > self.lag_threshold_ms * 1000
+
+    def percentile_ms(self, metric: Metric, percentile: float) -> float | None:
+        value = self.histograms[metric].percentile_us(percentile)
+        return None if value is None else value / 1000.0
+
+    def summary(self) -> dict[str, Any]:
+        """The human/``jq`` block (milliseconds); never read back."""
+        out: dict[str, Any] = {}
+        for metric in Metric:
+            out[f"{metric.value}_ms"] = _metric_summary(self.histograms[metric])
+        out.update(
+            output_tokens_per_s=_round(self.output_tokens_per_s),
+            requests_per_s=_round(self.requests_per_s),
+            achieved_concurrency=round(self.achieved_concurrency, 3),
+            completed=self.completed,
+            failed=self.failed,
+            errors={k.value: v for k, v in sorted(self.errors.items())},
+            prompt_tokens_mean=_round(self.prompt_tokens / self.prompt_tokens_reported)
+            if self.prompt_tokens_reported
+            else None,
+            output_tokens_mean=_round(self.output_tokens / self.completed) if self.completed else None,
+            tokens_estimated=self.tokens_estimated,
+            client_bound=self.client_bound,
+            load=self.load.to_json(),
+        )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "load": self.load.to_json(),
+            "window_s": self.window_s,
+            "completed": self.completed,
+            "errors": {k.value: v for k, v in sorted(self.errors.items())},
+            "tokens": {
+                "prompt": self.prompt_tokens,
+                "prompt_reported": self.prompt_tokens_reported,
+                "output": self.output_tokens,
+                "output_in_window": self.window_output_tokens,
+                "estimated": self.tokens_estimated,
+            },
+            "achieved_concurrency": self.achieved_concurrency,
+            "lag_threshold_ms": self.lag_threshold_ms,
+            "client_bound": self.client_bound,
+            "complete": self.complete,
+            "workers": self.workers,
+            "server": self.server.to_json() if self.server else None,
+            "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
+            "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
+            "summary": self.summary(),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], config: HistogramConfig) -> LevelResult:
+        oor = raw.get("out_of_range", {})
+        hists = raw["histograms"]
+        tokens = raw["tokens"]
+        return cls(
+            load=Load.from_json(raw["load"]),
+            window_s=float(raw["window_s"]),
+            completed=int(raw["completed"]),
+            errors={ErrorKind(k): int(v) for k, v in raw["errors"].items()},
+            output_tokens=int(tokens["output"]),
+            window_output_tokens=float(tokens["output_in_window"]),
+            prompt_tokens=int(tokens["prompt"]),
+            prompt_tokens_reported=int(tokens.get("prompt_reported", raw["completed"])),
+            tokens_estimated=bool(tokens["estimated"]),
+            achieved_concurrency=float(raw["achieved_concurrency"]),
+            histograms={
+                m: LatencyHistogram.decode(hists.get(m.value, ""), config, int(oor.get(m.value, 0))) for m in Metric
+            },
+            lag_threshold_ms=float(raw.get("lag_threshold_ms", 10.0)),
+            server=ServerSample.from_json(raw["server"]) if raw.get("server") else None,
+            complete=bool(raw.get("complete", True)),
+            workers=int(raw.get("workers", 1)),
+        )
+
+
+def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
+    """Combine one level measured by several worker processes over the same window.
+
+    Histograms merge exactly (``add``); counters and in-flight means add up.
+    """
+    if not parts:
+        raise ValueError("merge_levels needs at least one part")
+    first = parts[0]
+    hists = {m: first.histograms[m].copy() for m in Metric}
+    errors: dict[ErrorKind, int] = {}
+    for part in parts[1:]:
+        for m in Metric:
+            hists[m].merge(part.histograms[m])
+    for part in parts:
+        for kind, n in part.errors.items():
+            errors[kind] = errors.get(kind, 0) + n
+    servers = [p.server for p in parts if p.server is not None]
+    return replace(
+        first,
+        window_s=max(p.window_s for p in parts),
+        completed=sum(p.completed for p in parts),
+        errors=errors,
+        output_tokens=sum(p.output_tokens for p in parts),
+        window_output_tokens=sum(p.window_output_tokens for p in parts),
+        prompt_tokens=sum(p.prompt_tokens for p in parts),
+        prompt_tokens_reported=sum(p.prompt_tokens_reported for p in parts),
+        tokens_estimated=any(p.tokens_estimated for p in parts),
+        achieved_concurrency=sum(p.achieved_concurrency for p in parts),
+        histograms=hists,
+        server=servers[0] if servers else None,  # one scraper per level: the first worker's
+        complete=all(p.complete for p in parts),
+        workers=sum(p.workers for p in parts),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    id: str
+    started_at: str  # UTC ISO 8601
+    tool_version: str
+    python: str
+    platform: str
+    cpu_count: int | None
+    command: str  # run | sweep
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    base_url: str  # credentials, query and fragment stripped
+    model: str
+    api: str
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """A run or a sweep: its levels plus everything needed to reproduce it (no secrets)."""
+
+    run: RunInfo
+    target: Target
+    settings: Mapping[str, Any]  # the resolved configuration, secrets removed
+    levels: tuple[LevelResult, ...]
+    complete: bool  # False when interrupted: the levels present are still valid
+    histogram_config: HistogramConfig = field(default=DEFAULT_CONFIG)
+    notes: tuple[str, ...] = ()  # why a sweep stopped early, and similar
+
+    def to_json(self) -> str:
+        doc = {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "run": {k: getattr(self.run, k) for k in RunInfo.__slots__},
+            "target": {k: getattr(self.target, k) for k in Target.__slots__},
+            "settings": dict(self.settings),
+            "histogram_config": self.histogram_config.to_json(),
+            "complete": self.complete,
+            "notes": list(self.notes),
+            "levels": [level.to_json() for level in self.levels],
+        }
+        return json.dumps(doc, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "results") -> Results:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ResultsError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
+            raise ResultsError(f"{source}: not a loadgen results file (no \"schema\": \"{SCHEMA}\")")
+        version = raw.get("schema_version")
+        if not isinstance(version, int) or version < 1:
+            raise ResultsError(f"{source}: schema_version must be a positive integer, got {version!r}")
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{source}: written with results schema {version}, this loadgen reads up to {SCHEMA_VERSION}; upgrade loadgen"
+            )
+        raw = migrate(raw)
+        try:
+            hc = raw["histogram_config"]
+            config = HistogramConfig(hc["unit"], int(hc["lowest"]), int(hc["highest"]), int(hc["significant_figures"]))
+            return cls(
+                run=RunInfo(**{k: raw["run"].get(k) for k in RunInfo.__slots__}),
+                target=Target(**{k: raw["target"][k] for k in Target.__slots__}),
+                settings=raw.get("settings", {}),
+                levels=tuple(LevelResult.from_json(level, config) for level in raw["levels"]),
+                complete=bool(raw["complete"]),
+                histogram_config=config,
+                notes=tuple(raw.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ResultsError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+def migrate(raw: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older document up to ``SCHEMA_VERSION`` one step at a time (none needed yet)."""
+    return raw
+
+
+def save_atomic(results: Results, path: Path) -> None:
+    """Serialise fully, write a temporary file beside ``path``, fsync, then rename over it."""
+    text = results.to_json()
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load(path: Path) -> Results:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such results file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: cannot read ({exc})") from None
+    return Results.from_json(text, source=str(path))
+
+
+def _metric_summary(h: LatencyHistogram) -> dict[str, float | int | None]:
+    out: dict[str, float | int | None] = {"mean": _ms(h.mean_us())}
+    for p in SUMMARY_PERCENTILES:
+        out[f"p{p}"] = _ms(h.percentile_us(p))
+    out["max"] = _ms(h.max_us())
+    out["count"] = h.count
+    return out
+
+
+def _ms(value_us: float | None) -> float | None:
+    return None if value_us is None else round(value_us / 1000.0, 3)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

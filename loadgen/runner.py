@@ -1,0 +1,236 @@
+"""Runs one load level: closed loop (N workers) or open loop (a schedule fixed in advance).
+
+Timing rules (wrk2): every request carries ``t_intended`` and latency is
+measured from it, so a slow server cannot hide its queue. Sleeps target
+absolute deadlines from a fixed ``t0``; chained relative sleeps drift.
+
+Level timeline: ``t0`` … ``t0 + warmup`` (excluded) … ``t_stop`` (the level
+stops admitting; the measured window ends) … drain (in-flight requests may
+finish, up to ``drain_s``, then are cancelled; they are outside the window).
+With a request budget and no duration, the window ends at the last
+completion instead, so every request after the warm-up counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from loadgen.client import RequestRecord, stream_request
+from loadgen.metrics import LevelRecorder
+from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
+from loadgen.results import LevelResult, Load
+from loadgen.scrape import MetricsScraper
+from loadgen.schedule import Arrival, arrival_offsets, offsets_within
+from loadgen.workload import RequestFactory, Workload
+
+Clock = Callable[[], float]
+PROGRESS_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class LevelPlan:
+    """Everything that shapes one level, besides where it is sent."""
+
+    load: Load
+    duration_s: float | None = None  # measured duration after warm-up
+    requests: int | None = None  # request budget (warm-up included)
+    warmup_s: float = 0.0
+    ramp_up_s: float = 0.0  # closed loop: workers start staggered over this span
+    drain_s: float = 10.0  # how long in-flight requests may finish after the level stops
+    interrupt_grace_s: float = 2.0  # after an interrupt: how long to let in-flight requests finish
+    timeout_s: float = 600.0  # per request
+    lag_threshold_ms: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.duration_s is None and self.requests is None:
+            raise ValueError("a level needs a duration, a request budget, or both")
+        if self.load.value <= 0:
+            raise ValueError(f"load value must be > 0, got {self.load.value}")
+
+    @property
+    def planned_s(self) -> float | None:
+        return None if self.duration_s is None else self.warmup_s + self.duration_s
+
+
+async def run_level(
+    plan: LevelPlan,
+    workload: Workload,
+    http: httpx.AsyncClient,
+    *,
+    clock: Clock | None = None,
+    observer: LevelObserver | None = None,
+    stop: asyncio.Event | None = None,
+    scraper: MetricsScraper | None = None,
+    t0: float | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> LevelResult:
+    """Run one level and return its result (``complete=False`` if ``stop`` was set).
+
+    ``on_record`` sees every finished request (e.g. to write raw records).
+    """
+    level = _Level(plan, workload, http, clock or asyncio.get_running_loop().time,
+                   observer or NullObserver(), stop or asyncio.Event(), scraper, t0, on_record)
+    return await level.run()
+
+
+class _Level:
+    def __init__(
+        self,
+        plan: LevelPlan,
+        workload: Workload,
+        http: httpx.AsyncClient,
+        clock: Clock,
+        observer: LevelObserver,
+        stop: asyncio.Event,
+        scraper: MetricsScraper | None,
+        t0: float | None,
+        on_record: Callable[[RequestRecord], None] | None,
+    ) -> None:
+        self.plan = plan
+        self.on_record = on_record
+        self.http = http
+        self.clock = clock
+        self.observer = observer
+        self.stop = stop
+        self.scraper = scraper
+        self.api = workload.api
+        self.path = workload.path
+        self.factory = RequestFactory(workload, plan.seed)
+        self.t0 = clock() if t0 is None else t0
+        self.t_stop = math.inf if plan.duration_s is None else self.t0 + plan.warmup_s + plan.duration_s
+        self.recorder = LevelRecorder(
+            plan.load, self.t0 + plan.warmup_s, window_end=self.t_stop, lag_threshold_ms=plan.lag_threshold_ms
+        )
+        self.tickets = itertools.count() if plan.requests is None else iter(range(plan.requests))
+        self.interrupted = False
+
+    def stopping(self) -> bool:
+        return self.interrupted or self.clock() >= self.t_stop
+
+    def take_ticket(self) -> bool:
+        return next(self.tickets, None) is not None
+
+    async def run(self) -> LevelResult:
+        self.observer.on_level_start(self.plan.load, self.plan.planned_s)
+        await _sleep_until(self.t0, self.clock)
+        drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
+        helpers = [asyncio.create_task(self._progress())]
+        if self.scraper is not None:
+            end = self.t_stop if math.isfinite(self.t_stop) else math.inf
+            helpers.append(asyncio.create_task(self.scraper.run(self.recorder.window_start, end, self.clock)))
+        try:
+            await self._supervise(drive)
+        finally:
+            for task in (drive, *helpers):
+                task.cancel()
+            await asyncio.gather(drive, *helpers, return_exceptions=True)
+        if drive.done() and not drive.cancelled() and drive.exception() is not None:
+            raise drive.exception()  # type: ignore[misc]  # a bug, not a request failure
+        result = self.recorder.finish(
+            self.clock(), server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted
+        )
+        self.observer.on_level_end(result)
+        return result
+
+    async def _supervise(self, drive: asyncio.Task[None]) -> None:
+        """Wait for the level to end; on interrupt or past the drain limit, cut in-flight requests."""
+        stop_wait = asyncio.create_task(self.stop.wait())
+        t_interrupt = math.inf
+        try:
+            while not drive.done():
+                if self.interrupted:
+                    limit = t_interrupt + self.plan.interrupt_grace_s
+                else:
+                    limit = self.t_stop + self.plan.drain_s
+                timeout = None if math.isinf(limit) else max(0.0, limit - self.clock())
+                waiters = {drive} if self.interrupted else {drive, stop_wait}
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if drive.done():
+                    break
+                if stop_wait.done() and not self.interrupted:
+                    self.interrupted = True
+                    t_interrupt = self.clock()
+                    self.recorder.close_window(t_interrupt)
+                elif self.clock() >= limit:
+                    drive.cancel()
+                    await asyncio.gather(drive, return_exceptions=True)
+        finally:
+            stop_wait.cancel()
+        if not math.isfinite(self.recorder.window_end) and not self.interrupted:
+            self.recorder.close_window(self.clock())
+
+    async def _closed(self) -> None:
+        n = int(self.plan.load.value)
+        async with asyncio.TaskGroup() as tg:
+            for k in range(n):
+                tg.create_task(self._worker(self.t0 + self.plan.ramp_up_s * k / n))
+
+    async def _worker(self, t_start: float) -> None:
+        await _sleep_until(t_start, self.clock)
+        while not self.stopping() and self.take_ticket():
+            await self._one(self.clock(), None)
+
+    async def _open(self) -> None:
+        load, rng = self.plan.load, np.random.default_rng(self.plan.seed)
+        arrival: Arrival = load.arrival or "poisson"  # type: ignore[assignment]
+        burstiness = load.burstiness or 1.0
+        if self.plan.duration_s is not None:
+            span = self.plan.warmup_s + self.plan.duration_s
+            offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
+            if self.plan.requests is not None:
+                offsets = offsets[: self.plan.requests]
+        else:
+            offsets = arrival_offsets(load.value, self.plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng)
+        cap = asyncio.Semaphore(load.max_in_flight) if load.max_in_flight else None
+        async with asyncio.TaskGroup() as tg:
+            for offset in offsets.tolist():
+                t_intended = self.t0 + offset
+                await _sleep_until(t_intended, self.clock)
+                if self.interrupted:
+                    break
+                t_slot = None
+                if cap is not None:
+                    await cap.acquire()
+                    t_slot = self.clock()
+                    if self.interrupted:
+                        cap.release()
+                        break
+                tg.create_task(self._one(t_intended, t_slot, cap))
+
+    async def _one(self, t_intended: float, t_slot: float | None, cap: asyncio.Semaphore | None = None) -> None:
+        prepared = self.factory.next()
+        self.recorder.started(self.clock())
+        try:
+            record = await stream_request(
+                self.http, self.path, prepared.body, self.api,
+                t_intended=t_intended, t_slot=t_slot, clock=self.clock, timeout_s=self.plan.timeout_s,
+            )
+        except asyncio.CancelledError:
+            self.recorder.abandoned(self.clock())
+            raise
+        finally:
+            if cap is not None:
+                cap.release()
+        self.recorder.add(record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+    async def _progress(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            snapshot = LoadSnapshot(self.plan.load, self.clock() - self.t0, self.recorder.snapshot())
+            self.observer.on_progress(snapshot)
+
+
+async def _sleep_until(t: float, clock: Clock) -> None:
+    delay = t - clock()
+    if delay > 0:
+        await asyncio.sleep(delay)

@@ -1,0 +1,71 @@
+"""Polls the target's Prometheus endpoint during a level's window for the server's own batch size."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import httpx
+
+from loadgen.promtext import read_gauges
+from loadgen.results import ServerSample
+
+
+def metrics_url(base_url: str) -> str:
+    """``/metrics`` sits at the server root, beside ``/v1``."""
+    root = base_url.rstrip("/")
+    return (root.removesuffix("/v1") or root) + "/metrics"
+
+
+async def probe(http: httpx.AsyncClient, url: str) -> bool:
+    """Whether the target exposes gauges we know (auto-enables scraping)."""
+    try:
+        response = await http.get(url, timeout=5.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and read_gauges(response.text) is not None
+
+
+class MetricsScraper:
+    """Samples running/waiting gauges every ``interval_s`` inside ``[start, end]``."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, *, interval_s: float = 0.5) -> None:
+        self._http = http
+        self._url = url
+        self._interval_s = interval_s
+        self._source = ""
+        self._running: list[float] = []
+        self._waiting: list[float] = []
+        self._kv: list[float] = []
+        self.failures = 0
+
+    async def run(self, start: float, end: float, clock: Callable[[], float]) -> None:
+        """Poll until cancelled or ``end``; samples before ``start`` are discarded."""
+        await asyncio.sleep(max(0.0, start - clock()))
+        while clock() < end:
+            try:
+                response = await self._http.get(self._url, timeout=5.0)
+                gauges = read_gauges(response.text) if response.status_code == 200 else None
+            except httpx.HTTPError:
+                gauges = None
+            if gauges is None:
+                self.failures += 1
+            else:
+                self._source, running, waiting, kv = gauges
+                self._running.append(running)
+                self._waiting.append(waiting)
+                if kv is not None:
+                    self._kv.append(kv)
+            await asyncio.sleep(self._interval_s)
+
+    def sample(self) -> ServerSample | None:
+        if not self._running:
+            return None
+        n = len(self._running)
+        return ServerSample(
+            source=self._source,
+            samples=n,
+            running_mean=sum(self._running) / n,
+            waiting_mean=sum(self._waiting) / n,
+            kv_usage_mean=sum(self._kv) / len(self._kv) if self._kv else None,
+        )

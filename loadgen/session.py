@@ -1,0 +1,192 @@
+"""Runs a list of levels against one target and assembles the results file.
+
+Shared by ``loadgen run`` (one level) and ``loadgen sweep`` (many, with a
+stop policy). Before any load: the target is checked (``/models``) and one
+probe request is streamed, so an unusable endpoint fails fast with one clear
+line, and the probe's duration sets the default ramp-up. After every level
+the caller's checkpoint sees the results so far (a sweep writes them
+atomically), so an interrupt never loses a finished level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from loadgen import __version__
+from loadgen.client import HttpOptions, RequestRecord, make_http_client, stream_request
+from loadgen.errors import EndpointError
+from loadgen.observe import LevelObserver, NullObserver
+from loadgen.results import LevelResult, Results, RunInfo, Target
+from loadgen.runner import LevelPlan, run_level
+from loadgen.scrape import MetricsScraper, metrics_url, probe
+from loadgen.target import redact_headers, redact_url, resolve_model
+from loadgen.workers import run_level_in_processes
+from loadgen.workload import RequestFactory, Workload
+
+Scrape = Literal["auto", "on", "off"]
+MAX_AUTO_RAMP_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One run or sweep: the target, the workload and the levels."""
+
+    base_url: str  # normalized, ends in "/"; may hold credentials: never stored
+    workload: Workload  # model "" means: the first id from /models
+    levels: tuple[LevelPlan, ...]
+    api_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    http: HttpOptions = field(default_factory=HttpOptions)
+    workers: int = 1
+    scrape: Scrape = "auto"
+    auto_ramp: bool = True  # closed loop: ramp over about one request's duration
+    command: str = "run"
+    extra_settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def request_headers(self) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.api_key:
+            headers.setdefault("Authorization", f"Bearer {self.api_key}")
+        return headers
+
+
+StopPolicy = Callable[[list[LevelResult]], str | None]  # a reason to stop, or None to go on
+
+
+@dataclass(slots=True)
+class SessionHooks:
+    observer: LevelObserver = field(default_factory=NullObserver)
+    checkpoint: Callable[[Results], None] | None = None
+    on_record: Callable[[RequestRecord], None] | None = None
+    on_level_plan: Callable[[LevelPlan], None] | None = None
+    stop_policy: StopPolicy | None = None
+    notes: list[str] = field(default_factory=list)  # warnings to report (lost workers, early stop)
+
+
+async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event) -> Results:
+    """Preflight, then run each level in order until done, stopped by policy, or interrupted."""
+    shown = redact_url(session.base_url)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    headers = session.request_headers()
+    async with make_http_client(session.base_url, headers, session.http) as http:
+        model = await resolve_model(http, shown, session.workload.model or None)
+        workload = replace(session.workload, model=model)
+        probe_s = await _probe(http, workload, session, shown)
+        scrape = session.scrape == "on" or (
+            session.scrape == "auto" and await probe(http, metrics_url(session.base_url))
+        )
+        info = RunInfo(
+            id=uuid.uuid4().hex[:12], started_at=started_at, tool_version=__version__,
+            python=platform.python_version(), platform=platform.platform(), cpu_count=os.cpu_count(),
+            command=session.command,
+        )
+        target = Target(base_url=shown, model=model, api=workload.api)
+        settings = _settings(session, workload, scrape)
+        done: list[LevelResult] = []
+
+        def results(complete: bool) -> Results:
+            return Results(info, target, settings, tuple(done), complete, notes=tuple(hooks.notes))
+
+        for plan in session.levels:
+            if session.auto_ramp and plan.load.kind == "concurrency":
+                plan = replace(plan, ramp_up_s=_auto_ramp(probe_s, plan))
+            if hooks.on_level_plan is not None:
+                hooks.on_level_plan(plan)
+            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop)
+            done.append(level)
+            if hooks.checkpoint is not None:
+                hooks.checkpoint(results(complete=False))
+            if not level.complete or stop.is_set():
+                break
+            reason = hooks.stop_policy(done) if hooks.stop_policy else None
+            if reason:
+                hooks.notes.append(reason)
+                break
+        complete = bool(done) and all(level.complete for level in done) and not stop.is_set()
+        return results(complete)
+
+
+async def _one_level(
+    plan: LevelPlan,
+    workload: Workload,
+    session: Session,
+    http: Any,
+    headers: Mapping[str, str],
+    scrape: bool,
+    hooks: SessionHooks,
+    stop: asyncio.Event,
+) -> LevelResult:
+    if session.workers <= 1:
+        scraper = MetricsScraper(http, metrics_url(session.base_url)) if scrape else None
+        return await run_level(
+            plan, workload, http, observer=hooks.observer, stop=stop, scraper=scraper, on_record=hooks.on_record
+        )
+    hooks.observer.on_level_start(plan.load, plan.planned_s)
+    outcome = await run_level_in_processes(
+        plan, workload, base_url=session.base_url, headers=headers, http=session.http,
+        workers=session.workers, scrape=scrape, stop=stop,
+    )
+    hooks.notes.extend(f"{plan.load.label}: {line}" for line in outcome.lost_workers)
+    hooks.observer.on_level_end(outcome.result)
+    return outcome.result
+
+
+async def _probe(http: Any, workload: Workload, session: Session, shown: str) -> float:
+    """Stream one request before the load; returns its duration (s)."""
+    prepared = RequestFactory(workload, seed=-1 % 2**32).next()
+    clock = asyncio.get_running_loop().time
+    t = clock()
+    record = await stream_request(
+        http, workload.path, prepared.body, workload.api, t_intended=t, clock=clock, timeout_s=session.http.timeout_s
+    )
+    if record.error is not None:
+        status = f"HTTP {record.http_status}" if record.http_status and record.http_status >= 400 else record.error.value
+        hint = ": check --api-key" if record.http_status in (401, 403) else ""
+        raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({status}{hint})")
+    return record.t_done - record.t_intended
+
+
+def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:
+    ramp = min(probe_s, MAX_AUTO_RAMP_S)
+    if plan.duration_s is not None:
+        ramp = min(ramp, plan.warmup_s + plan.duration_s / 4)
+    return ramp
+
+
+def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, Any]:
+    """The resolved configuration as stored: header values redacted, no key."""
+    return {
+        "api": workload.api,
+        "model": workload.model,
+        "prompt_tokens": _lengths(workload.prompt_tokens) if workload.dataset is None else None,
+        "dataset_prompts": len(workload.dataset) if workload.dataset is not None else None,
+        "output_tokens": _lengths(workload.output_tokens),
+        "unique_prompts": workload.unique_prompts,
+        "extra_body": dict(workload.extra_body),
+        "headers": redact_headers(dict(session.headers)),
+        "api_key": "<redacted>" if session.api_key else None,
+        "transport": session.http.transport,
+        "timeout_s": session.http.timeout_s,
+        "verify_tls": session.http.verify_tls,
+        "workers": session.workers,
+        "scrape_metrics": scrape,
+        "levels": [
+            {
+                "load": p.load.to_json(), "duration_s": p.duration_s, "requests": p.requests,
+                "warmup_s": p.warmup_s, "seed": p.seed, "lag_threshold_ms": p.lag_threshold_ms,
+            }
+            for p in session.levels
+        ],
+        **session.extra_settings,
+    }
+
+
+def _lengths(lengths: Any) -> dict[str, Any]:
+    return {"mean": lengths.mean, "dist": lengths.dist, "spread": lengths.spread}

@@ -1,0 +1,159 @@
+"""Sans-IO server-sent events: bytes in, events out; plus OpenAI chunk parsing.
+
+``SSEDecoder.feed`` accepts the body in arbitrary pieces: lines may be split
+anywhere, including inside a multi-byte UTF-8 character or between the
+``\\r`` and ``\\n`` of a CRLF. Comment lines (``:`` first, used as pings)
+are skipped; several ``data:`` lines of one event are joined with ``\\n``
+(the WHATWG event-stream rules).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Api = Literal["chat", "completions"]
+DONE = "[DONE]"
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SSEError(ValueError):
+    """The byte stream is not a valid event stream (e.g. invalid UTF-8)."""
+
+
+class MalformedChunk(ValueError):
+    """An event's data is not an OpenAI streaming chunk."""
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: str
+    event: str = "message"
+
+
+class SSEDecoder:
+    """Incremental event-stream decoder."""
+
+    __slots__ = ("_utf8", "_buf", "_data", "_event", "_pending_cr")
+
+    def __init__(self) -> None:
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self._buf = ""
+        self._data: list[str] = []
+        self._event = ""
+        self._pending_cr = False  # last piece ended in "\r": a "\n" may follow
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        try:
+            text = self._utf8.decode(chunk)
+        except UnicodeDecodeError as exc:
+            raise SSEError(f"invalid UTF-8 in event stream: {exc.reason}") from None
+        if not text:
+            return []  # only part of a UTF-8 character so far
+        if self._pending_cr and text[0] == "\n":
+            text = text[1:]
+        self._pending_cr = text.endswith("\r")
+        self._buf += text
+        # Only CR, LF and CRLF end lines (str.splitlines would also split on U+2028 etc.).
+        lines = _LINE_END.split(self._buf)
+        self._buf = lines.pop()
+        events: list[SSEEvent] = []
+        for line in lines:
+            self._line(line, events)
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        """End of stream. Lenient where the spec is strict: a last line without its
+        line break, and a last event without its blank line, still count (some
+        servers end with ``data: [DONE]\n``)."""
+        try:
+            tail = self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            raise SSEError(f"event stream ends inside a UTF-8 character: {exc.reason}") from None
+        events: list[SSEEvent] = []
+        rest = self._buf + tail
+        self._buf = ""
+        if rest:
+            self._line(rest, events)
+        self._line("", events)
+        return events
+
+    def _line(self, line: str, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(SSEEvent("\n".join(self._data), self._event or "message"))
+            self._data, self._event = [], ""
+            return
+        if line[0] == ":":
+            return
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        # "id" and "retry" carry nothing a load test needs.
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """What one OpenAI streaming chunk tells us."""
+
+    text: str  # output text carried (content, or reasoning deltas); "" if none
+    finish_reason: str | None
+    completion_tokens: int | None  # usage.completion_tokens, when the chunk has usage
+    prompt_tokens: int | None
+    error: str | None = None  # an in-stream {"error": ...} object
+
+
+def parse_chunk(data: str, api: Api) -> Chunk:
+    """Parse one event's data. Raises ``MalformedChunk`` when it is not a chunk.
+
+    Reasoning deltas (``reasoning_content`` / ``reasoning``) count as output
+    text: the user is waiting on those tokens too.
+    """
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError:
+        raise MalformedChunk("chunk data is not JSON") from None
+    if not isinstance(obj, dict):
+        raise MalformedChunk("chunk data is not a JSON object")
+    if "error" in obj and "choices" not in obj:
+        err = obj["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        return Chunk("", None, None, None, error=str(message)[:200])
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        raise MalformedChunk("chunk has no 'choices' list")
+    usage = obj.get("usage")
+    completion = prompt = None
+    if isinstance(usage, dict):
+        completion = _int_or_none(usage.get("completion_tokens"))
+        prompt = _int_or_none(usage.get("prompt_tokens"))
+    if not choices:
+        return Chunk("", None, completion, prompt)
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise MalformedChunk("chunk choice is not an object")
+    text = _choice_text(choice, api)
+    finish = choice.get("finish_reason")
+    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt)
+
+
+def _choice_text(choice: dict[str, Any], api: Api) -> str:
+    if api == "completions":
+        text = choice.get("text")
+        return text if isinstance(text, str) else ""
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        raise MalformedChunk("chat chunk has no 'delta' object")
+    parts = [delta.get(k) for k in ("content", "reasoning_content", "reasoning")]
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,173 @@
+"""Splits one level across worker processes, each with its own event loop and connection pool.
+
+Each child runs ``run_level`` on its share of the load (a slice of the
+concurrency, the rate or the request budget) and sends back its
+``LevelResult`` as JSON; the parent merges them exactly (histograms by
+``add``, counters by sum). All children start on the same ``t0``: the
+monotonic clock that the event loop reads is system-wide on Linux, so one
+window covers every worker. Only worker 0 scrapes the server's metrics.
+
+Children ignore SIGINT; the parent relays an interrupt through an event, so
+Ctrl-C still yields every worker's partial data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import queue
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from multiprocessing.synchronize import Event as MpEvent
+from typing import Any
+
+from loadgen.client import HttpOptions, make_http_client
+from loadgen.errors import LoadgenError
+from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.results import LevelResult, Load, merge_levels
+from loadgen.runner import LevelPlan, run_level
+from loadgen.scrape import MetricsScraper, metrics_url
+from loadgen.workload import Workload
+
+START_TIMEOUT_S = 60.0
+START_MARGIN_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerJob:
+    """What one child needs (picklable)."""
+
+    index: int
+    plan: LevelPlan
+    workload: Workload
+    base_url: str
+    headers: Mapping[str, str]
+    http: HttpOptions
+    scrape: bool
+
+
+def split_plan(plan: LevelPlan, n: int) -> list[LevelPlan]:
+    """Share a level among ``n`` workers; each gets a distinct seed. Empty shares are dropped."""
+    load = plan.load
+    plans = []
+    for i in range(n):
+        if load.kind == "concurrency":
+            share = _share(int(load.value), n, i)
+            if share == 0:
+                continue
+            part_load = replace(load, value=share)
+        else:
+            cap = max(1, _share(load.max_in_flight, n, i)) if load.max_in_flight else None
+            part_load = replace(load, value=load.value / n, max_in_flight=cap)
+        requests = _share(plan.requests, n, i) if plan.requests is not None else None
+        if requests == 0:
+            continue
+        plans.append(replace(plan, load=part_load, requests=requests, seed=plan.seed * 1009 + i))
+    return plans
+
+
+def _share(total: int, n: int, i: int) -> int:
+    return total // n + (1 if i < total % n else 0)
+
+
+def _child(job: WorkerJob, ready: Any, go: MpEvent, stop: MpEvent, t0_box: Any, results: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ready.put(job.index)
+        go.wait()
+        part = asyncio.run(_child_level(job, float(t0_box.value), stop))
+        results.put((job.index, part.to_json(), None))
+    except LoadgenError as exc:
+        results.put((job.index, None, str(exc)))
+
+
+async def _child_level(job: WorkerJob, t0: float, stop_flag: MpEvent) -> LevelResult:
+    stop = asyncio.Event()
+
+    async def relay() -> None:
+        while not stop_flag.is_set():
+            await asyncio.sleep(0.1)
+        stop.set()
+
+    async with make_http_client(job.base_url, job.headers, job.http) as http:
+        scraper = MetricsScraper(http, metrics_url(job.base_url)) if job.scrape else None
+        watcher = asyncio.create_task(relay())
+        try:
+            return await run_level(job.plan, job.workload, http, stop=stop, scraper=scraper, t0=t0)
+        finally:
+            watcher.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class MultiProcessOutcome:
+    result: LevelResult
+    lost_workers: tuple[str, ...]  # one line per worker that produced no result
+
+
+async def run_level_in_processes(
+    plan: LevelPlan,
+    workload: Workload,
+    *,
+    base_url: str,
+    headers: Mapping[str, str],
+    http: HttpOptions,
+    workers: int,
+    scrape: bool,
+    stop: asyncio.Event,
+) -> MultiProcessOutcome:
+    """Run ``plan`` on ``workers`` processes and merge their results."""
+    ctx = mp.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    go, stop_flag = ctx.Event(), ctx.Event()
+    t0_box = ctx.Value("d", 0.0)
+    plans = split_plan(plan, workers)
+    procs = []
+    for i, part in enumerate(plans):
+        job = WorkerJob(i, part, workload, base_url, headers, http, scrape and i == 0)
+        proc = ctx.Process(target=_child, args=(job, ready, go, stop_flag, t0_box, results), daemon=True)
+        proc.start()
+        procs.append(proc)
+    try:
+        for _ in procs:
+            await asyncio.to_thread(ready.get, True, START_TIMEOUT_S)
+        t0_box.value = time.monotonic() + START_MARGIN_S  # the loop clock is time.monotonic()
+        go.set()
+        parts, lost = await _collect(procs, results, stop, stop_flag)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=5)
+    if not parts:
+        raise LoadgenError("every worker process failed: " + "; ".join(lost))
+    merged = merge_levels([LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts])
+    if lost:
+        merged = replace(merged, complete=False)
+    return MultiProcessOutcome(merged, tuple(lost))
+
+
+async def _collect(
+    procs: list[Any], results: Any, stop: asyncio.Event, stop_flag: MpEvent
+) -> tuple[list[dict[str, Any]], list[str]]:
+    parts: list[dict[str, Any]] = []
+    lost: list[str] = []
+    pending = set(range(len(procs)))
+    while pending:
+        if stop.is_set():
+            stop_flag.set()
+        try:
+            index, payload, error = await asyncio.to_thread(results.get, True, 0.2)
+        except queue.Empty:
+            for i in list(pending):
+                if not procs[i].is_alive() and procs[i].exitcode not in (None, 0):
+                    pending.discard(i)
+                    lost.append(f"worker {i} died (exit code {procs[i].exitcode})")
+            continue
+        pending.discard(index)
+        if payload is not None:
+            parts.append(payload)
+        else:
+            lost.append(f"worker {index}: {error}")
+    return parts, lost

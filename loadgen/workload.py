@@ -1,0 +1,163 @@
+"""What each request asks for: prompts, output lengths, and the JSON body.
+
+No tokenizer download: a synthetic prompt of N "tokens" is N common short
+English words, each a single token in the usual BPE vocabularies (and
+exactly one token under the simulator's whitespace rule). The realised
+counts are taken from the server's ``usage`` and reported. By default each
+prompt starts with a per-request nonce so prefix caches cannot flatter TTFT.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from loadgen.errors import UsageError
+from loadgen.sse import Api
+
+LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
+
+VOCABULARY = (
+    "time year people way day man thing woman life child world school state family student group country "
+    "problem hand part place case week company system program question work government number night point "
+    "home water room mother area money story fact month lot right study book eye job word business issue "
+    "side kind head house service friend father power hour game line end member law car city community name"
+).split()
+
+
+@dataclass(frozen=True, slots=True)
+class Lengths:
+    """A distribution of token counts: ``mean`` with relative ``spread``.
+
+    fixed: always ``mean``; uniform: ``mean*(1±spread)``; normal: std
+    ``spread*mean``; lognormal: mean ``mean`` and std ``spread*mean``.
+    Draws are rounded and clamped to at least 1.
+    """
+
+    mean: int
+    dist: LengthDist = "fixed"
+    spread: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mean < 1:
+            raise ValueError(f"token count must be >= 1, got {self.mean}")
+        if self.spread < 0:
+            raise ValueError(f"spread must be >= 0, got {self.spread}")
+
+    def draw(self, rng: np.random.Generator) -> int:
+        m, s = float(self.mean), self.spread
+        if self.dist == "fixed" or s == 0:
+            return self.mean
+        if self.dist == "uniform":
+            x = rng.uniform(m * (1 - s), m * (1 + s))
+        elif self.dist == "normal":
+            x = rng.normal(m, s * m)
+        else:
+            sigma2 = np.log1p(s * s)
+            x = rng.lognormal(np.log(m) - sigma2 / 2, np.sqrt(sigma2))
+        return max(1, round(float(x)))
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetEntry:
+    prompt: str | None
+    messages: tuple[Mapping[str, Any], ...] | None
+    max_tokens: int | None
+
+
+def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
+    """Read a JSONL file of ``{"prompt": ...}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read dataset ({exc.strerror})") from None
+    entries = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)):
+            raise UsageError(f'{path}:{no}: expected {{"prompt": "..."}} or {{"messages": [...]}}')
+        max_tokens = obj.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise UsageError(f"{path}:{no}: max_tokens must be a positive integer, got {max_tokens!r}")
+        messages = obj.get("messages")
+        entries.append(DatasetEntry(obj.get("prompt"), tuple(messages) if messages else None, max_tokens))
+    if not entries:
+        raise UsageError(f"{path}: dataset has no prompts")
+    return tuple(entries)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """How to build request bodies for one run."""
+
+    api: Api
+    model: str
+    prompt_tokens: Lengths = field(default_factory=lambda: Lengths(128))
+    output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
+    dataset: tuple[DatasetEntry, ...] | None = None
+    unique_prompts: bool = True
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return "chat/completions" if self.api == "chat" else "completions"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    body: bytes
+    max_tokens: int
+
+
+class RequestFactory:
+    """Builds the i-th request body of a run, deterministically from the seed."""
+
+    def __init__(self, workload: Workload, seed: int) -> None:
+        self._w = workload
+        self._rng = np.random.default_rng(seed)
+        self._count = 0
+
+    def next(self) -> PreparedRequest:
+        w, rng, i = self._w, self._rng, self._count
+        self._count += 1
+        max_tokens = w.output_tokens.draw(rng)
+        body: dict[str, Any] = {"model": w.model, "max_tokens": max_tokens}
+        if w.dataset is not None:
+            entry = w.dataset[i % len(w.dataset)]
+            max_tokens = entry.max_tokens or max_tokens
+            body["max_tokens"] = max_tokens
+            if w.api == "chat":
+                body["messages"] = list(entry.messages) if entry.messages else [{"role": "user", "content": entry.prompt}]
+            else:
+                body["prompt"] = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
+        else:
+            text = self._synthetic_prompt(w.prompt_tokens.draw(rng))
+            if w.api == "chat":
+                body["messages"] = [{"role": "user", "content": text}]
+            else:
+                body["prompt"] = text
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        body.update(w.extra_body)
+        return PreparedRequest(json.dumps(body).encode(), max_tokens)
+
+    def _synthetic_prompt(self, n: int) -> str:
+        idx = self._rng.integers(0, len(VOCABULARY), size=n)
+        words = [VOCABULARY[j] for j in idx]
+        if self._w.unique_prompts:
+            words[0] = f"r{self._rng.integers(0, 2**40):x}"  # a nonce word: no two prompts share a prefix
+        return " ".join(words)
+
+
+def _flatten(messages: tuple[Mapping[str, Any], ...]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages)

@@ -1,0 +1,112 @@
+"""``loadgen run`` end to end against the simulator: files, exit codes, one-line errors, secrets."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.results import load
+from loadgen.sim.openai_app import SimOptions
+from loadgen.sim.server import SimProcess
+
+KEY = "sk-test-SECRET-0123456789"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    with SimProcess(SimOptions(api_key=KEY)) as server:
+        yield server
+
+
+def invoke(args: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, args, env=env or {})
+
+
+def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -> None:
+    out, records = tmp_path / "r.json", tmp_path / "rec.jsonl"
+    result = invoke(
+        ["run", "--url", sim.base_url, "--concurrency", "4", "--requests", "12", "--max-tokens", "8",
+         "--header", f"X-Secret-Token:{KEY}-hdr", "-o", str(out), "--records", str(records), "--json"],
+        env={"OPENAI_API_KEY": KEY},
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 12 and summary["failed"] == 0
+    loaded = load(out)
+    assert loaded.complete and loaded.target.model == "sim-model"
+    assert loaded.settings["headers"] == {"X-Secret-Token": "<redacted>"}
+    assert len(records.read_text().splitlines()) == 12
+    for text in (out.read_text(), records.read_text(), result.output):
+        assert KEY not in text
+
+
+def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = invoke(["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "4", "--duration", "2",
+                     "--max-tokens", "8", "--workers", "2", "-o", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    level = load(out).levels[0]
+    assert level.workers == 2 and level.completed > 0
+    assert level.achieved_concurrency == pytest.approx(4, rel=0.1)
+
+
+def test_wrong_key_is_one_line_exit_3(sim: SimProcess, tmp_path: Path) -> None:
+    result = invoke(["run", "--url", sim.base_url, "--api-key", "nope", "--concurrency", "1", "--requests", "1",
+                     "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 3
+    assert "401" in result.stderr and "--api-key" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_wrong_path_is_explained(sim: SimProcess, tmp_path: Path) -> None:
+    url = sim.base_url.removesuffix("/v1") + "/api"
+    result = invoke(["run", "--url", url, "--api-key", KEY, "--concurrency", "1", "--requests", "1",
+                     "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 3 and "404" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_url_is_one_line_exit_3(tmp_path: Path) -> None:
+    result = invoke(["run", "--url", f"http://127.0.0.1:{free_port()}/v1", "--concurrency", "1", "--requests", "1",
+                     "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 3
+    assert "cannot connect" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "0", "--requests", "1"], "--concurrency"),
+        (["--rate", "-2", "--requests", "1"], "--rate"),
+        (["--concurrency", "1", "--rate", "2", "--requests", "1"], "exactly one of"),
+        (["--concurrency", "1"], "--duration"),
+        (["--concurrency", "1", "--requests", "1", "--extra-body", "[1]"], "--extra-body"),
+        (["--concurrency", "1", "--requests", "1", "--header", "novalue"], "--header"),
+        (["--concurrency", "1", "--requests", "1", "--api", "embeddings"], "--api"),
+        (["--concurrency", "1", "--requests", "1", "--url", "ftp://x"], "--url"),
+    ],
+)
+def test_bad_flags_exit_2_with_the_flag_named(args: list[str], message: str, tmp_path: Path) -> None:
+    base = ["run", "--url", "http://127.0.0.1:9/v1", "-o", str(tmp_path / "r.json")]
+    result = invoke(base + args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unwritable_output_fails_before_the_run(tmp_path: Path) -> None:
+    result = invoke(["run", "--url", "http://127.0.0.1:9/v1", "--concurrency", "1", "--requests", "1",
+                     "-o", str(tmp_path / "missing-dir" / "r.json")])
+    assert result.exit_code == 2 and "-o" in result.stderr

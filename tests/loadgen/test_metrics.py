@@ -1,0 +1,122 @@
+"""Metric definitions on hand-built records: exact values, window rule, denominators."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.client import RequestRecord
+from loadgen.errors import ErrorKind
+from loadgen.metrics import LevelRecorder
+from loadgen.results import Load, Metric
+
+
+def record(
+    t_intended: float = 10.0,
+    t_sent: float = 10.0,
+    chunks: tuple[float, ...] = (10.1, 10.2, 10.3, 10.4),
+    t_done: float | None = None,
+    output_tokens: int | None = None,
+    error: ErrorKind | None = None,
+    t_slot: float | None = None,
+    chunk_tokens: tuple[int, ...] | None = None,
+) -> RequestRecord:
+    return RequestRecord(
+        t_intended=t_intended, t_slot=t_slot, t_sent=t_sent,
+        t_first=chunks[0] if chunks else None, t_last=chunks[-1] if chunks else None,
+        t_done=t_done if t_done is not None else (chunks[-1] + 0.001 if chunks else t_sent + 0.01),
+        chunk_times=chunks, chunk_tokens=chunk_tokens,
+        output_tokens=len(chunks) if output_tokens is None else output_tokens,
+        output_tokens_estimated=output_tokens is None, prompt_tokens=7, error=error, http_status=200,
+    )
+
+
+def value_ms(rec: LevelRecorder, metric: Metric, p: float = 50) -> float:
+    v = rec.histograms[metric].percentile_us(p)
+    assert v is not None
+    return v / 1000.0
+
+
+def test_exact_ttft_tpot_e2e_lag_for_one_request() -> None:
+    rec = LevelRecorder(Load("rate", 1.0), window_start=0.0)
+    rec.started(10.05)
+    rec.add(record(t_intended=10.0, t_sent=10.05, chunks=(10.25, 10.35, 10.45, 10.55), output_tokens=4))
+    assert value_ms(rec, Metric.TTFT) == pytest.approx(250, abs=0.2)
+    assert value_ms(rec, Metric.TTFT_SENT) == pytest.approx(200, abs=0.2)
+    assert value_ms(rec, Metric.TPOT) == pytest.approx(100, abs=0.1)  # 0.3 s over 3 intervals
+    assert value_ms(rec, Metric.E2E) == pytest.approx(551, rel=1e-3)  # 3 significant digits
+    assert value_ms(rec, Metric.LAG) == pytest.approx(50, abs=0.05)
+    assert rec.histograms[Metric.ITL].count == 3
+
+
+def test_lag_is_measured_from_the_slot_and_queue_from_intended() -> None:
+    rec = LevelRecorder(Load("rate", 1.0, max_in_flight=1), window_start=0.0)
+    rec.started(11.002)
+    rec.add(record(t_intended=10.0, t_slot=11.0, t_sent=11.002, chunks=(11.1, 11.2)))
+    assert value_ms(rec, Metric.QUEUE) == pytest.approx(1000, rel=1e-3)
+    assert value_ms(rec, Metric.LAG) == pytest.approx(2, abs=0.01)
+    assert value_ms(rec, Metric.TTFT) == pytest.approx(1100, rel=1e-3)
+    assert value_ms(rec, Metric.TTFT_SENT) == pytest.approx(98, abs=0.1)
+
+
+def test_tpot_uses_server_token_count_and_itl_splits_multi_token_chunks() -> None:
+    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec.started(10.0)
+    # two chunks, 4 tokens in all (usage says so): TPOT = 0.3 s / 3
+    rec.add(record(chunks=(10.1, 10.4), output_tokens=4, chunk_tokens=(1, 3)))
+    assert value_ms(rec, Metric.TPOT) == pytest.approx(100, abs=0.1)
+    assert rec.histograms[Metric.ITL].count == 3
+    assert value_ms(rec, Metric.ITL) == pytest.approx(100, abs=0.1)
+
+
+def test_single_token_output_has_ttft_but_no_tpot() -> None:
+    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec.started(10.0)
+    rec.add(record(chunks=(10.1,), output_tokens=1))
+    assert rec.histograms[Metric.TTFT].count == 1
+    assert rec.histograms[Metric.TPOT].count == 0
+
+
+def test_window_rule_and_error_denominator() -> None:
+    rec = LevelRecorder(Load("concurrency", 2), window_start=10.0, window_end=20.0)
+    for t_done, error in [(9.9, None), (12.0, None), (13.0, ErrorKind.HTTP_5XX), (14.0, ErrorKind.HTTP_429),
+                          (15.0, None), (20.5, None)]:
+        rec.started(t_done - 1)
+        rec.add(record(t_intended=t_done - 1, t_sent=t_done - 1, chunks=(t_done - 0.5, t_done - 0.01),
+                       t_done=t_done, error=error))
+    result = rec.finish(25.0)
+    assert result.window_s == 10.0
+    assert result.completed == 2  # 9.9 is warm-up, 20.5 is drain
+    assert result.errors == {ErrorKind.HTTP_5XX: 1, ErrorKind.HTTP_429: 1}
+    assert result.error_rate == 0.5
+    assert result.histograms[Metric.E2E].count == 2  # failures stay out of latency histograms
+    assert result.histograms[Metric.LAG].count == 4
+
+
+def test_throughput_counts_tokens_that_arrived_inside_the_window() -> None:
+    rec = LevelRecorder(Load("concurrency", 1), window_start=10.0, window_end=12.0)
+    rec.started(9.0)
+    # 6 chunks, 2 before the window opens; finishes inside it
+    rec.add(record(t_intended=9.0, t_sent=9.0, chunks=(9.5, 9.9, 10.5, 11.0, 11.5, 11.9), output_tokens=6))
+    rec.started(11.8)
+    # starts inside, finishes in the drain: its 1 in-window token counts, the request does not
+    rec.add(record(t_intended=11.8, t_sent=11.8, chunks=(11.95, 12.5), output_tokens=2))
+    result = rec.finish(13.0)
+    assert result.window_output_tokens == 5
+    assert result.output_tokens_per_s == 2.5
+    assert result.completed == 1 and result.output_tokens == 6
+
+
+def test_achieved_concurrency_is_time_weighted_over_the_window() -> None:
+    rec = LevelRecorder(Load("concurrency", 2), window_start=0.0, window_end=10.0)
+    rec.started(0.0)
+    rec.started(5.0)
+    rec.add(record(t_intended=0.0, t_sent=0.0, chunks=(1.0, 9.0), t_done=10.0))
+    result = rec.finish(10.0)
+    assert result.achieved_concurrency == pytest.approx(1.5)  # 1 for 5 s, then 2 for 5 s
+
+
+def test_estimated_tokens_are_flagged() -> None:
+    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec.started(10.0)
+    rec.add(record())  # no usage: counted from chunks
+    assert rec.finish(11.0).tokens_estimated

@@ -1,0 +1,122 @@
+"""The results file: round trips, summary keys, versions, corrupt input, worker merges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
+from loadgen.histogram import LatencyHistogram
+from loadgen.results import SCHEMA_VERSION, LevelResult, Load, Metric, Results, RunInfo, Target, load, merge_levels, save_atomic
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+SUMMARY_KEYS = {
+    "ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "lag_ms",
+    "output_tokens_per_s", "requests_per_s", "achieved_concurrency", "completed", "failed", "errors",
+    "prompt_tokens_mean", "output_tokens_mean", "tokens_estimated", "client_bound", "load",
+}
+STAT_KEYS = {"mean", "p50", "p90", "p95", "p99", "max", "count"}
+
+
+def level(values: dict[Metric, list[int]], *, completed: int = 3, errors: dict[ErrorKind, int] | None = None,
+          load: Load = Load("concurrency", 4)) -> LevelResult:
+    hists = {m: LatencyHistogram() for m in Metric}
+    for m, vs in values.items():
+        for v in vs:
+            hists[m].record_us(v)
+    return LevelResult(
+        load=load, window_s=10.0, completed=completed, errors=errors or {}, output_tokens=100 * completed,
+        window_output_tokens=90.0 * completed, prompt_tokens=20 * completed, prompt_tokens_reported=completed,
+        tokens_estimated=False, achieved_concurrency=3.9, histograms=hists,
+    )
+
+
+def results(levels: tuple[LevelResult, ...]) -> Results:
+    return Results(
+        run=RunInfo("abc", "2026-11-29T12:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "run"),
+        target=Target("http://127.0.0.1:8000/v1/", "m", "chat"),
+        settings={"api": "chat"}, levels=levels, complete=True,
+    )
+
+
+metric_values = st.dictionaries(st.sampled_from(list(Metric)), st.lists(st.integers(1, 10**8), max_size=20))
+
+
+@given(metric_values, st.integers(0, 50), st.dictionaries(st.sampled_from(list(ErrorKind)), st.integers(1, 9)))
+def test_round_trip(values: dict[Metric, list[int]], completed: int, errors: dict[ErrorKind, int]) -> None:
+    original = results((level(values, completed=completed, errors=errors),
+                        level({}, load=Load("rate", 2.5, "gamma", 0.5, 8))))
+    assert Results.from_json(original.to_json()) == original
+
+
+def test_summary_keys_are_exactly_the_documented_ones() -> None:
+    summary = level({Metric.TTFT: [1000, 2000]}).summary()
+    assert set(summary) == SUMMARY_KEYS
+    for key in SUMMARY_KEYS:
+        if key.endswith("_ms"):
+            assert set(summary[key]) == STAT_KEYS
+    assert summary["ttft_ms"]["count"] == 2 and summary["tpot_ms"]["p50"] is None
+    assert summary["load"] == {"kind": "concurrency", "value": 4}
+    assert summary["output_tokens_per_s"] == 27.0  # 90 tokens in window * 3 / 10 s
+
+
+def test_client_bound_follows_p99_lag() -> None:
+    assert not level({Metric.LAG: [500] * 100}).client_bound
+    assert level({Metric.LAG: [500] * 90 + [50_000] * 10}).client_bound
+
+
+def test_merge_of_worker_parts_equals_recording_the_union() -> None:
+    a = level({Metric.TTFT: [1000, 5000], Metric.ITL: [30]}, errors={ErrorKind.TIMEOUT: 1})
+    b = level({Metric.TTFT: [7000], Metric.ITL: [31, 32]}, completed=2, errors={ErrorKind.TIMEOUT: 2})
+    merged = merge_levels([a, b])
+    union = level({Metric.TTFT: [1000, 5000, 7000], Metric.ITL: [30, 31, 32]})
+    assert merged.histograms == union.histograms
+    assert merged.completed == 5 and merged.errors == {ErrorKind.TIMEOUT: 3}
+    assert merged.achieved_concurrency == pytest.approx(7.8) and merged.workers == 2
+
+
+def test_save_atomic_then_load(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    original = results((level({Metric.TPOT: [30_000]}),))
+    save_atomic(original, path)
+    assert load(path) == original
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_every_versioned_fixture_loads() -> None:
+    fixtures = sorted(DATA.glob("results_v*.json"))
+    assert fixtures
+    for path in fixtures:
+        loaded = load(path)
+        assert loaded.levels
+
+
+def test_newer_schema_is_rejected(tmp_path: Path) -> None:
+    doc = json.loads(results(()).to_json())
+    doc["schema_version"] = SCHEMA_VERSION + 1
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaVersionError, match="upgrade loadgen"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("{", "not valid JSON"), ("[]", "not a loadgen results file"),
+     ('{"schema": "loadgen.results", "schema_version": 1}', "corrupt results file")],
+)
+def test_corrupt_files_get_one_clear_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ResultsError, match=match):
+        load(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="no such results file"):
+        load(tmp_path / "nope.json")

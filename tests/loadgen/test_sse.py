@@ -1,0 +1,117 @@
+"""SSE decoding under any split of the bytes, and OpenAI chunk parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadgen.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
+
+
+def encode(events: list[str], newline: str) -> bytes:
+    out = []
+    for data in events:
+        out += [f"data: {line}{newline}" for line in data.split("\n")]
+        out.append(newline)
+    return "".join(out).encode()
+
+
+def decode_in_pieces(raw: bytes, cuts: list[int]) -> list[SSEEvent]:
+    decoder, events, prev = SSEDecoder(), [], 0
+    for cut in sorted(set(cuts)) + [len(raw)]:
+        events += decoder.feed(raw[prev:cut])
+        prev = cut
+    return events + decoder.flush()
+
+
+safe_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30
+)
+
+
+@given(
+    events=st.lists(st.lists(safe_text, min_size=1, max_size=3).map("\n".join), min_size=1, max_size=6),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20),
+)
+def test_any_split_of_the_bytes_decodes_the_same_events(events: list[str], newline: str, cuts: list[int]) -> None:
+    raw = encode(events, newline)
+    cuts = [c for c in cuts if c <= len(raw)]
+    assert [e.data for e in decode_in_pieces(raw, cuts)] == events
+
+
+def test_split_inside_a_multibyte_character() -> None:
+    raw = encode(["héllo 世界 🎉"], "\n")
+    for cut in range(len(raw)):
+        assert [e.data for e in decode_in_pieces(raw, [cut])] == ["héllo 世界 🎉"]
+
+
+def test_crlf_split_between_cr_and_lf_yields_no_phantom_event() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"\n\r") == [SSEEvent("a")]
+    assert decoder.feed(b"\ndata: b\r\n\r\n") == [SSEEvent("b")]
+
+
+def test_comments_and_other_fields_are_skipped() -> None:
+    raw = b": ping\n\nevent: delta\nid: 7\nretry: 10\ndata:x\n\n"
+    assert SSEDecoder().feed(raw) == [SSEEvent("x", "delta")]
+
+
+def test_line_separator_inside_data_is_not_a_line_break() -> None:
+    assert SSEDecoder().feed("data: a\u2028b\n\n".encode()) == [SSEEvent("a\u2028b")]
+
+
+def test_unterminated_last_event_counts_at_flush() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: [DONE]") == []
+    assert decoder.flush() == [SSEEvent("[DONE]")]
+
+
+def test_invalid_utf8_raises_the_decoders_own_error() -> None:
+    with pytest.raises(SSEError):
+        SSEDecoder().feed(b"data: \xff\xfe\n\n")
+
+
+@given(st.lists(st.binary(max_size=50), max_size=10))
+def test_garbage_raises_nothing_but_sse_error(pieces: list[bytes]) -> None:
+    decoder = SSEDecoder()
+    try:
+        for p in pieces:
+            decoder.feed(p)
+        decoder.flush()
+    except SSEError:
+        pass
+
+
+def chat(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
+    obj: dict = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        obj["usage"] = usage
+    return json.dumps(obj)
+
+
+def test_parse_chat_content_reasoning_and_finish() -> None:
+    assert parse_chunk(chat({"content": "hi"}), "chat").text == "hi"
+    assert parse_chunk(chat({"reasoning_content": "hmm"}), "chat").text == "hmm"
+    assert parse_chunk(chat({"role": "assistant", "content": ""}), "chat").text == ""
+    assert parse_chunk(chat({"content": "x"}, "stop"), "chat").finish_reason == "stop"
+
+
+def test_parse_usage_chunk_and_completions_text() -> None:
+    usage = parse_chunk('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 9}}', "chat")
+    assert usage == Chunk("", None, 9, 3)
+    assert parse_chunk('{"choices": [{"text": "ab", "finish_reason": null}]}', "completions").text == "ab"
+
+
+def test_in_stream_error_object_is_reported() -> None:
+    assert parse_chunk('{"error": {"message": "boom"}}', "chat").error == "boom"
+
+
+@pytest.mark.parametrize("data", ["{not json", "[]", '{"id": 1}', '{"choices": [1]}', '{"choices": [{"delta": 3}]}'])
+def test_malformed_chunks_raise(data: str) -> None:
+    with pytest.raises(MalformedChunk):
+        parse_chunk(data, "chat")

@@ -1,0 +1,96 @@
+"""``run_level`` against the simulator over real loopback sockets: the law is the truth."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from loadgen.client import HttpOptions, make_http_client
+from loadgen.errors import ErrorKind
+from loadgen.results import LevelResult, Load, Metric
+from loadgen.runner import LevelPlan, run_level
+from loadgen.sim.engine import EngineConfig
+from loadgen.sim.faults import FaultConfig
+from loadgen.sim.openai_app import SimOptions
+from loadgen.sim.server import SimProcess
+from loadgen.workload import Lengths, Workload
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    with SimProcess() as server:
+        yield server
+
+
+def workload(max_tokens: int = 32, api: str = "completions") -> Workload:
+    return Workload(api=api, model="sim-model", prompt_tokens=Lengths(16), output_tokens=Lengths(max_tokens))  # type: ignore[arg-type]
+
+
+async def measure(base_url: str, plan: LevelPlan, wl: Workload | None = None) -> LevelResult:
+    async with make_http_client(base_url + "/", {}, HttpOptions(timeout_s=30)) as http:
+        return await run_level(plan, wl or workload(), http)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("c", [1, 8, 32])
+async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c: int) -> None:
+    step_ms = 25 + 0.4 * c
+    plan = LevelPlan(Load("concurrency", c), duration_s=3.0, warmup_s=1.0, ramp_up_s=0.8)
+    result = await measure(sim.base_url, plan)
+    assert result.failed == 0 and result.completed > 0
+    tpot_p50 = result.percentile_ms(Metric.TPOT, 50)
+    assert tpot_p50 == pytest.approx(step_ms, rel=0.03)
+    assert result.output_tokens_per_s == pytest.approx(c * 1000 / step_ms, rel=0.05)
+    assert result.achieved_concurrency == pytest.approx(c, rel=0.05)
+    assert not result.client_bound
+    assert not result.tokens_estimated and result.output_tokens == 32 * result.completed
+
+
+@pytest.mark.asyncio
+async def test_coordinated_omission_queue_is_in_ttft_not_in_ttft_sent(sim: SimProcess) -> None:
+    # 16 tokens at batch 2 take ~16 * 25.8 ms = 0.41 s, so 2 slots serve ~4.8 req/s; 10 req/s must queue.
+    load = Load("rate", 10.0, arrival="constant", max_in_flight=2)
+    result = await measure(sim.base_url, LevelPlan(load, duration_s=2.5), workload(16))
+    ttft = result.percentile_ms(Metric.TTFT, 50)
+    ttft_sent = result.percentile_ms(Metric.TTFT_SENT, 50)
+    queue = result.percentile_ms(Metric.QUEUE, 50)
+    assert ttft is not None and ttft_sent is not None and queue is not None
+    assert ttft_sent < 80  # the server itself answers in a step or two
+    assert queue > 200  # requests waited for a slot...
+    assert ttft == pytest.approx(queue + ttft_sent, rel=0.15)  # ...and that wait is in user-visible TTFT
+    assert result.percentile_ms(Metric.LAG, 99) < 10  # the generator kept its schedule
+    assert not result.client_bound
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("faults", "kind"),
+    [
+        (FaultConfig(http_500=0.3), ErrorKind.HTTP_5XX),
+        (FaultConfig(http_429=0.3), ErrorKind.HTTP_429),
+        (FaultConfig(drop=0.3), ErrorKind.STREAM_BROKEN),
+        (FaultConfig(malformed=0.3), ErrorKind.MALFORMED_CHUNK),
+    ],
+)
+async def test_faults_are_counted_by_kind_in_the_denominator(faults: FaultConfig, kind: ErrorKind) -> None:
+    with SimProcess(SimOptions(faults=faults, engine=EngineConfig(seed=3))) as server:
+        result = await measure(server.base_url, LevelPlan(Load("concurrency", 8), requests=40), workload(8))
+    assert set(result.errors) == {kind}
+    assert result.completed + result.failed == 40
+    assert 0.1 < result.error_rate < 0.5  # type: ignore[operator]
+    assert result.histograms[Metric.E2E].count == result.completed
+
+
+@pytest.mark.asyncio
+async def test_interrupt_stops_admitting_and_marks_the_level_incomplete(sim: SimProcess) -> None:
+    stop = asyncio.Event()
+    async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=30)) as http:
+        task = asyncio.create_task(run_level(LevelPlan(Load("concurrency", 4), duration_s=30.0), workload(8), http, stop=stop))
+        await asyncio.sleep(1.0)
+        stop.set()
+        result = await asyncio.wait_for(task, timeout=10)
+    assert not result.complete
+    assert result.window_s == pytest.approx(1.0, abs=0.3)
+    assert result.completed > 0
