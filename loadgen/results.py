@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -254,6 +255,56 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         complete=all(p.complete for p in parts),
         workers=sum(p.workers for p in parts),
     )
+
+
+_SLO_KEY = re.compile(r"^(ttft_sent|ttft|tpot|itl|e2e)_p(\d{2,3})_ms$")
+
+
+@dataclass(frozen=True, slots=True)
+class SloTarget:
+    """One latency promise (``tpot_p95_ms: 50``) or an error budget (``error_rate: 0.01``).
+
+    Percentile keys take two or three digits: ``p95`` is the 95th, ``p999``
+    the 99.9th.
+    """
+
+    metric: Metric | None  # None: the error rate
+    percentile: float | None
+    limit: float  # ms for latency, a fraction for the error rate
+
+    @property
+    def key(self) -> str:
+        if self.metric is None:
+            return "error_rate"
+        digits = f"{self.percentile:g}".replace(".", "")
+        return f"{self.metric.value}_p{digits}_ms"
+
+    @classmethod
+    def from_key(cls, key: str, limit: float) -> SloTarget:
+        if key == "error_rate":
+            if not 0 <= limit <= 1:
+                raise ValueError(f"error_rate must be a fraction in [0, 1], got {limit}")
+            return cls(None, None, limit)
+        m = _SLO_KEY.match(key)
+        if not m:
+            raise ValueError(
+                "unknown SLO key: expected error_rate or METRIC_pNN_ms with METRIC one of ttft, ttft_sent, "
+                "tpot, itl, e2e (e.g. tpot_p95_ms)"
+            )
+        digits = m.group(2)
+        percentile = float(digits) if len(digits) == 2 else float(digits) / 10
+        return cls(Metric(m.group(1)), percentile, limit)
+
+    def value(self, level: LevelResult) -> float | None:
+        """This level's value of the metric (ms, or a fraction); None when there is no data."""
+        if self.metric is None:
+            return level.error_rate
+        assert self.percentile is not None
+        return level.percentile_ms(self.metric, self.percentile)
+
+    def met_by(self, level: LevelResult) -> bool | None:
+        value = self.value(level)
+        return None if value is None else value <= self.limit
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,14 @@ class Consoles:
     err: Console
 
 
+PIPE_WIDTH = 140  # rich's 80 columns when not on a terminal would squeeze the tables
+
+
 def consoles() -> Consoles:
-    return Consoles(out=Console(), err=Console(stderr=True))
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=PIPE_WIDTH)
+    return Consoles(out=out, err=Console(stderr=True))
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -2,84 +2,43 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import signal
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
-from loadgen.cli.progress import RichProgress
+from loadgen.cli.execute import (
+    check_writable,
+    choice,
+    http_options,
+    parse_extra_body,
+    progress_observer,
+    resolved_url,
+    run_with_interrupt,
+)
+from loadgen.cli.options import (
+    ApiKeyOpt,
+    HeaderOpt,
+    InsecureOpt,
+    JsonOpt,
+    ModelOpt,
+    OutputOpt,
+    QuietOpt,
+    ScrapeOpt,
+    TimeoutOpt,
+    TransportOpt,
+    WorkersOpt,
+)
 from loadgen.cli.render import caveats, level_table, throughput_table
-from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
-from loadgen.observe import NullObserver
 from loadgen.records import RecordsWriter
-from loadgen.results import Load, Results, save_atomic
+from loadgen.results import Load, save_atomic
 from loadgen.runner import LevelPlan
-from loadgen.session import Session, SessionHooks, run_session
-from loadgen.sim.server import SimProcess
-from loadgen.target import normalize_base_url, parse_headers
+from loadgen.session import Session, SessionHooks
+from loadgen.target import parse_headers
 from loadgen.workload import Lengths, Workload, load_dataset
-
-SIM_URL = "sim"
-
-
-def check_writable(path: Path) -> None:
-    """Fail before the run, not after it: a result that cannot be saved is a lost result."""
-    probe = path.with_name(path.name + ".tmp")
-    try:
-        with open(probe, "w", encoding="utf-8") as f:
-            f.write("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"-o {path}: cannot write there ({exc.strerror})") from None
-
-
-def parse_extra_body(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--extra-body: not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise UsageError("--extra-body: expected a JSON object, e.g. '{\"ignore_eos\": true}'")
-    return value
-
-
-@contextlib.contextmanager
-def resolved_url(url: str) -> Iterator[str]:
-    """``sim`` starts the built-in simulator (its own process) for the duration of the run."""
-    if url != SIM_URL:
-        yield normalize_base_url(url)
-        return
-    with SimProcess() as sim:
-        yield normalize_base_url(sim.base_url)
-
-
-def run_with_interrupt(session: Session, hooks: SessionHooks) -> Results:
-    """Run the session; the first Ctrl-C stops admitting and drains, a second one aborts."""
-
-    async def main() -> Results:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def first_interrupt() -> None:
-            stop.set()
-            loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C aborts at once
-
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, first_interrupt)
-        return await run_session(session, hooks, stop)
-
-    return asyncio.run(main())
-
 
 @friendly_errors
 def run(
@@ -96,10 +55,9 @@ def run(
     ramp_up: Annotated[float | None, typer.Option(help="Closed loop: start clients staggered over this span, s "
                                                        "(default: one probe request's duration).")] = None,
     api: Annotated[str, typer.Option(help="chat | completions")] = "chat",
-    model: Annotated[str | None, typer.Option(help="Model id (default: first from /models).")] = None,
-    api_key: Annotated[str | None, typer.Option(envvar="OPENAI_API_KEY", show_default=False,
-                                                help="Bearer key (default: $OPENAI_API_KEY). Never stored.")] = None,
-    header: Annotated[list[str] | None, typer.Option(help="Extra request header NAME:VALUE (repeatable).")] = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    header: HeaderOpt = None,
     extra_body: Annotated[str | None, typer.Option(help="JSON merged into every request body, "
                                                         "e.g. '{\"ignore_eos\": true}' for vLLM.")] = None,
     prompt_tokens: Annotated[int, typer.Option(help="Synthetic prompt length, tokens.")] = 128,
@@ -110,17 +68,17 @@ def run(
     max_tokens: Annotated[int, typer.Option(help="Output tokens per request (max_tokens).")] = 128,
     output_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
     output_spread: Annotated[float, typer.Option(help="Relative spread of the output length.")] = 0.0,
-    timeout: Annotated[float, typer.Option(help="Per-request limit, s.")] = 600.0,
-    insecure: Annotated[bool, typer.Option(help="Skip TLS verification (self-signed certificates).")] = False,
-    transport: Annotated[str, typer.Option(help="aiohttp | httpx")] = "aiohttp",
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the level.")] = 1,
-    scrape_metrics: Annotated[str, typer.Option(help="Scrape the server's /metrics: auto | on | off.")] = "auto",
+    timeout: TimeoutOpt = 600.0,
+    insecure: InsecureOpt = False,
+    transport: TransportOpt = "aiohttp",
+    workers: WorkersOpt = 1,
+    scrape_metrics: ScrapeOpt = "auto",
     lag_threshold_ms: Annotated[float, typer.Option(help="p99 generator lag that flags a level client-bound.")] = 10.0,
     seed: Annotated[int, typer.Option(help="Seed for prompts, lengths and arrivals.")] = 0,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Results file (JSON).")] = Path("results.json"),
+    output: OutputOpt = Path("results.json"),
     records: Annotated[Path | None, typer.Option(help="Also write one raw record per request (JSONL).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the level summary as JSON on stdout.")] = False,
-    quiet: Annotated[bool, typer.Option(help="No live progress.")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run one load level and write a results file."""
     load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
@@ -132,27 +90,26 @@ def run(
         plan = LevelPlan(load, duration_s=duration, requests=requests, warmup_s=warmup,
                          ramp_up_s=ramp_up or 0.0, timeout_s=timeout, lag_threshold_ms=lag_threshold_ms, seed=seed)
         workload = Workload(
-            api=_choice("--api", api, ("chat", "completions")),  # type: ignore[arg-type]
+            api=choice("--api", api, ("chat", "completions")),  # type: ignore[arg-type]
             model=model or "",
-            prompt_tokens=Lengths(prompt_tokens, _choice("--prompt-dist", prompt_dist, DISTS), prompt_spread),  # type: ignore[arg-type]
-            output_tokens=Lengths(max_tokens, _choice("--output-dist", output_dist, DISTS), output_spread),  # type: ignore[arg-type]
+            prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, DISTS), prompt_spread),  # type: ignore[arg-type]
+            output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, DISTS), output_spread),  # type: ignore[arg-type]
             dataset=load_dataset(dataset) if dataset else None,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    http = HttpOptions(timeout_s=timeout, verify_tls=not insecure,
-                       transport=_choice("--transport", transport, ("aiohttp", "httpx")))  # type: ignore[arg-type]
+    http = http_options(timeout, insecure, transport)
     check_writable(output)
     out = consoles()
-    progress = RichProgress(out.err) if not quiet and sys.stderr.isatty() else NullObserver()
+    progress = progress_observer(out.err, quiet)
     writer = RecordsWriter(records) if records else None
     with resolved_url(url) as base_url:
         session = Session(
             base_url=base_url, workload=workload, levels=(plan,), api_key=api_key,
             headers=parse_headers(header or []), http=http, workers=workers,
-            scrape=_choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+            scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
             auto_ramp=ramp_up is None and load.kind == "concurrency",
         )
         hooks = SessionHooks(observer=progress, on_record=writer.write if writer else None)
@@ -178,12 +135,6 @@ def run(
 DISTS = ("fixed", "uniform", "normal", "lognormal")
 
 
-def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
-    return value
-
-
 def _load(concurrency: int | None, rate: float | None, arrival: str, burstiness: float,
           max_in_flight: int | None) -> Load:
     if (concurrency is None) == (rate is None):
@@ -199,7 +150,7 @@ def _load(concurrency: int | None, rate: float | None, arrival: str, burstiness:
         raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
     if max_in_flight is not None and max_in_flight < 1:
         raise UsageError(f"--max-in-flight: must be a positive integer, got {max_in_flight}")
-    _choice("--arrival", arrival, ("constant", "poisson", "gamma"))
+    choice("--arrival", arrival, ("constant", "poisson", "gamma"))
     return Load("rate", rate, arrival, burstiness, max_in_flight)
 
 

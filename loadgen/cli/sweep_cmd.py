@@ -1,0 +1,124 @@
+"""``loadgen sweep``: a profile's levels in order, checkpointed after each, with early stop."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
+from loadgen.cli.execute import check_writable, choice, http_options, progress_observer, resolved_url, run_with_interrupt
+from loadgen.cli.options import (
+    ApiKeyOpt,
+    HeaderOpt,
+    InsecureOpt,
+    JsonOpt,
+    ModelOpt,
+    OutputOpt,
+    QuietOpt,
+    ScrapeOpt,
+    TimeoutOpt,
+    TransportOpt,
+    WorkersOpt,
+)
+from loadgen.cli.render import caveats, sweep_table
+from loadgen.errors import UsageError
+from loadgen.profile import find_profile, load_profile
+from loadgen.results import Results, save_atomic
+from loadgen.session import SessionHooks
+from loadgen.sim.openai_app import SimOptions
+from loadgen.sweep import TargetOptions, session_from_profile, stop_reason
+from loadgen.target import parse_headers
+
+
+def parse_levels(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        levels = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--levels: expected numbers separated by commas, got {text!r}") from None
+    if not levels or any(not v > 0 for v in levels):
+        raise UsageError(f"--levels: every level must be > 0, got {text!r}")
+    return levels
+
+
+@friendly_errors
+def sweep(
+    profile: Annotated[str, typer.Option("--profile", "-p", help="Profile name (profiles/NAME.yaml) or path.")],
+    url: Annotated[str | None, typer.Option(help="Base URL (overrides the profile's target; 'sim' for the "
+                                                 "built-in simulator).")] = None,
+    levels: Annotated[str | None, typer.Option(help="Override the levels, e.g. 1,2,4,8.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Override the measured duration per level, s.")] = None,
+    warmup: Annotated[float | None, typer.Option(help="Override the warm-up per level, s.")] = None,
+    requests: Annotated[int | None, typer.Option(help="Override the request budget per level.")] = None,
+    model: ModelOpt = None,
+    seed: Annotated[int | None, typer.Option(help="Override the profile's seed.")] = None,
+    sim_mode: Annotated[str | None, typer.Option(help="Simulator target only: continuous | static.")] = None,
+    no_stop: Annotated[bool, typer.Option(help="Run every level: no early stop on breach or saturation.")] = False,
+    api_key: ApiKeyOpt = None,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 600.0,
+    insecure: InsecureOpt = False,
+    transport: TransportOpt = "aiohttp",
+    workers: WorkersOpt = 1,
+    scrape_metrics: ScrapeOpt = "auto",
+    output: OutputOpt = Path("sweep.json"),
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Sweep load levels from a profile and write a results file (checkpointed after every level)."""
+    prof = load_profile(find_profile(profile))
+    level_values = parse_levels(levels)
+    if level_values is not None and prof.load.mode == "closed" and any(v != int(v) for v in level_values):
+        raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {levels!r}")
+    prof = prof.with_overrides(
+        levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
+        duration_s=duration, warmup_s=warmup, requests=requests, model=model, seed=seed,
+    )
+    if sim_mode is not None:
+        if prof.sim is None:
+            raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
+        mode = choice("--sim-mode", sim_mode, ("continuous", "static"))
+        prof = prof.with_overrides(sim=replace(prof.sim, mode=mode))  # type: ignore[arg-type]
+    if no_stop:
+        prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
+    target = TargetOptions(
+        api_key=api_key, headers=parse_headers(header or []), http=http_options(timeout, insecure, transport),
+        workers=workers, scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+    )
+    check_writable(output)
+    out = consoles()
+    if url is None and prof.url is None and prof.sim is not None:
+        out.err.print(f"starting the built-in simulator ({prof.sim.mode}, step_ms = {prof.sim.base_ms:g} + "
+                      f"{prof.sim.per_seq_ms:g}*running, max_num_seqs={prof.sim.max_num_seqs})", highlight=False)
+    hooks = SessionHooks(
+        observer=progress_observer(out.err, quiet),
+        checkpoint=lambda partial: save_atomic(partial, output),
+        stop_policy=lambda done: stop_reason(done, prof.slo, prof.stop),
+    )
+    with resolved_url(url or prof.url, SimOptions(engine=prof.sim) if prof.sim else None) as base_url:
+        session = session_from_profile(prof, base_url, target)
+        results = run_with_interrupt(session, hooks)
+    save_atomic(results, output)
+    render(results, prof.slo, prof.stop.min_throughput_gain, json_out)
+    out.err.print(f"results written to {output}", highlight=False)
+    if not results.complete:
+        raise typer.Exit(EXIT_RUN_ERROR)
+
+
+def render(results: Results, slos: tuple, min_gain: float | None, json_out: bool) -> None:  # type: ignore[type-arg]
+    out = consoles()
+    if json_out:
+        typer.echo(json.dumps([level.summary() for level in results.levels], indent=2))
+    else:
+        out.out.print(sweep_table(results, slos, min_gain))
+    for line in caveats(results):
+        out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

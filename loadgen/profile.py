@@ -1,0 +1,426 @@
+"""Workload profiles: YAML a human edits and CI validates, loaded into frozen dataclasses.
+
+``yaml.safe_load`` only; validation by hand (no pydantic). Unknown keys are
+rejected with the nearest known key suggested, and every error names the
+file and the field path: ``profiles/chat.yaml: load.levels[3]: must be a
+positive integer, got -4``. Field names are the same in YAML, dataclasses
+and the results file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from loadgen.errors import ProfileError
+from loadgen.results import SloTarget
+from loadgen.sim.engine import EngineConfig
+
+SCHEMA_VERSION: Final = 1
+PROFILE_DIRS: Final = (Path("profiles"), Path(__file__).resolve().parents[1] / "profiles")
+DISTS = ("fixed", "uniform", "normal", "lognormal")
+
+
+@dataclass(frozen=True, slots=True)
+class LengthSpec:
+    mean: int
+    dist: str = "fixed"
+    spread: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    prompt_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
+    output_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
+    dataset: str | None = None
+    shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    mode: str = "closed"  # closed | open
+    levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32)
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    warmup_s: float = 5.0
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_in_flight: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopSpec:
+    slo_breach_factor: float | None = 2.0  # stop after a level breaches an SLO by this factor
+    min_throughput_gain: float | None = 0.10  # a level gaining less than this fraction is saturated
+    stop_on_saturation: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSpec:
+    """What the sweep is for: size the fleet for this traffic (optional)."""
+
+    qps: float | None = None
+    output_tokens: int | None = None
+    max_utilization: float = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    description: str = ""
+    url: str | None = None  # a real endpoint; None with ``sim`` set means the built-in simulator
+    sim: EngineConfig | None = None
+    api: str = "chat"
+    model: str | None = None  # None: first id from /models
+    headers: Mapping[str, str] = field(default_factory=dict)
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    slo: tuple[SloTarget, ...] = ()
+    stop: StopSpec = field(default_factory=StopSpec)
+    plan: PlanSpec = field(default_factory=PlanSpec)
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved profile as stored in results (header values redacted)."""
+        out = asdict(self)
+        out["headers"] = {k: "<redacted>" for k in self.headers}
+        out["slo"] = {s.key: s.limit for s in self.slo}
+        out["target"] = "sim" if self.url is None else "url"
+        return out
+
+    def with_overrides(self, **changes: Any) -> Profile:
+        """CLI flags over profile values (None means: not given)."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        load_keys = {"levels", "duration_s", "requests", "warmup_s"}
+        load = replace(self.load, **{k: v for k, v in given.items() if k in load_keys})
+        rest = {k: v for k, v in given.items() if k not in load_keys}
+        return replace(self, load=load, **rest)
+
+
+def find_profile(name_or_path: str) -> Path:
+    """A path as given, else ``profiles/NAME.yaml`` in the working directory or the project."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for folder in PROFILE_DIRS:
+        candidate = folder / f"{name_or_path}.yaml"
+        if candidate.exists():
+            return candidate
+    names = sorted({p.stem for folder in PROFILE_DIRS if folder.is_dir() for p in folder.glob("*.yaml")})
+    hint = difflib.get_close_matches(name_or_path, names, n=1)
+    raise ProfileError(
+        f"--profile {name_or_path}: no such profile" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        + (f" (known: {', '.join(names)})" if names else "")
+    )
+
+
+def list_profiles() -> list[Path]:
+    seen: dict[str, Path] = {}
+    for folder in PROFILE_DIRS:
+        if folder.is_dir():
+            for p in sorted(folder.glob("*.yaml")):
+                seen.setdefault(p.stem, p)
+    return sorted(seen.values(), key=lambda p: p.stem)
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ProfileError(f"{path}: invalid YAML: {where}{exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: invalid YAML ({exc})") from None
+    return parse_profile(data, str(path))
+
+
+def parse_profile(data: Any, source: str) -> Profile:
+    root = _Node(source, "", data if data is not None else {})
+    root.require_mapping()
+    root.known(
+        "schema_version", "name", "description", "target", "api", "model", "headers", "extra_body",
+        "workload", "load", "slo", "stop", "plan", "seed",
+    )
+    version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
+    if version > SCHEMA_VERSION:
+        root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
+    url, sim = _target(root.child("target"))
+    model = root.string("model", "auto")
+    return Profile(
+        name=root.string("name", Path(source).stem),
+        description=root.string("description", ""),
+        url=url,
+        sim=sim,
+        api=root.choice("api", "chat", ("chat", "completions")),
+        model=None if model == "auto" else model,
+        headers={k: str(v) for k, v in root.mapping("headers").items()},
+        extra_body=root.mapping("extra_body"),
+        workload=_workload(root.child("workload")),
+        load=_load(root.child("load")),
+        slo=_slo(root.child("slo")),
+        stop=_stop(root.child("stop")),
+        plan=_plan(root.child("plan")),
+        seed=root.integer("seed", 0, minimum=0),
+    )
+
+
+def _target(node: _Node) -> tuple[str | None, EngineConfig | None]:
+    if node.value is None or node.value == "sim":
+        return None, EngineConfig()
+    if isinstance(node.value, str):
+        if not re.match(r"^https?://", node.value):
+            node.fail(f"expected 'sim', an http(s) URL, or a mapping with 'url' or 'sim', got {node.value!r}")
+        return node.value, None
+    node.require_mapping()
+    node.known("url", "sim")
+    if "url" in node.value:
+        return node.string("url", ""), None
+    law = node.child("sim")
+    if law.value is None:
+        return None, EngineConfig()
+    law.require_mapping()
+    fields = ("base_ms", "per_seq_ms", "prefill_ms_per_token", "max_num_seqs", "mode", "static_batch",
+              "static_wait_ms", "noise_cv", "seed")
+    law.known(*fields)
+    d = EngineConfig()
+    return None, EngineConfig(
+        base_ms=law.number("base_ms", d.base_ms, minimum=0),
+        per_seq_ms=law.number("per_seq_ms", d.per_seq_ms, minimum=0),
+        prefill_ms_per_token=law.number("prefill_ms_per_token", d.prefill_ms_per_token, minimum=0),
+        max_num_seqs=law.integer("max_num_seqs", d.max_num_seqs, minimum=1),
+        mode=law.choice("mode", d.mode, ("continuous", "static")),  # type: ignore[arg-type]
+        static_batch=law.integer("static_batch", d.static_batch, minimum=1),
+        static_wait_ms=law.number("static_wait_ms", d.static_wait_ms, minimum=0),
+        noise_cv=law.number("noise_cv", d.noise_cv, minimum=0),
+        seed=law.integer("seed", d.seed, minimum=0),
+    )
+
+
+def _lengths(node: _Node, default: int) -> LengthSpec:
+    if node.value is None:
+        return LengthSpec(default)
+    if isinstance(node.value, int) and not isinstance(node.value, bool):
+        if node.value < 1:
+            node.fail(f"must be a positive integer, got {node.value}")
+        return LengthSpec(node.value)
+    node.require_mapping()
+    node.known("mean", "dist", "spread")
+    return LengthSpec(node.integer("mean", default, minimum=1), node.choice("dist", "fixed", DISTS),
+                      node.number("spread", 0.0, minimum=0))
+
+
+def _workload(node: _Node) -> WorkloadSpec:
+    node.require_mapping()
+    node.known("prompt_tokens", "output_tokens", "dataset", "shared_prefix")
+    return WorkloadSpec(
+        prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
+        output_tokens=_lengths(node.child("output_tokens"), 128),
+        dataset=node.optional_string("dataset"),
+        shared_prefix=node.boolean("shared_prefix", False),
+    )
+
+
+def _levels(node: _Node, mode: str) -> tuple[float, ...]:
+    if isinstance(node.value, list):
+        if not node.value:
+            node.fail("must list at least one level")
+        levels = []
+        for i, _ in enumerate(node.value):
+            item = node.item(i)
+            levels.append(item.positive_integer_value() if mode == "closed" else item.positive_number_value())
+        return tuple(levels)
+    node.require_mapping()
+    node.known("start", "stop", "factor")
+    start = node.number("start", 1, minimum=0, exclusive=True)
+    stop = node.number("stop", start, minimum=start)
+    factor = node.number("factor", 2.0, minimum=1.0, exclusive=True)
+    levels, value = [], start
+    while value <= stop * (1 + 1e-9):
+        levels.append(round(value) if mode == "closed" else value)
+        value *= factor
+    return tuple(dict.fromkeys(levels))  # rounding can repeat small levels
+
+
+def _load(node: _Node) -> LoadSpec:
+    node.require_mapping()
+    node.known("mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight")
+    d = LoadSpec()
+    mode = node.choice("mode", d.mode, ("closed", "open"))
+    duration = node.optional_number("duration_s", minimum=0, exclusive=True)
+    requests = node.optional_integer("requests", minimum=1)
+    if duration is None and requests is None:
+        duration = d.duration_s
+    return LoadSpec(
+        mode=mode,
+        levels=_levels(node.child("levels"), mode) if "levels" in node.value else d.levels,
+        duration_s=duration,
+        requests=requests,
+        warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
+        arrival=node.choice("arrival", d.arrival, ("constant", "poisson", "gamma")),
+        burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
+        max_in_flight=node.optional_integer("max_in_flight", minimum=1),
+    )
+
+
+def _slo(node: _Node) -> tuple[SloTarget, ...]:
+    node.require_mapping()
+    out = []
+    for key in node.value:
+        child = node.child(key)
+        try:
+            out.append(SloTarget.from_key(str(key), child.positive_number_value()))
+        except ValueError as exc:
+            child.fail(str(exc))
+    return tuple(out)
+
+
+def _stop(node: _Node) -> StopSpec:
+    node.require_mapping()
+    node.known("slo_breach_factor", "min_throughput_gain", "stop_on_saturation")
+    d = StopSpec()
+    return StopSpec(
+        slo_breach_factor=node.optional_number("slo_breach_factor", minimum=1.0, default=d.slo_breach_factor),
+        min_throughput_gain=node.optional_number("min_throughput_gain", minimum=0.0, default=d.min_throughput_gain),
+        stop_on_saturation=node.boolean("stop_on_saturation", d.stop_on_saturation),
+    )
+
+
+def _plan(node: _Node) -> PlanSpec:
+    node.require_mapping()
+    node.known("qps", "output_tokens", "max_utilization")
+    return PlanSpec(
+        qps=node.optional_number("qps", minimum=0, exclusive=True),
+        output_tokens=node.optional_integer("output_tokens", minimum=1),
+        max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
+    )
+
+
+_MISSING: Final = object()
+
+
+class _Node:
+    """One value in the YAML tree, with its path for error messages."""
+
+    def __init__(self, source: str, path: str, value: Any) -> None:
+        self.source, self.path, self.value = source, path, value
+
+    def fail(self, message: str) -> None:
+        raise ProfileError(f"{self.source}: {self.path or '(top level)'}: {message}")
+
+    def child(self, key: str) -> _Node:
+        value = self.value.get(key) if isinstance(self.value, dict) else None
+        return _Node(self.source, f"{self.path}.{key}" if self.path else key, value if value is not None else (
+            {} if key in ("workload", "load", "slo", "stop", "plan", "headers", "extra_body") else None))
+
+    def item(self, index: int) -> _Node:
+        return _Node(self.source, f"{self.path}[{index}]", self.value[index])
+
+    def require_mapping(self) -> None:
+        if not isinstance(self.value, dict):
+            self.fail(f"expected a mapping, got {_show(self.value)}")
+
+    def known(self, *keys: str) -> None:
+        for key in self.value:
+            if key not in keys:
+                hint = difflib.get_close_matches(str(key), keys, n=1)
+                where = f"{self.path}.{key}" if self.path else str(key)
+                raise ProfileError(
+                    f"{self.source}: {where}: unknown key" + (f"; did you mean {hint[0]!r}?" if hint else
+                                                              f" (known: {', '.join(keys)})")
+                )
+
+    def _get(self, key: str) -> tuple[_Node, Any]:
+        node = self.child(key)
+        return node, self.value.get(key, _MISSING) if isinstance(self.value, dict) else _MISSING
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        node = self.child(key)
+        node.require_mapping()
+        return dict(node.value)
+
+    def string(self, key: str, default: str) -> str:
+        node, raw = self._get(key)
+        if raw is _MISSING or raw is None:
+            return default
+        if not isinstance(raw, str):
+            node.fail(f"must be a string, got {_show(raw)}")
+        return str(raw)
+
+    def optional_string(self, key: str) -> str | None:
+        value = self.string(key, "")
+        return value or None
+
+    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.string(key, default)
+        if value not in allowed:
+            self.child(key).fail(f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        node, raw = self._get(key)
+        if raw is _MISSING or raw is None:
+            return default
+        if not isinstance(raw, bool):
+            node.fail(f"must be true or false, got {_show(raw)}")
+        return bool(raw)
+
+    def number(self, key: str, default: float, *, minimum: float | None = None, exclusive: bool = False,
+               maximum: float | None = None) -> float:
+        value = self.optional_number(key, minimum=minimum, exclusive=exclusive, maximum=maximum)
+        return default if value is None else value
+
+    def optional_number(self, key: str, *, minimum: float | None = None, exclusive: bool = False,
+                        maximum: float | None = None, default: float | None = None) -> float | None:
+        node, raw = self._get(key)
+        if raw is _MISSING:
+            return default
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            node.fail(f"must be a number, got {_show(raw)}")
+        value = float(raw)
+        if minimum is not None and (value < minimum or (exclusive and value == minimum)):
+            node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {raw}")
+        if maximum is not None and value > maximum:
+            node.fail(f"must be <= {maximum:g}, got {raw}")
+        return value
+
+    def integer(self, key: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.optional_integer(key, minimum=minimum)
+        return default if value is None else value
+
+    def optional_integer(self, key: str, *, minimum: int | None = None) -> int | None:
+        node, raw = self._get(key)
+        if raw is _MISSING or raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            node.fail(f"must be an integer, got {_show(raw)}")
+        if minimum is not None and raw < minimum:
+            node.fail(f"must be an integer >= {minimum}, got {raw}")
+        return int(raw)
+
+    def positive_integer_value(self) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1:
+            self.fail(f"must be a positive integer, got {_show(self.value)}")
+        return int(self.value)
+
+    def positive_number_value(self) -> float:
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float) or not self.value > 0:
+            self.fail(f"must be a positive number, got {_show(self.value)}")
+        return float(self.value)
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)

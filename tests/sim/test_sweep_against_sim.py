@@ -1,0 +1,85 @@
+"""``loadgen sweep`` end to end on the built-in simulator (each level shortened for the suite)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.results import Metric, load
+from loadgen.sweep import saturated_flags
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def sweep(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["sweep", "--quiet", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_quickstart_profile_runs_every_level(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    code, stdout, _ = sweep("--profile", str(ROOT / "profiles/quickstart.yaml"), "--duration", "1",
+                            "--warmup", "0.5", "-o", str(out))
+    assert code == 0
+    assert "TPOT p95" in stdout and "c=64" in stdout
+    results = load(out)
+    assert results.complete
+    assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32, 64]
+    assert results.settings["profile"]["name"] == "quickstart"
+    assert results.run.cpu_count and results.run.command == "sweep"
+
+
+def test_levels_past_max_num_seqs_are_saturated_and_the_sweep_stops(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "target: {sim: {max_num_seqs: 32}}\nworkload: {output_tokens: 16, prompt_tokens: 8}\n"
+        "load: {levels: [16, 32, 64, 128], duration_s: 2, warmup_s: 0.5}\n"
+    )
+    out = tmp_path / "s.json"
+    code, stdout, stderr = sweep("--profile", str(profile), "-o", str(out))
+    assert code == 0, stderr
+    results = load(out)
+    assert [lv.load.value for lv in results.levels] == [16, 32, 64]  # stopped after the first saturated level
+    assert saturated_flags(results.levels, 0.10) == [False, False, True]
+    assert "saturated" in stdout and "stopped after c=64" in stderr
+    c32, c64 = results.levels[1], results.levels[2]
+    ttft = [lv.percentile_ms(Metric.TTFT, 50) for lv in (c32, c64)]
+    assert ttft[1] > 2 * ttft[0]  # the extra clients only queue
+    assert c64.server is not None and c64.server.waiting_mean > 20  # type: ignore[operator]
+
+
+def test_continuous_batching_beats_static_on_variable_lengths(tmp_path: Path) -> None:
+    tok_s = {}
+    for mode in ("continuous", "static"):
+        out = tmp_path / f"{mode}.json"
+        code, _, stderr = sweep("--profile", "static-vs-continuous", "--sim-mode", mode, "--duration", "4",
+                                "--warmup", "1", "-o", str(out))
+        assert code == 0, stderr
+        tok_s[mode] = load(out).levels[0].output_tokens_per_s
+    assert tok_s["continuous"] > 1.5 * tok_s["static"]
+
+
+def test_interrupted_sweep_leaves_a_loadable_file(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "sweep", "--profile", "quickstart", "--duration", "1", "--warmup", "0",
+         "-o", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:  # the first checkpoint lands after level 1
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    results = load(out)
+    assert not results.complete
+    assert 1 <= len(results.levels) < 7
