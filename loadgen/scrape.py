@@ -29,7 +29,7 @@ async def probe(http: httpx.AsyncClient, url: str) -> bool:
 class MetricsScraper:
     """Samples running/waiting gauges every ``interval_s`` inside ``[start, end]``."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, *, interval_s: float = 0.5) -> None:
+    def __init__(self, http: httpx.AsyncClient, url: str, *, interval_s: float = 0.2) -> None:
         self._http = http
         self._url = url
         self._interval_s = interval_s

@@ -154,9 +154,12 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str) ->
 
 
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:
+    """About one request's duration, kept inside the warm-up when there is one."""
     ramp = min(probe_s, MAX_AUTO_RAMP_S)
+    if plan.warmup_s > 0:
+        return min(ramp, plan.warmup_s)
     if plan.duration_s is not None:
-        ramp = min(ramp, plan.warmup_s + plan.duration_s / 4)
+        ramp = min(ramp, plan.duration_s / 4)
     return ramp
 
 

@@ -1,3 +1,39 @@
 """planner: pure capacity-planning math on recorded results (no network, clock or event loop)."""
 
-__all__: list[str] = []
+from planner.batching import BatchUtilization, batch_utilization
+from planner.diagnose import Finding, diagnose
+from planner.knee import Saturation, classify
+from planner.observations import LevelObservation, Observations, from_results, percentile_ci_ms
+from planner.plan import CapacityPlan, PlanRequest, plan_from_law, plan_from_results
+from planner.sizing import ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replica
+from planner.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
+from planner.stepmodel import StepModel, fit_step_model
+
+__all__ = [
+    "BatchLimit",
+    "BatchUtilization",
+    "CapacityPlan",
+    "Finding",
+    "LevelObservation",
+    "Observations",
+    "PlanRequest",
+    "ReplicaPlan",
+    "Saturation",
+    "SimOutcome",
+    "StepModel",
+    "batch_utilization",
+    "classify",
+    "diagnose",
+    "fit_step_model",
+    "from_results",
+    "isotonic_increasing",
+    "max_batch_under_slo",
+    "model_limit",
+    "parse_slo",
+    "percentile_ci_ms",
+    "plan_from_law",
+    "plan_from_results",
+    "replicas_by_simulation",
+    "replicas_for",
+    "simulate_replica",
+]

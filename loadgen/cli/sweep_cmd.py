@@ -24,14 +24,16 @@ from loadgen.cli.options import (
     TransportOpt,
     WorkersOpt,
 )
+from loadgen.cli.plan_view import headline
 from loadgen.cli.render import caveats, sweep_table
 from loadgen.errors import UsageError
-from loadgen.profile import find_profile, load_profile
-from loadgen.results import Results, save_atomic
+from loadgen.profile import Profile, find_profile, load_profile
+from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sweep import TargetOptions, session_from_profile, stop_reason
 from loadgen.target import parse_headers
+from planner import CapacityPlan, PlanRequest, plan_from_results
 
 
 def parse_levels(text: str | None) -> tuple[float, ...] | None:
@@ -104,18 +106,35 @@ def sweep(
         session = session_from_profile(prof, base_url, target)
         results = run_with_interrupt(session, hooks)
     save_atomic(results, output)
-    render(results, prof.slo, prof.stop.min_throughput_gain, json_out)
+    capacity = _plan(results, prof)
+    render(results, prof.slo, prof.stop.min_throughput_gain, json_out, capacity)
     out.err.print(f"results written to {output}", highlight=False)
     if not results.complete:
         raise typer.Exit(EXIT_RUN_ERROR)
 
 
-def render(results: Results, slos: tuple, min_gain: float | None, json_out: bool) -> None:  # type: ignore[type-arg]
+def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
+    """The plan's headline, when the profile says what the sweep was for (an SLO)."""
+    if not prof.slo or not results.levels:
+        return None
+    request = PlanRequest(slos=prof.slo, qps=prof.plan.qps, output_tokens=prof.plan.output_tokens,
+                          max_utilization=prof.plan.max_utilization, seed=prof.seed)
+    return plan_from_results(results, request)
+
+
+def render(results: Results, slos: tuple[SloTarget, ...], min_gain: float | None, json_out: bool,
+           capacity: CapacityPlan | None) -> None:
     out = consoles()
     if json_out:
-        typer.echo(json.dumps([level.summary() for level in results.levels], indent=2))
+        doc = {"levels": [level.summary() for level in results.levels],
+               "plan": capacity.to_json() if capacity else None}
+        typer.echo(json.dumps(doc, indent=2))
     else:
         out.out.print(sweep_table(results, slos, min_gain))
+        if capacity is not None:
+            out.out.print("[bold]plan[/bold] (loadgen plan for the details):")
+            for line in headline(capacity):
+                out.out.print(f"  {line}", highlight=False)
     for line in caveats(results):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
 

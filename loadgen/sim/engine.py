@@ -111,6 +111,7 @@ class Engine:
     counters: EngineCounters = field(default_factory=EngineCounters)
     _waiting: deque[_Sequence] = field(default_factory=deque)
     _running: dict[int, _Sequence] = field(default_factory=dict)
+    _finishing: list[int] = field(default_factory=list)  # last token in the step under way
     _rng: np.random.Generator = field(init=False)
     _noise_mu: float = field(init=False)
     _noise_sigma: float = field(init=False)
@@ -162,8 +163,11 @@ class Engine:
         """Start a step at ``now_ms``, or return None when there is nothing to run yet.
 
         The step's tokens are accounted immediately; the caller delivers them
-        at ``step.end_ms``.
+        at ``step.end_ms``. Sequences finishing in a step keep their slot
+        until it ends (so ``num_running`` during a step is the true batch).
         """
+        self._retire(self._finishing)
+        self._finishing = []
         admitted = self._admit(now_ms)
         if not self._running:
             return None
@@ -178,7 +182,7 @@ class Engine:
                     finished.append(seq.seq_id)
         occupied = len(self._running)
         duration = self.config.step_ms(occupied, admitted_prompt) * self._noise()
-        self._retire(finished)
+        self._finishing = finished
         c = self.counters
         c.steps += 1
         c.tokens += len(emitted)
@@ -209,7 +213,7 @@ class Engine:
     def _retire(self, finished: list[int]) -> None:
         if self.config.mode == "continuous":
             for seq_id in finished:
-                del self._running[seq_id]
+                self._running.pop(seq_id, None)  # it may have been cancelled meanwhile
         elif all(s.generated >= s.max_tokens for s in self._running.values()):
             self._running.clear()  # static: the batch ends with its longest member
 

@@ -1,0 +1,120 @@
+"""Offline commands on results files: ``plan`` (and the report/gate commands)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from loadgen.cli.common import consoles, friendly_errors
+from loadgen.cli.execute import choice
+from loadgen.cli.plan_view import render_plan
+from loadgen.errors import UsageError
+from loadgen.profile import find_profile, load_profile
+from loadgen.results import Results, SloTarget, load
+from planner import PlanRequest, StepModel, parse_slo, plan_from_law, plan_from_results
+
+_LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
+
+
+def parse_law(text: str) -> StepModel:
+    m = _LAW.match(text)
+    if not m:
+        raise UsageError(f"--law {text!r}: expected BASE+SLOPEb in ms, e.g. 25+0.4b")
+    return StepModel.given(float(m.group(1)), float(m.group(2)))
+
+
+def parse_slos(texts: list[str]) -> tuple[SloTarget, ...]:
+    try:
+        return tuple(parse_slo(t) for t in texts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_lengths(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        lengths = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--lengths {text!r}: expected positive integers separated by commas") from None
+    if not lengths or min(lengths) < 1:
+        raise UsageError(f"--lengths {text!r}: expected positive integers separated by commas")
+    return lengths
+
+
+def profile_slos(results: Results) -> tuple[SloTarget, ...]:
+    """The SLOs stated by the profile a sweep ran with, if any."""
+    prof = results.settings.get("profile") or {}
+    return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
+
+
+@friendly_errors
+def plan(
+    results_file: Annotated[Path | None, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")] = None,
+    law: Annotated[str | None, typer.Option(help="What-if without a sweep: the step law, e.g. 25+0.4b (ms).")] = None,
+    slo: Annotated[list[str] | None, typer.Option(help="SLO, e.g. tpot_p95<50ms, ttft_p95<1s (repeatable; "
+                                                        "default: the profile's).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Take SLOs and the plan section from this profile.")] = None,
+    qps: Annotated[float | None, typer.Option(help="Target peak requests per second.")] = None,
+    output_tokens: Annotated[float | None, typer.Option(help="Output tokens per request (default: the sweep's).")] = None,
+    max_utilization: Annotated[float, typer.Option(help="Utilization target per replica, in (0, 1].")] = 0.8,
+    current_batch: Annotated[int | None, typer.Option(help="The batch cap (--max-num-seqs) in use now.")] = None,
+    replicas: Annotated[int | None, typer.Option(help="Replicas running now.")] = None,
+    arrival: Annotated[str, typer.Option(help="Arrivals for the sizing simulation: poisson | gamma.")] = "poisson",
+    burstiness: Annotated[float, typer.Option(help="Gamma shape for the simulation (1 = Poisson).")] = 1.0,
+    lengths: Annotated[str | None, typer.Option(help="Output lengths of one static batch, e.g. 3,3,3,10.")] = None,
+    no_simulate: Annotated[bool, typer.Option(help="Skip the sizing simulation.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the complete plan as JSON.")] = False,
+) -> None:
+    """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
+    if (results_file is None) == (law is None):
+        raise UsageError("give a RESULTS file or --law (what-if), not both")
+    slos = parse_slos(slo or [])
+    plan_section = None
+    if profile is not None:
+        prof = load_profile(find_profile(profile))
+        slos = slos or prof.slo
+        plan_section = prof.plan
+    results = load(results_file) if results_file is not None else None
+    if results is not None and not slos:
+        slos = profile_slos(results)
+    if results is not None and plan_section is None:
+        plan_section_raw = (results.settings.get("profile") or {}).get("plan") or {}
+        qps = qps or plan_section_raw.get("qps")
+        output_tokens = output_tokens or plan_section_raw.get("output_tokens")
+    elif plan_section is not None:
+        qps = qps or plan_section.qps
+        output_tokens = output_tokens or plan_section.output_tokens
+    if not 0 < max_utilization <= 1:
+        raise UsageError(f"--max-utilization: must be in (0, 1], got {max_utilization}")
+    if qps is not None and not qps > 0:
+        raise UsageError(f"--qps: must be > 0, got {qps}")
+    if not burstiness > 0:
+        raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
+    request = PlanRequest(
+        slos=slos, qps=qps, output_tokens=output_tokens, max_utilization=max_utilization,
+        current_batch=current_batch, current_replicas=replicas,
+        arrival=choice("--arrival", arrival, ("poisson", "gamma")),  # type: ignore[arg-type]
+        burstiness=burstiness, lengths=parse_lengths(lengths), simulate=not no_simulate,
+    )
+    if results is not None:
+        if not results.levels:
+            raise UsageError(f"{results_file}: the results file has no levels to plan from")
+        capacity = plan_from_results(results, request)
+    else:
+        assert law is not None
+        if request.qps and not request.output_tokens:
+            raise UsageError("--qps needs --output-tokens in what-if mode")
+        capacity = plan_from_law(parse_law(law), request)
+    if json_out:
+        typer.echo(json.dumps(capacity.to_json(), indent=2))
+    else:
+        consoles().out.print(render_plan(capacity))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -1,0 +1,49 @@
+"""The chapter's diagnosis: a latency breach is fixed by a smaller batch, a capacity
+shortfall by more replicas. Never the crossed wires (pure; returns findings, not prose to print)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["latency_breach", "capacity_shortfall", "ok"]
+Action = Literal["shrink_batch", "add_replicas", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: Kind
+    action: Action
+    message: str
+
+
+def diagnose(
+    *,
+    slo_key: str | None,
+    slo_ms: float | None,
+    current_batch: int | None,
+    step_ms_at_current: float | None,
+    max_batch: int | None,
+    current_replicas: int | None,
+    needed_replicas: int | None,
+) -> tuple[Finding, ...]:
+    findings = []
+    if (current_batch is not None and step_ms_at_current is not None and slo_ms is not None
+            and step_ms_at_current > slo_ms):
+        target = f"--max-num-seqs {max_batch}" if max_batch else "a batch the SLO allows (none found)"
+        findings.append(Finding(
+            "latency_breach", "shrink_batch",
+            f"latency breach: at batch {current_batch} a step takes {step_ms_at_current:.1f} ms, over the "
+            f"{slo_key} SLO of {slo_ms:g} ms. Shrink the batch: set {target}. More replicas would not make "
+            "any stream faster.",
+        ))
+    if current_replicas is not None and needed_replicas is not None and needed_replicas > current_replicas:
+        findings.append(Finding(
+            "capacity_shortfall", "add_replicas",
+            f"capacity shortfall: the target load needs {needed_replicas} replicas at the SLO batch, "
+            f"{current_replicas} run now. Add {needed_replicas - current_replicas}; a smaller batch would only "
+            "lower each replica's throughput.",
+        ))
+    if not findings:
+        findings.append(Finding("ok", "none", "no latency breach or capacity shortfall found for the inputs given"))
+    return tuple(findings)

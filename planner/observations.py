@@ -1,0 +1,134 @@
+"""Per-level observations from a results file: the planner's only view of loadgen (pure).
+
+The batch axis is, in order of preference: the server's own mean running
+batch (scraped), else the Little's-law decoding batch
+``b = X_req * mean(E2E - TTFT)`` (requests in their decode phase), else the
+achieved concurrency. One source for the whole sweep, and it is said which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from loadgen.results import LevelResult, Metric, Results
+
+BatchSource = Literal["server", "littles_law", "concurrency"]
+LITTLE_TOLERANCE = 0.05
+Z95 = 1.959964
+
+
+@dataclass(frozen=True, slots=True)
+class LevelObservation:
+    label: str
+    concurrency: float  # achieved (time-weighted in flight)
+    batch: float  # on the sweep's batch axis
+    completed: int
+    error_rate: float | None
+    requests_per_s: float | None
+    tokens_per_s: float | None
+    tpot_mean_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None
+    tpot_p99_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p95_ms: float | None
+    itl_p99_ms: float | None
+    e2e_mean_ms: float | None
+    server_waiting: float | None
+    littles_ratio: float | None  # achieved concurrency / (X_req * mean E2E): 1 when nothing is lost
+    client_bound: bool
+    tokens_estimated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    levels: tuple[LevelObservation, ...]
+    results: tuple[LevelResult, ...]  # the same levels, for percentiles at any SLO
+    batch_source: BatchSource
+    prompt_tokens_mean: float | None
+    output_tokens_mean: float | None
+    warnings: tuple[str, ...]
+
+
+def _mean_ms(level: LevelResult, metric: Metric) -> float | None:
+    v = level.histograms[metric].mean_us()
+    return None if v is None else v / 1000.0
+
+
+def _littles_batch(level: LevelResult) -> float | None:
+    e2e, ttft, x = _mean_ms(level, Metric.E2E), _mean_ms(level, Metric.TTFT), level.requests_per_s
+    if e2e is None or ttft is None or not x:
+        return None
+    return x * (e2e - ttft) / 1000.0
+
+
+def from_results(results: Results) -> Observations:
+    """Observations of every level of a run or sweep, in load order."""
+    levels = tuple(sorted(results.levels, key=lambda lv: lv.load.value))
+    if not levels:
+        raise ValueError("the results file has no levels")
+    source: BatchSource
+    if all(lv.server is not None and lv.server.running_mean is not None for lv in levels):
+        source = "server"
+    elif all(_littles_batch(lv) is not None for lv in levels):
+        source = "littles_law"
+    else:
+        source = "concurrency"
+    rows, warnings = [], []
+    for lv in levels:
+        batch = (lv.server.running_mean if source == "server" and lv.server else
+                 _littles_batch(lv) if source == "littles_law" else lv.achieved_concurrency)
+        e2e = _mean_ms(lv, Metric.E2E)
+        ratio = None
+        if e2e and lv.requests_per_s:
+            ratio = lv.achieved_concurrency / (lv.requests_per_s * e2e / 1000.0)
+            if abs(ratio - 1) > LITTLE_TOLERANCE:
+                warnings.append(f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
+                                f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
+                                "requests lost from the window, errors, or a client bottleneck")
+        if lv.completed == 0:
+            warnings.append(f"{lv.load.label}: no request completed in the measured window; lengthen the "
+                            "duration (a request must fit in it)")
+        if lv.client_bound:
+            warnings.append(f"{lv.load.label}: client-bound; its latencies measure the load generator")
+        rows.append(LevelObservation(
+            label=lv.load.label, concurrency=lv.achieved_concurrency, batch=float(batch or 0.0),
+            completed=lv.completed, error_rate=lv.error_rate, requests_per_s=lv.requests_per_s,
+            tokens_per_s=lv.output_tokens_per_s, tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
+            tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50), tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
+            tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99), ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
+            ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95), itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
+            itl_p99_ms=lv.percentile_ms(Metric.ITL, 99), e2e_mean_ms=e2e,
+            server_waiting=lv.server.waiting_mean if lv.server else None, littles_ratio=ratio,
+            client_bound=lv.client_bound, tokens_estimated=lv.tokens_estimated,
+        ))
+    completed = sum(lv.completed for lv in levels)
+    reported = sum(lv.prompt_tokens_reported for lv in levels)
+    return Observations(
+        levels=tuple(rows), results=levels, batch_source=source,
+        prompt_tokens_mean=sum(lv.prompt_tokens for lv in levels) / reported if reported else None,
+        output_tokens_mean=sum(lv.output_tokens for lv in levels) / completed if completed else None,
+        warnings=tuple(warnings),
+    )
+
+
+def percentile_ci_ms(level: LevelResult, metric: Metric, percentile: float) -> tuple[float, float] | None:
+    """Distribution-free 95% interval of a percentile from order statistics (binomial ranks).
+
+    Requests in one level share engine steps, so this understates the real
+    uncertainty (methodology §2.7): use it as a lower bound.
+    """
+    h = level.histograms[metric]
+    n = h.count
+    if n == 0:
+        return None
+    p = percentile / 100.0
+    half = Z95 * math.sqrt(n * p * (1 - p))
+    lo_rank = max(1, math.floor(n * p - half))
+    hi_rank = min(n, math.ceil(n * p + half) + 1)
+    lo, hi = h.percentile_us(100.0 * lo_rank / n), h.percentile_us(100.0 * hi_rank / n)
+    assert lo is not None and hi is not None
+    return lo / 1000.0, hi / 1000.0

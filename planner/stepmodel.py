@@ -1,0 +1,181 @@
+"""The decode step-latency law ``step_ms(b) = base_ms + per_seq_ms * b``, fitted robustly.
+
+Theil–Sen: the slope is the median of all pairwise slopes, the intercept the
+median of ``y - slope * x``. One bad level moves a median by at most one
+rank, so it cannot drag the line (least squares would). Fit it on
+unsaturated levels only: past the knee the batch stops growing and the
+points pile up on a plateau (methodology §4.2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.exact import exact
+
+MIN_LEVELS = 2
+CURVATURE_RATIO = 1.5  # slope of the upper half vs the lower half beyond this: the data bend
+OUTLIER_MADS = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """A fitted (or given) step law, with how far to trust it."""
+
+    base_ms: float
+    per_seq_ms: float
+    fitted_batch_range: tuple[float, float]  # the batch sizes it was fitted on
+    n_levels: int
+    r_squared: float | None  # None for a law given by hand
+    residual_mad_ms: float | None
+    outlier_levels: tuple[int, ...] = ()  # indices whose residual exceeds 4 MADs (the fit discounted them)
+    base_ci_ms: tuple[float, float] | None = None  # 95% bootstrap over levels
+    per_seq_ci_ms: tuple[float, float] | None = None
+    warnings: tuple[str, ...] = ()
+
+    def step_ms(self, batch: npt.ArrayLike) -> np.ndarray:
+        b: np.ndarray = np.asarray(batch, dtype=np.float64)
+        out: np.ndarray = self.base_ms + self.per_seq_ms * b
+        return out
+
+    def tokens_per_s(self, batch: npt.ArrayLike) -> np.ndarray:
+        """Decode token rate of one replica at batch ``b``: ``b * 1000 / step_ms(b)``."""
+        b: np.ndarray = np.asarray(batch, dtype=np.float64)
+        out: np.ndarray = b * 1000.0 / self.step_ms(b)
+        return out
+
+    def max_batch(self, slo_ms: float, *, cap: int | None = None) -> int | None:
+        """Largest integer ``b >= 1`` with ``step_ms(b) <= slo_ms < step_ms(b + 1)`` (exact decimals).
+
+        None when even batch 1 breaches. ``cap`` bounds the answer (the
+        server's effective maximum batch); a flat law (``per_seq_ms <= 0``)
+        is unbounded and returns ``cap``.
+
+        Examples
+        --------
+        >>> StepModel.given(25, 0.4).max_batch(40)
+        37
+        >>> StepModel.given(25, 0.1).max_batch(25.7)
+        7
+        """
+        base, slope, slo = exact(self.base_ms), exact(self.per_seq_ms), exact(slo_ms)
+        if base + slope > slo:
+            return None
+        if slope <= 0:
+            return cap
+        b = math.floor((slo - base) / slope)
+        while base + slope * (b + 1) <= slo:  # verify the boundary, never trust a division
+            b += 1
+        while b > 1 and base + slope * b > slo:
+            b -= 1
+        return b if cap is None else min(b, cap)
+
+    @classmethod
+    def given(cls, base_ms: float, per_seq_ms: float) -> StepModel:
+        """A law stated by hand (what-if planning), not fitted."""
+        return cls(base_ms, per_seq_ms, (math.nan, math.nan), 0, None, None)
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    i, j = np.triu_indices(len(x), k=1)
+    dx = x[j] - x[i]
+    keep = dx != 0
+    if not keep.any():
+        raise ValueError("the batch sizes must not all be equal")
+    slope = float(np.median((y[j] - y[i])[keep] / dx[keep]))
+    return float(np.median(y - slope * x)), slope
+
+
+def fit_step_model(
+    batch: npt.ArrayLike,
+    step_ms: npt.ArrayLike,
+    *,
+    bootstrap: int = 200,
+    seed: int = 0,
+) -> StepModel:
+    """Fit ``step_ms = base_ms + per_seq_ms * batch`` with Theil–Sen.
+
+    Parameters
+    ----------
+    batch : array_like, shape (n,)
+        Mean running batch per level (unsaturated levels only).
+    step_ms : array_like, shape (n,)
+        The TPOT statistic per level (mean, p50 or p95), in ms.
+    bootstrap : int
+        Resamples of the levels for the 95% intervals (0 to skip).
+    seed : int
+        Seed of the bootstrap's generator.
+
+    Returns
+    -------
+    StepModel
+
+    Raises
+    ------
+    ValueError
+        Unequal lengths, non-finite values, or fewer than 2 levels.
+
+    Examples
+    --------
+    >>> m = fit_step_model([1, 8, 32], [25.4, 28.2, 37.8])
+    >>> round(m.base_ms, 6), round(m.per_seq_ms, 6)
+    (25.0, 0.4)
+    """
+    x = np.asarray_chkfinite(batch, dtype=np.float64).copy()
+    y = np.asarray_chkfinite(step_ms, dtype=np.float64).copy()
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError("batch and step_ms must be one-dimensional and of equal length")
+    if len(x) < MIN_LEVELS:
+        raise ValueError(f"a fit needs at least {MIN_LEVELS} levels, got {len(x)}")
+    base, slope = _theil_sen(x, y)
+    resid = y - (base + slope * x)
+    mad = float(np.median(np.abs(resid - np.median(resid))))
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else None
+    outliers = tuple(int(k) for k in np.flatnonzero(np.abs(resid) > OUTLIER_MADS * max(mad, 1e-3)))
+    warnings = _warnings(x, y, slope)
+    base_ci = slope_ci = None
+    if bootstrap and len(x) >= 3:
+        base_ci, slope_ci = _bootstrap(x, y, bootstrap, seed)
+    return StepModel(base, slope, (float(x.min()), float(x.max())), len(x), r2, mad, outliers, base_ci, slope_ci,
+                     warnings)
+
+
+def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[str, ...]:
+    out = []
+    if len(x) < 3:
+        out.append(f"only {len(x)} unsaturated levels: the fit cannot be checked; sweep more levels")
+    order = np.argsort(x)
+    xs, ys = x[order], y[order]
+    if len(x) >= 4:
+        half = len(x) // 2
+        lo = _theil_sen(xs[: half + 1], ys[: half + 1])[1]
+        hi = _theil_sen(xs[half:], ys[half:])[1]
+        if lo > 0 and (hi / lo > CURVATURE_RATIO or hi / lo < 1 / CURVATURE_RATIO):
+            out.append(f"the data bend: slope {lo:.3g} ms/seq on the lower levels, {hi:.3g} on the upper "
+                       "(a second regime, or a knee the classifier missed)")
+    if slope <= 0:
+        out.append("TPOT does not grow with the batch: the law has no slope (client-bound, or too few levels)")
+    return tuple(out)
+
+
+def _bootstrap(x: np.ndarray, y: np.ndarray, n: int, seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    rng = np.random.default_rng(seed)
+    bases, slopes = [], []
+    for _ in range(n):
+        k = rng.integers(0, len(x), size=len(x))
+        if np.unique(x[k]).size < 2:
+            continue
+        b, s = _theil_sen(x[k], y[k])
+        bases.append(b)
+        slopes.append(s)
+    if not bases:
+        return (math.nan, math.nan), (math.nan, math.nan)
+    return (
+        (float(np.percentile(bases, 2.5)), float(np.percentile(bases, 97.5))),
+        (float(np.percentile(slopes, 2.5)), float(np.percentile(slopes, 97.5))),
+    )

@@ -1,0 +1,64 @@
+"""``loadgen plan``: the chapter's what-if, JSON keys, a fixture sweep, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+runner = CliRunner()
+
+
+def test_what_if_prints_the_chapters_whole_example() -> None:
+    result = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--qps", "40",
+                                 "--output-tokens", "200", "--current-batch", "128", "--lengths", "3,3,3,10"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    for expected in ("max batch 87", "step 59.8 ms", "1,454.8 tok/s per replica", "6 with no headroom",
+                     "7 at utilization <= 0.8", "76.2 ms", "--max-num-seqs 87", "19 useful of 40 slot-steps (47.5%)"):
+        assert expected in text, expected
+
+
+def test_plan_json_has_the_stable_keys() -> None:
+    result = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--slo", "ttft_p95<1s",
+                                 "--qps", "40", "--output-tokens", "200", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["max_batch"] == 87 and doc["replicas_no_headroom"] == 6
+    assert round(doc["step_ms_at_max_batch"], 1) == 59.8 and round(doc["tokens_per_s_per_replica"], 1) == 1454.8
+    assert doc["fit"]["base_ms"] == 25.0 and doc["fit"]["per_seq_ms"] == 0.4
+    assert doc["replicas"] == doc["simulated"]["replicas"] and "simulation" in doc["replicas_method"]
+    for key in ("slo", "sizing", "diagnosis", "warnings", "saturation", "observations", "fit_p95"):
+        assert key in doc
+
+
+def test_plan_from_a_recorded_sweep() -> None:
+    result = runner.invoke(app, ["plan", str(DATA / "results_v1_sweep.json"), "--slo", "tpot_p95<100ms", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["batch_axis"] == "server"
+    assert 14 <= doc["saturation"]["max_batch"] <= 16
+    assert [lv["state"] for lv in doc["saturation"]["levels"]][-2:] == ["saturated", "saturated"]
+    assert doc["slo"][0]["quality"] == "capped at max batch"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--law", "25 plus 0.4"], "--law"),
+        (["--law", "25+0.4b", "--slo", "tpot<50"], "--slo"),
+        (["--law", "25+0.4b", "--slo", "tpot_p95<50ms", "--qps", "40"], "--output-tokens"),
+        (["--law", "25+0.4b", "--max-utilization", "1.5"], "--max-utilization"),
+        ([], "RESULTS"),
+        ([str(DATA / "missing.json")], "no such results file"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["plan", *args])
+    assert result.exit_code in (2, 3)
+    assert message in result.stderr and "Traceback" not in result.output
