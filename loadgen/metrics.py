@@ -27,6 +27,7 @@ not grow with the number of requests.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loadgen.client import RequestRecord
@@ -60,6 +61,7 @@ class LevelRecorder:
         window_end: float = math.inf,
         lag_threshold_ms: float = 10.0,
         config: HistogramConfig = DEFAULT_CONFIG,
+        goodput_limits_ms: Mapping[Metric, float] | None = None,
     ) -> None:
         self.load = load
         self.window_start = window_start
@@ -74,6 +76,8 @@ class LevelRecorder:
         self.prompt_tokens_reported = 0
         self.tokens_estimated = False
         self.in_flight = 0
+        self.goodput_limits_ms = dict(goodput_limits_ms) if goodput_limits_ms else None
+        self.good = 0  # completed requests within every goodput limit
         self._area = 0.0  # integral of in-flight count over the window (request-seconds)
         self._last_t = window_start
 
@@ -112,6 +116,8 @@ class LevelRecorder:
         self.tokens_estimated |= record.output_tokens_estimated
         if record.t_first is None or record.t_last is None:
             return
+        if self.goodput_limits_ms is not None and _meets(record, tokens, self.goodput_limits_ms):
+            self.good += 1
         h[Metric.TTFT].record_s(record.t_first - record.t_intended)
         h[Metric.TTFT_SENT].record_s(record.t_first - record.t_sent)
         if tokens >= 2:
@@ -178,6 +184,7 @@ class LevelRecorder:
             lag_threshold_ms=self.lag_threshold_ms,
             server=server,
             complete=complete,
+            good=self.good if self.goodput_limits_ms is not None else None,
         )
 
     def _advance(self, t: float) -> None:
@@ -187,3 +194,20 @@ class LevelRecorder:
         if hi > lo:
             self._area += self.in_flight * (hi - lo)
         self._last_t = max(self._last_t, t)
+
+
+def _meets(record: RequestRecord, tokens: int, limits_ms: Mapping[Metric, float]) -> bool:
+    """Whether one completed request met every per-request limit (goodput)."""
+    assert record.t_first is not None and record.t_last is not None
+    values_s = {
+        Metric.TTFT: record.t_first - record.t_intended,
+        Metric.TTFT_SENT: record.t_first - record.t_sent,
+        Metric.E2E: record.t_done - record.t_intended,
+        Metric.TPOT: (record.t_last - record.t_first) / (tokens - 1) if tokens >= 2 else None,
+        Metric.ITL: max((b - a for a, b in zip(record.chunk_times, record.chunk_times[1:])), default=None),
+    }
+    for metric, limit in limits_ms.items():
+        value = values_s.get(metric)
+        if value is not None and value * 1000.0 > limit:
+            return False
+    return True

@@ -121,6 +121,7 @@ class LevelResult:
     server: ServerSample | None = None
     complete: bool = True  # False: the level was interrupted
     workers: int = 1
+    good: int | None = None  # completed requests that met every SLO limit (None: no SLO at run time)
 
     @property
     def failed(self) -> int:
@@ -139,6 +140,12 @@ class LevelResult:
     @property
     def requests_per_s(self) -> float | None:
         return self.completed / self.window_s if self.window_s > 0 else None
+
+    @property
+    def goodput_ratio(self) -> float | None:
+        """Share of finished requests (failures included) that met every SLO limit."""
+        total = self.completed + self.failed
+        return self.good / total if self.good is not None and total else None
 
     @property
     def client_bound(self) -> bool:
@@ -190,6 +197,7 @@ class LevelResult:
             "client_bound": self.client_bound,
             "complete": self.complete,
             "workers": self.workers,
+            "good": self.good,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -219,6 +227,7 @@ class LevelResult:
             server=ServerSample.from_json(raw["server"]) if raw.get("server") else None,
             complete=bool(raw.get("complete", True)),
             workers=int(raw.get("workers", 1)),
+            good=None if raw.get("good") is None else int(raw["good"]),
         )
 
 
@@ -254,6 +263,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         server=servers[0] if servers else None,  # one scraper per level: the first worker's
         complete=all(p.complete for p in parts),
         workers=sum(p.workers for p in parts),
+        good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
     )
 
 

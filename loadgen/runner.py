@@ -25,7 +25,7 @@ import numpy as np
 from loadgen.client import RequestRecord, stream_request
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
-from loadgen.results import LevelResult, Load
+from loadgen.results import LevelResult, Load, Metric
 from loadgen.scrape import MetricsScraper
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
 from loadgen.workload import RequestFactory, Workload
@@ -48,6 +48,7 @@ class LevelPlan:
     timeout_s: float = 600.0  # per request
     lag_threshold_ms: float = 10.0
     seed: int = 0
+    goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
 
     def __post_init__(self) -> None:
         if self.duration_s is None and self.requests is None:
@@ -107,7 +108,8 @@ class _Level:
         self.t0 = clock() if t0 is None else t0
         self.t_stop = math.inf if plan.duration_s is None else self.t0 + plan.warmup_s + plan.duration_s
         self.recorder = LevelRecorder(
-            plan.load, self.t0 + plan.warmup_s, window_end=self.t_stop, lag_threshold_ms=plan.lag_threshold_ms
+            plan.load, self.t0 + plan.warmup_s, window_end=self.t_stop, lag_threshold_ms=plan.lag_threshold_ms,
+            goodput_limits_ms=dict(plan.goodput_limits_ms) or None,
         )
         self.tickets = itertools.count() if plan.requests is None else iter(range(plan.requests))
         self.interrupted = False

@@ -88,11 +88,12 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         extra_body=dict(profile.extra_body),
     )
     plans = []
+    goodput = tuple((s.metric, s.limit) for s in profile.slo if s.metric is not None)
     for i, value in enumerate(ld.levels):
         load = (Load("concurrency", int(value)) if ld.mode == "closed"
                 else Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight))
         plans.append(LevelPlan(load, duration_s=ld.duration_s, requests=ld.requests, warmup_s=ld.warmup_s,
-                               timeout_s=target.http.timeout_s, seed=profile.seed + i))
+                               timeout_s=target.http.timeout_s, seed=profile.seed + i, goodput_limits_ms=goodput))
     headers = {**profile.headers, **(target.headers or {})}
     return Session(
         base_url=base_url, workload=workload, levels=tuple(plans), api_key=target.api_key, headers=headers,

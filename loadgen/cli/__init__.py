@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from loadgen import __version__
-from loadgen.cli import analyze, measure, profiles_cmd, run_cmd, sweep_cmd
+from loadgen.cli import analyze, measure, profiles_cmd, report_cmd, run_cmd, sweep_cmd
 
 app = typer.Typer(
     name="loadgen",
@@ -42,6 +42,7 @@ run_cmd.register(app)
 sweep_cmd.register(app)
 profiles_cmd.register(app)
 analyze.register(app)
+report_cmd.register(app)
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ from loadgen.cli.options import (
     TransportOpt,
     WorkersOpt,
 )
-from loadgen.cli.plan_view import headline
 from loadgen.cli.render import caveats, sweep_table
 from loadgen.errors import UsageError
 from loadgen.profile import Profile, find_profile, load_profile
@@ -34,6 +33,7 @@ from loadgen.sim.openai_app import SimOptions
 from loadgen.sweep import TargetOptions, session_from_profile, stop_reason
 from loadgen.target import parse_headers
 from planner import CapacityPlan, PlanRequest, plan_from_results
+from planner.report import plan_lines
 
 
 def parse_levels(text: str | None) -> tuple[float, ...] | None:
@@ -133,8 +133,8 @@ def render(results: Results, slos: tuple[SloTarget, ...], min_gain: float | None
         out.out.print(sweep_table(results, slos, min_gain))
         if capacity is not None:
             out.out.print("[bold]plan[/bold] (loadgen plan for the details):")
-            for line in headline(capacity):
-                out.out.print(f"  {line}", highlight=False)
+            for line in plan_lines(capacity):
+                out.out.print(f"  {line}", highlight=False, markup=False)
     for line in caveats(results):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
 

@@ -1,0 +1,179 @@
+"""``loadgen report``, ``loadgen gate`` and ``loadgen compare``: offline, on results files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group, RenderableType
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from loadgen.cli.analyze import parse_slos, profile_slos
+from loadgen.cli.common import consoles, friendly_errors
+from loadgen.errors import UsageError
+from loadgen.profile import find_profile, load_profile
+from loadgen.results import Results, SloTarget, load
+from planner import PlanRequest, plan_from_results
+from planner.compare import Delta, compare_results
+from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
+from planner.gate_report import to_json as gate_json
+from planner.gate_report import to_junit
+from planner.gate_report import to_markdown as gate_markdown
+from planner.plots import all_plots
+from planner.report import Report, build_report, to_csv, to_html, to_markdown
+
+FORMATS = (".md", ".html", ".csv")
+
+
+def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple[SloTarget, ...]:
+    slos = parse_slos(slo or [])
+    if not slos and profile is not None:
+        slos = load_profile(find_profile(profile)).slo
+    return slos or profile_slos(results)
+
+
+def rich_report(report: Report) -> RenderableType:
+    parts: list[RenderableType] = [Text(report.title, style="bold")]
+    parts += [Text(f"{k}: {v}") for k, v in report.meta]
+    for section in report.sections:
+        parts.append(Text(f"\n{section.title}", style="bold underline"))
+        parts += [Text(p) for p in section.paragraphs]
+        if section.table is not None:
+            table = RichTable(*section.table.columns)
+            for row in section.table.rows:
+                table.add_row(*[f"[red]{c}[/]" if c.startswith("FAIL") else c for c in row])
+            parts.append(table)
+        parts += [Text(f"- {b}") for b in section.bullets]
+    return Group(*parts)
+
+
+@friendly_errors
+def report(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write report.md, report.html or report.csv "
+                                                                       "(default: print to the terminal).")] = None,
+    slo: Annotated[list[str] | None, typer.Option(help="SLO, e.g. tpot_p95<50ms (default: the profile's).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Take SLOs from this profile.")] = None,
+    qps: Annotated[float | None, typer.Option(help="Target QPS for the replica plan.")] = None,
+    output_tokens: Annotated[float | None, typer.Option(help="Output tokens per request for the plan.")] = None,
+) -> None:
+    """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
+    if output is not None and output.suffix not in FORMATS:
+        raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
+    results = load(results_file)
+    if output is not None and output.suffix == ".csv":
+        output.write_text(to_csv(results), encoding="utf-8")
+        consoles().err.print(f"report written to {output}", highlight=False)
+        return
+    slos = _slos(results, slo, profile)
+    plan_doc = (results.settings.get("profile") or {}).get("plan") or {}
+    capacity = plan_from_results(results, PlanRequest(
+        slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens"),
+    )) if results.levels else None
+    plots = all_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
+    doc = build_report(results, capacity, slos, plots)
+    if output is None:
+        consoles().out.print(rich_report(doc))
+        return
+    output.write_text(to_html(doc) if output.suffix == ".html" else to_markdown(doc), encoding="utf-8")
+    consoles().err.print(f"report written to {output}", highlight=False)
+
+
+@friendly_errors
+def gate(
+    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="The candidate run's results.")],
+    baseline: Annotated[Path | None, typer.Option(help="Results of the baseline build to compare against.")] = None,
+    require: Annotated[list[str] | None, typer.Option(help="A condition that must hold, e.g. 'tpot_p95 < 50ms', "
+                                                           "'error_rate < 1%', 'output_tokens_per_s > 1200 @c=32'.")] = None,
+    fail_if: Annotated[list[str] | None, typer.Option(help="A condition that fails the gate, e.g. 'ttft_p99 > 2s'.")] = None,
+    profile: Annotated[str | None, typer.Option(help="Take SLO thresholds from this profile "
+                                                     "(default: the profile stored in the results).")] = None,
+    max_regression: Annotated[float, typer.Option(help="Largest tolerated change against the baseline (0.10 = 10%).")] = 0.10,
+    untrusted_error_rate: Annotated[float, typer.Option(help="A level failing more requests than this is untrusted.")] = 0.20,
+    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report (one test case per check).")] = None,
+    summary_md: Annotated[Path | None, typer.Option(help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+) -> None:
+    """CI gate. Exit codes: 0 pass; 1 a threshold breached or a real regression; 2 usage error;
+    3 the run cannot be trusted (client-bound, incomplete, errors above the limit, too few samples)."""
+    if not 0 < max_regression < 10:
+        raise UsageError(f"--max-regression: expected a fraction such as 0.10, got {max_regression}")
+    try:
+        checks: list[Check] = [parse_check(t) for t in require or []]
+        checks += [parse_check(t, fail_if=True) for t in fail_if or []]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    results = load(results_file)
+    slos = load_profile(find_profile(profile)).slo if profile else profile_slos(results)
+    checks += [check_from_slo(s) for s in slos]
+    if not checks and baseline is None:
+        raise UsageError("nothing to check: give --require/--fail-if, a --profile with an slo, or --baseline")
+    verdict = evaluate_gate(results, checks, baseline=load(baseline) if baseline else None,
+                            max_regression=max_regression, untrusted_error_rate=untrusted_error_rate)
+    if junit is not None:
+        junit.write_text(to_junit(verdict), encoding="utf-8")
+    if summary_md is not None:
+        with open(summary_md, "a", encoding="utf-8") as f:
+            f.write(gate_markdown(verdict))
+    if json_out:
+        typer.echo(json.dumps(gate_json(verdict), indent=2))
+    else:
+        out = consoles()
+        out.out.print(gate_markdown(verdict), markup=False, highlight=False)
+    raise typer.Exit(verdict.exit_code)
+
+
+@friendly_errors
+def compare(
+    files: Annotated[list[Path], typer.Argument(metavar="A B [...]", help="Results files; the first is the reference.")],
+    max_regression: Annotated[float, typer.Option(help="Changes beyond this fraction (and outside the noise) "
+                                                       "are marked.")] = 0.10,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Side-by-side table of two or more results, with direction-aware deltas and significance marks."""
+    if len(files) < 2:
+        raise UsageError("compare needs at least two results files")
+    runs = [load(f) for f in files]
+    reference = runs[0]
+    comparisons = [compare_results(reference, other, max_regression=max_regression) for other in runs[1:]]
+    if json_out:
+        doc = [{"file": str(f), "deltas": [dataclasses.asdict(d) for d in c]} for f, c in zip(files[1:], comparisons)]
+        typer.echo(json.dumps({"reference": str(files[0]), "comparisons": doc}, indent=2))
+        return
+    table = RichTable(title=f"reference: {files[0]}", title_justify="left")
+    table.add_column("level")
+    table.add_column("quantity")
+    table.add_column(files[0].name, justify="right")
+    for f in files[1:]:
+        table.add_column(f.name, justify="right")
+    keyed = [{(d.level, d.quantity): d for d in c} for c in comparisons]
+    for (level, quantity), first in keyed[0].items():
+        cells = [level, quantity, _num(first.baseline)]
+        for k in keyed:
+            d = k.get((level, quantity))
+            cells.append(_delta_cell(d) if d else "-")
+        table.add_row(*cells)
+    consoles().out.print(table)
+    consoles().err.print("* outside the noise; red worse, green better (direction-aware)", highlight=False)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}" if abs(value) < 1 else f"{value:,.1f}"
+
+
+def _delta_cell(d: Delta) -> str:
+    if d.candidate is None or d.change is None:
+        return _num(d.candidate)
+    colour = "red" if d.worse and abs(d.change) > 0.005 else "green" if not d.worse and abs(d.change) > 0.005 else "white"
+    mark = "*" if d.significant else ""
+    return f"{_num(d.candidate)} [{colour}]({d.change:+.1%}{mark})[/]"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+    app.command("gate")(gate)
+    app.command("compare")(compare)

@@ -1,0 +1,113 @@
+"""Baseline vs candidate: per level and quantity, the change, its direction, and whether it is
+outside the noise (pure).
+
+Noise: a latency percentile's order-statistic interval, widened by a design
+effect of 2 because requests in one level share engine steps and are not
+independent (methodology §2.7); a rate's interval from its request count
+(Poisson, same widening); an error rate's from a two-proportion test. A
+change is a regression only when it is worse, larger than the allowed
+fraction, *and* significant, so a noisy rerun of the same build passes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from loadgen.results import LevelResult, Metric, Results
+from planner.observations import percentile_ci_ms
+
+DESIGN_EFFECT = 2.0
+Z95 = 1.959964
+Direction = Literal["lower", "higher"]
+
+COMPARED: tuple[tuple[str, Direction], ...] = (
+    ("ttft_p95", "lower"),
+    ("tpot_p50", "lower"),
+    ("tpot_p95", "lower"),
+    ("itl_p99", "lower"),
+    ("e2e_p95", "lower"),
+    ("output_tokens_per_s", "higher"),
+    ("requests_per_s", "higher"),
+    ("error_rate", "lower"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    level: str
+    quantity: str
+    better: Direction
+    baseline: float | None
+    candidate: float | None
+    change: float | None  # relative: candidate / baseline - 1
+    worse: bool
+    significant: bool
+    regression: bool
+
+
+def _latency(quantity: str) -> tuple[Metric, float]:
+    name, _, pct = quantity.rpartition("_p")
+    return Metric(name), float(pct)
+
+
+def value_of(level: LevelResult, quantity: str) -> float | None:
+    if quantity == "output_tokens_per_s":
+        return level.output_tokens_per_s
+    if quantity == "requests_per_s":
+        return level.requests_per_s
+    if quantity == "error_rate":
+        return level.error_rate
+    metric, pct = _latency(quantity)
+    return level.percentile_ms(metric, pct)
+
+
+def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
+    value = value_of(level, quantity)
+    if value is None:
+        return None
+    if quantity in ("output_tokens_per_s", "requests_per_s"):
+        n = max(level.completed, 1)
+        half = Z95 * DESIGN_EFFECT * value / math.sqrt(n)
+        return value - half, value + half
+    if quantity == "error_rate":
+        n = max(level.completed + level.failed, 1)
+        half = Z95 * DESIGN_EFFECT * math.sqrt(max(value * (1 - value), 1.0 / n) / n)
+        return value - half, value + half
+    metric, pct = _latency(quantity)
+    ci = percentile_ci_ms(level, metric, pct)
+    if ci is None:
+        return None
+    lo, hi = ci
+    return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
+
+
+def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float) -> list[Delta]:
+    out = []
+    for quantity, better in COMPARED:
+        a, b = value_of(base, quantity), value_of(cand, quantity)
+        if a is None or b is None:
+            out.append(Delta(base.load.label, quantity, better, a, b, None, False, False, False))
+            continue
+        change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
+        worse = b > a if better == "lower" else b < a
+        ia, ib = _interval(base, quantity), _interval(cand, quantity)
+        significant = ia is not None and ib is not None and (ib[0] > ia[1] or ib[1] < ia[0])
+        if quantity == "error_rate":
+            big = b - a > max_regression * max(a, 0.01)  # rates near zero: compare in points, not ratios
+        else:
+            big = abs(change) > max_regression
+        out.append(Delta(base.load.label, quantity, better, a, b, change, worse, significant,
+                         worse and big and significant))
+    return out
+
+
+def compare_results(baseline: Results, candidate: Results, *, max_regression: float = 0.10) -> list[Delta]:
+    """Every compared quantity of every level present in both (matched by load label)."""
+    base = {lv.load.label: lv for lv in baseline.levels}
+    out = []
+    for level in candidate.levels:
+        if level.load.label in base:
+            out += compare_level(base[level.load.label], level, max_regression=max_regression)
+    return out

@@ -1,0 +1,200 @@
+"""The CI gate: thresholds and baseline regressions -> a verdict and an exit code (pure).
+
+Check grammar (``--require`` holds when the run is good; ``--fail-if``
+states the failure)::
+
+    QUANTITY OP VALUE[UNIT] [@LEVEL]
+
+    QUANTITY  ttft|ttft_sent|tpot|itl|e2e|queue|lag _ pNN|mean|max   (ms)
+              error_rate | goodput_ratio                             (fraction; "1%" works)
+              output_tokens_per_s | requests_per_s | achieved_concurrency
+    OP        <  <=  >  >=
+    UNIT      ms | s | %
+    LEVEL     c=32 or r=2.5 (default: every level)
+
+Exit codes: 0 pass; 1 a threshold breached or a real regression; 3 the run
+cannot be trusted (client-bound, incomplete, too many errors, too few
+samples for a percentile asked): never a silent pass.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from loadgen.results import LevelResult, Metric, Results, SloTarget
+from planner.compare import Delta, compare_results
+
+EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
+UNTRUSTED_ERROR_RATE = 0.20
+
+_OPS: dict[str, Callable[[float, float], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt,
+                                                   ">=": operator.ge}
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_CHECK = re.compile(
+    r"^\s*(?P<q>[a-z_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
+    r"\s*(?:@\s*(?P<level>[cr]=\d+(?:\.\d+)?))?\s*$"
+)
+_LATENCY = re.compile(r"^(ttft_sent|ttft|tpot|itl|e2e|queue|lag)_(p\d+(?:\.\d+)?|mean|max)$")
+RATIOS = ("error_rate", "goodput_ratio")
+RATES = ("output_tokens_per_s", "requests_per_s", "achieved_concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    text: str  # as the user wrote it (or the SLO it came from)
+    quantity: str
+    op: str  # the condition that must hold
+    threshold: float  # ms for latencies, a fraction for ratios
+    level: str | None = None  # a load label such as "c=32"; None: every level
+
+
+def parse_check(text: str, *, fail_if: bool = False) -> Check:
+    """Parse a check; with ``fail_if`` the expression is the failure condition and is negated."""
+    flag = "--fail-if" if fail_if else "--require"
+    m = _CHECK.match(text)
+    if not m:
+        raise ValueError(f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'")
+    quantity, unit, value = m.group("q"), m.group("unit"), float(m.group("num"))
+    lat = _LATENCY.match(quantity)
+    if lat:
+        if unit == "%":
+            raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
+        if lat.group(2).startswith("p") and not 0 < float(lat.group(2)[1:]) < 100:
+            raise ValueError(f"{flag} {text!r}: the percentile must be between 0 and 100")
+        value = value * 1000 if unit == "s" else value
+    elif quantity in RATIOS:
+        if unit in ("ms", "s"):
+            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction (0.01 or 1%)")
+        value = value / 100 if unit == "%" else value
+    elif quantity in RATES:
+        if unit is not None:
+            raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
+    else:
+        raise ValueError(f"{flag} {text!r}: unknown quantity {quantity!r}; expected a latency such as tpot_p95, "
+                         f"or one of {', '.join(RATIOS + RATES)}")
+    op = _NEGATE[m.group("op")] if fail_if else m.group("op")
+    level = m.group("level").replace(" ", "") if m.group("level") else None
+    return Check(text.strip(), quantity, op, value, level)
+
+
+def check_from_slo(slo: SloTarget) -> Check:
+    quantity = slo.key.removesuffix("_ms")
+    return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit)
+
+
+def quantity_value(level: LevelResult, quantity: str) -> float | None:
+    if quantity == "error_rate":
+        return level.error_rate
+    if quantity == "goodput_ratio":
+        return level.goodput_ratio
+    if quantity == "output_tokens_per_s":
+        return level.output_tokens_per_s
+    if quantity == "requests_per_s":
+        return level.requests_per_s
+    if quantity == "achieved_concurrency":
+        return level.achieved_concurrency
+    lat = _LATENCY.match(quantity)
+    assert lat is not None
+    hist = level.histograms[Metric(lat.group(1))]
+    stat = lat.group(2)
+    value = hist.mean_us() if stat == "mean" else hist.max_us() if stat == "max" else hist.percentile_us(float(stat[1:]))
+    return None if value is None else value / 1000.0
+
+
+def samples_needed(percentile: float) -> int:
+    """Fewest samples whose maximum bounds the percentile with 95% confidence: p^n <= 0.05."""
+    p = percentile / 100.0
+    return math.ceil(math.log(0.05) / math.log(p))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    check: Check
+    level: str
+    value: float | None
+    passed: bool  # False also when the level has no data for it
+
+
+@dataclass(frozen=True, slots=True)
+class GateVerdict:
+    checks: tuple[CheckResult, ...]
+    deltas: tuple[Delta, ...]  # baseline comparison (empty without a baseline)
+    untrusted: tuple[str, ...]  # why the run cannot be trusted
+    max_regression: float
+
+    @property
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def regressions(self) -> list[Delta]:
+        return [d for d in self.deltas if d.regression]
+
+    @property
+    def exit_code(self) -> int:
+        if self.untrusted:
+            return EXIT_UNTRUSTED
+        return EXIT_FAIL if self.failed_checks or self.regressions else EXIT_PASS
+
+    @property
+    def status(self) -> str:
+        return {EXIT_PASS: "pass", EXIT_FAIL: "fail", EXIT_UNTRUSTED: "untrusted"}[self.exit_code]
+
+
+def evaluate_gate(
+    current: Results,
+    checks: Sequence[Check],
+    *,
+    baseline: Results | None = None,
+    max_regression: float = 0.10,
+    untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
+) -> GateVerdict:
+    levels = {lv.load.label: lv for lv in current.levels}
+    results: list[CheckResult] = []
+    untrusted: list[str] = []
+    if not current.levels:
+        untrusted.append("the results file has no levels")
+    if not current.complete:
+        untrusted.append("the run is incomplete (interrupted or a level failed)")
+    for lv in current.levels:
+        if lv.client_bound:
+            untrusted.append(f"{lv.load.label}: client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms)")
+        rate = lv.error_rate
+        if rate is not None and rate > untrusted_error_rate:
+            untrusted.append(f"{lv.load.label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): "
+                             "the latencies describe a biased subset")
+        if lv.completed == 0:
+            untrusted.append(f"{lv.load.label}: no request completed in the window")
+    for check in checks:
+        targets = [levels[check.level]] if check.level in levels else [] if check.level else list(levels.values())
+        if check.level and check.level not in levels:
+            untrusted.append(f"{check.text}: no level {check.level} in the results "
+                             f"(levels: {', '.join(levels) or 'none'})")
+        for lv in targets:
+            value = quantity_value(lv, check.quantity)
+            results.append(CheckResult(check, lv.load.label, value,
+                                       value is not None and _OPS[check.op](value, check.threshold)))
+            untrusted += _sample_problem(lv, check)
+    deltas: list[Delta] = []
+    if baseline is not None:
+        deltas = compare_results(baseline, current, max_regression=max_regression)
+        if not deltas:
+            untrusted.append("no level of the baseline matches a level of this run")
+    return GateVerdict(tuple(results), tuple(deltas), tuple(dict.fromkeys(untrusted)), max_regression)
+
+
+def _sample_problem(level: LevelResult, check: Check) -> list[str]:
+    lat = _LATENCY.match(check.quantity)
+    if not lat or not lat.group(2).startswith("p"):
+        return []
+    pct = float(lat.group(2)[1:])
+    n = level.histograms[Metric(lat.group(1))].count
+    need = samples_needed(pct)
+    if n < need:
+        return [f"{level.load.label}: {n} {lat.group(1)} samples cannot bound a p{lat.group(2)[1:]} "
+                f"(needs at least {need}); run the level longer"]
+    return []

@@ -1,0 +1,155 @@
+"""The report's plots, drawn with matplotlib's Agg backend into PNG bytes (no display, no files).
+
+Each function takes plain data and returns a ``Plot`` whose image is
+embedded in the HTML report as a data URI, so the file opens offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: never look for a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from loadgen.results import Metric  # noqa: E402
+from planner.plan import CapacityPlan  # noqa: E402
+
+STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    name: str
+    caption: str
+    png: bytes
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _values(xs: list[float | None], ys: list[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
+
+
+def tpot_vs_batch(plan: CapacityPlan) -> Plot:
+    obs = plan.observations
+    assert obs is not None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        batch = [lv.batch for lv in obs.levels]
+        for attr, label, marker in (("tpot_p50_ms", "TPOT p50", "o"), ("tpot_p95_ms", "TPOT p95", "s")):
+            x, y = _values(batch, [getattr(lv, attr) for lv in obs.levels])  # type: ignore[arg-type]
+            ax.plot(x, y, marker, label=label)
+        if plan.fit is not None and batch:
+            grid = np.linspace(0, max(batch) * 1.1, 100)
+            ax.plot(grid, plan.fit.step_ms(grid), "-", color="C2",
+                    label=f"fit {plan.fit.base_ms:.1f} + {plan.fit.per_seq_ms:.3f}*b")
+        for lim in plan.limits:
+            if lim.slo.metric == Metric.TPOT:
+                ax.axhline(lim.slo.limit, color="C3", ls="--", label=f"SLO {lim.slo.key} {lim.slo.limit:g} ms")
+        ax.set_xlabel(f"batch (sequences; axis: {obs.batch_source})")
+        ax.set_ylabel("TPOT (ms)")
+        ax.set_title("TPOT vs batch, with the fitted step law")
+        ax.legend()
+        return Plot("tpot_vs_batch", "TPOT p50/p95 against the batch, the fitted law and the SLO", _png(fig))
+
+
+def ttft_vs_load(plan: CapacityPlan) -> Plot:
+    obs, sat = plan.observations, plan.saturation
+    assert obs is not None and sat is not None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        conc = [lv.concurrency for lv in obs.levels]
+        for attr, label, marker in (("ttft_p50_ms", "TTFT p50", "o-"), ("ttft_p95_ms", "TTFT p95", "s-")):
+            x, y = _values(conc, [getattr(lv, attr) for lv in obs.levels])  # type: ignore[arg-type]
+            ax.plot(x, y, marker, label=label)
+        if "knee" in sat.states:
+            knee = conc[sat.states.index("knee")]
+            ax.axvline(knee, color="C3", ls=":", label=f"knee (B ~ {sat.max_batch:.0f})")
+        ax.set_xlabel("load (achieved concurrency)")
+        ax.set_ylabel("TTFT (ms)")
+        ax.set_yscale("log")
+        ax.set_title("TTFT vs load")
+        ax.legend()
+        return Plot("ttft_vs_load", "TTFT p50/p95 against load, with the knee marked", _png(fig))
+
+
+def throughput_vs_load(plan: CapacityPlan) -> Plot:
+    obs = plan.observations
+    assert obs is not None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        x, y = _values([lv.concurrency for lv in obs.levels], [lv.tokens_per_s for lv in obs.levels])
+        ax.plot(x, y, "o-", label="measured (one replica)")
+        if plan.fit is not None and len(x):
+            grid = np.linspace(1, max(x), 100)
+            ax.plot(grid, plan.fit.tokens_per_s(grid), "--", label="law: b*1000/step(b)")
+        if plan.tokens_per_s_per_replica and plan.max_batch:
+            ax.axhline(plan.tokens_per_s_per_replica, color="C3", ls=":",
+                       label=f"per replica at the SLO batch {plan.max_batch}")
+        ax.set_xlabel("load (achieved concurrency)")
+        ax.set_ylabel("output tokens/s")
+        ax.set_title("Throughput vs load")
+        ax.legend()
+        return Plot("throughput_vs_load", "Output tokens/s against load, and per replica at the SLO batch", _png(fig))
+
+
+def pareto(plan: CapacityPlan) -> Plot:
+    obs = plan.observations
+    assert obs is not None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        per_user = [1000.0 / lv.tpot_p50_ms if lv.tpot_p50_ms else None for lv in obs.levels]
+        x, y = _values([lv.tokens_per_s for lv in obs.levels], per_user)
+        ax.plot(x, y, "o-")
+        for lv, xi, yi in zip(obs.levels, [lv.tokens_per_s for lv in obs.levels], per_user):
+            if xi is not None and yi is not None:
+                ax.annotate(lv.label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.set_xlabel("output tokens/s per replica")
+        ax.set_ylabel("tokens/s per user (1000 / TPOT p50)")
+        ax.set_title("Serving Pareto curve: per-user speed vs replica throughput")
+        return Plot("pareto", "Tokens/s per user against tokens/s per replica", _png(fig))
+
+
+def itl_distribution(plan: CapacityPlan) -> Plot:
+    obs = plan.observations
+    assert obs is not None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for lv in obs.results:
+            counts = lv.histograms[Metric.ITL].counts()
+            if not counts:
+                continue
+            values = np.array([v for v, _ in counts], dtype=float) / 1000.0
+            cum = np.cumsum([c for _, c in counts]) / sum(c for _, c in counts)
+            ax.step(values, cum * 100, where="post", label=lv.load.label)
+        ax.set_xscale("log")
+        ax.set_xlabel("inter-token latency (ms)")
+        ax.set_ylabel("percentile")
+        ax.set_title("ITL distribution per level")
+        ax.legend(fontsize=7, ncol=2)
+        return Plot("itl_distribution", "Cumulative ITL distribution of every level (from its histogram)", _png(fig))
+
+
+def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:
+    if plan.observations is None or plan.saturation is None:
+        return ()
+    return (tpot_vs_batch(plan), ttft_vs_load(plan), throughput_vs_load(plan), pareto(plan), itl_distribution(plan))

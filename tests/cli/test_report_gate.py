@@ -1,0 +1,144 @@
+"""Reports, the CI gate and compare, on real simulator sweeps."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.histogram import LatencyHistogram
+from loadgen.results import Metric, load, save_atomic
+
+runner = CliRunner()
+
+
+def invoke(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def ci_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gate") / "candidate.json"
+    result = invoke("sweep", "--profile", "ci-gate", "-o", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_html_report_is_self_contained_with_five_plots(ci_sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert invoke("report", str(ci_sweep), "-o", str(out)).exit_code == 0
+    text = out.read_text()
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', text)) == 5
+    assert not re.search(r'(src|href)="https?:', text) and "url(" not in text and "<script" not in text
+    for expected in ("loadgen 0.1.0", "ci-gate", "127.0.0.1", "Metric definitions", "SLO verdicts", "Capacity plan"):
+        assert expected in text
+
+
+def test_markdown_tables_are_well_formed(ci_sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    assert invoke("report", str(ci_sweep), "-o", str(out)).exit_code == 0
+    lines = out.read_text().splitlines()
+    tables: list[list[str]] = []
+    for line in lines:
+        if line.startswith("|"):
+            if not tables or not lines[lines.index(line) - 1].startswith("|"):
+                tables.append([])
+            tables[-1].append(line)
+    assert len(tables) >= 2
+    for table in tables:
+        widths = {len(re.split(r"(?<!\\)\|", row)) for row in table}
+        assert len(widths) == 1, table  # every row has the header's number of cells
+        assert re.fullmatch(r"\|(-{3,}:?\|)+", table[1])
+
+
+def test_csv_has_one_row_per_level(ci_sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.csv"
+    assert invoke("report", str(ci_sweep), "-o", str(out)).exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["load_value"] for r in rows] == ["8", "32"]
+    assert float(rows[0]["tpot_p50_ms"]) == pytest.approx(25 + 0.4 * 8, rel=0.05)
+
+
+def test_lenient_gate_passes_and_impossible_fails(ci_sweep: Path, tmp_path: Path) -> None:
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
+    ok = invoke("gate", str(ci_sweep), "--require", "tpot_p95 < 200ms", "--require", "error_rate < 1%",
+                "--fail-if", "ttft_p95 > 5s", "--junit", str(junit), "--summary-md", str(summary))
+    assert ok.exit_code == 0, ok.output
+    bad = invoke("gate", str(ci_sweep), "--require", "tpot_p95 < 5ms", "--junit", str(junit),
+                 "--summary-md", str(summary), "--json")
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["status"] == "fail"
+    assert summary.read_text().count("### loadgen gate") == 2  # appended, not overwritten
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite is not None and int(suite.get("failures", "0")) >= 2 and suite.get("tests")
+    cases = suite.findall("testcase")
+    assert len(cases) == int(suite.get("tests", "0"))
+    assert all(c.get("classname") and c.get("name") for c in cases)
+    assert sum(1 for c in cases if c.find("failure") is not None) == int(suite.get("failures", "0"))
+
+
+def test_profile_slo_gate_and_per_level_check(ci_sweep: Path) -> None:
+    assert invoke("gate", str(ci_sweep)).exit_code == 0  # the ci-gate profile's own SLOs
+    assert invoke("gate", str(ci_sweep), "--require", "output_tokens_per_s > 100000 @c=8").exit_code == 1
+    assert invoke("gate", str(ci_sweep), "--require", "tpot_p95 < 1s @c=999").exit_code == 3
+
+
+def test_untrustworthy_runs_exit_3(ci_sweep: Path, tmp_path: Path) -> None:
+    results = load(ci_sweep)
+    incomplete = tmp_path / "incomplete.json"
+    save_atomic(replace(results, complete=False), incomplete)
+    assert invoke("gate", str(incomplete), "--require", "tpot_p95 < 1s").exit_code == 3
+    lag = LatencyHistogram()
+    for _ in range(100):
+        lag.record_us(50_000)  # 50 ms of generator lag: the client was the bottleneck
+    level = results.levels[0]
+    bound = replace(results, levels=(replace(level, histograms={**level.histograms, Metric.LAG: lag}),))
+    path = tmp_path / "bound.json"
+    save_atomic(bound, path)
+    result = invoke("gate", str(path), "--require", "tpot_p95 < 1s")
+    assert result.exit_code == 3 and "client-bound" in result.stdout
+
+
+@pytest.mark.parametrize(("text", "flag"), [("tpot_p95 <", "--require"), ("latency < 3ms", "--require"),
+                                            ("error_rate < 5ms", "--fail-if")])
+def test_bad_check_grammar_is_a_usage_error(ci_sweep: Path, text: str, flag: str) -> None:
+    result = invoke("gate", str(ci_sweep), flag, text)
+    assert result.exit_code == 2 and flag in result.stderr and "Traceback" not in result.output
+
+
+def sweep_at_64(tmp_path: Path, name: str, per_seq_ms: float) -> Path:
+    profile = tmp_path / f"{name}.yaml"
+    profile.write_text(
+        f"target: {{sim: {{per_seq_ms: {per_seq_ms}}}}}\napi: completions\n"
+        "workload: {output_tokens: 16, prompt_tokens: 8}\nload: {levels: [64], duration_s: 5, warmup_s: 1}\n"
+    )
+    out = tmp_path / f"{name}.json"
+    result = invoke("sweep", "--profile", str(profile), "-o", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_baseline_rerun_passes_and_a_slower_law_is_a_regression(tmp_path: Path) -> None:
+    base = sweep_at_64(tmp_path, "base", 0.4)
+    rerun = sweep_at_64(tmp_path, "rerun", 0.4)
+    slower = sweep_at_64(tmp_path, "slower", 0.52)  # per_seq_ms +30%: TPOT at batch 64 +15%
+    same = invoke("gate", str(rerun), "--baseline", str(base), "--json")
+    assert same.exit_code == 0, same.stdout
+    worse = invoke("gate", str(slower), "--baseline", str(base), "--json")
+    assert worse.exit_code == 1
+    regressed = {r["quantity"] for r in json.loads(worse.stdout)["regressions"] if r["regression"]}
+    assert {"tpot_p50", "tpot_p95"} <= regressed
+    table = invoke("compare", str(base), str(rerun), str(slower))
+    assert table.exit_code == 0 and "tpot_p50" in table.stdout and "*" in table.stdout
+    doc = json.loads(invoke("compare", str(base), str(slower), "--json").stdout)
+    assert any(d["regression"] for d in doc["comparisons"][0]["deltas"])
