@@ -15,8 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.results import LevelResult, Results
 from planner.observations import percentile_ci_ms
+from planner.quantities import latency_parts, quantity_value
 
 DESIGN_EFFECT = 2.0
 Z95 = 1.959964
@@ -47,24 +48,8 @@ class Delta:
     regression: bool
 
 
-def _latency(quantity: str) -> tuple[Metric, float]:
-    name, _, pct = quantity.rpartition("_p")
-    return Metric(name), float(pct)
-
-
-def value_of(level: LevelResult, quantity: str) -> float | None:
-    if quantity == "output_tokens_per_s":
-        return level.output_tokens_per_s
-    if quantity == "requests_per_s":
-        return level.requests_per_s
-    if quantity == "error_rate":
-        return level.error_rate
-    metric, pct = _latency(quantity)
-    return level.percentile_ms(metric, pct)
-
-
 def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
-    value = value_of(level, quantity)
+    value = quantity_value(level, quantity)
     if value is None:
         return None
     if quantity in ("output_tokens_per_s", "requests_per_s"):
@@ -75,8 +60,9 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
         n = max(level.completed + level.failed, 1)
         half = Z95 * DESIGN_EFFECT * math.sqrt(max(value * (1 - value), 1.0 / n) / n)
         return value - half, value + half
-    metric, pct = _latency(quantity)
-    ci = percentile_ci_ms(level, metric, pct)
+    parts = latency_parts(quantity)
+    assert parts is not None
+    ci = percentile_ci_ms(level, parts[0], float(parts[1][1:]))
     if ci is None:
         return None
     lo, hi = ci
@@ -86,7 +72,7 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
 def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float) -> list[Delta]:
     out = []
     for quantity, better in COMPARED:
-        a, b = value_of(base, quantity), value_of(cand, quantity)
+        a, b = quantity_value(base, quantity), quantity_value(cand, quantity)
         if a is None or b is None:
             out.append(Delta(base.load.label, quantity, better, a, b, None, False, False, False))
             continue

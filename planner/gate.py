@@ -25,8 +25,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget
+from loadgen.results import LevelResult, Results, SloTarget
 from planner.compare import Delta, compare_results
+from planner.quantities import RATES, RATIOS, latency_parts, quantity_value
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
 UNTRUSTED_ERROR_RATE = 0.20
@@ -38,9 +39,6 @@ _CHECK = re.compile(
     r"^\s*(?P<q>[a-z_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
     r"\s*(?:@\s*(?P<level>[cr]=\d+(?:\.\d+)?))?\s*$"
 )
-_LATENCY = re.compile(r"^(ttft_sent|ttft|tpot|itl|e2e|queue|lag)_(p\d+(?:\.\d+)?|mean|max)$")
-RATIOS = ("error_rate", "goodput_ratio")
-RATES = ("output_tokens_per_s", "requests_per_s", "achieved_concurrency")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +57,11 @@ def parse_check(text: str, *, fail_if: bool = False) -> Check:
     if not m:
         raise ValueError(f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'")
     quantity, unit, value = m.group("q"), m.group("unit"), float(m.group("num"))
-    lat = _LATENCY.match(quantity)
+    lat = latency_parts(quantity)
     if lat:
         if unit == "%":
             raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
-        if lat.group(2).startswith("p") and not 0 < float(lat.group(2)[1:]) < 100:
+        if lat[1].startswith("p") and not 0 < float(lat[1][1:]) < 100:
             raise ValueError(f"{flag} {text!r}: the percentile must be between 0 and 100")
         value = value * 1000 if unit == "s" else value
     elif quantity in RATIOS:
@@ -84,25 +82,6 @@ def parse_check(text: str, *, fail_if: bool = False) -> Check:
 def check_from_slo(slo: SloTarget) -> Check:
     quantity = slo.key.removesuffix("_ms")
     return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit)
-
-
-def quantity_value(level: LevelResult, quantity: str) -> float | None:
-    if quantity == "error_rate":
-        return level.error_rate
-    if quantity == "goodput_ratio":
-        return level.goodput_ratio
-    if quantity == "output_tokens_per_s":
-        return level.output_tokens_per_s
-    if quantity == "requests_per_s":
-        return level.requests_per_s
-    if quantity == "achieved_concurrency":
-        return level.achieved_concurrency
-    lat = _LATENCY.match(quantity)
-    assert lat is not None
-    hist = level.histograms[Metric(lat.group(1))]
-    stat = lat.group(2)
-    value = hist.mean_us() if stat == "mean" else hist.max_us() if stat == "max" else hist.percentile_us(float(stat[1:]))
-    return None if value is None else value / 1000.0
 
 
 def samples_needed(percentile: float) -> int:
@@ -188,13 +167,13 @@ def evaluate_gate(
 
 
 def _sample_problem(level: LevelResult, check: Check) -> list[str]:
-    lat = _LATENCY.match(check.quantity)
-    if not lat or not lat.group(2).startswith("p"):
+    lat = latency_parts(check.quantity)
+    if not lat or not lat[1].startswith("p"):
         return []
-    pct = float(lat.group(2)[1:])
-    n = level.histograms[Metric(lat.group(1))].count
-    need = samples_needed(pct)
+    metric, stat = lat
+    n = level.histograms[metric].count
+    need = samples_needed(float(stat[1:]))
     if n < need:
-        return [f"{level.load.label}: {n} {lat.group(1)} samples cannot bound a p{lat.group(2)[1:]} "
+        return [f"{level.load.label}: {n} {metric.value} samples cannot bound a {stat} "
                 f"(needs at least {need}); run the level longer"]
     return []
