@@ -15,10 +15,11 @@ streams, aiohttp's stays accurate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import aiohttp
 import httpx
@@ -119,12 +120,16 @@ async def stream_request(
                 else:
                     in_body = True
                     decoder = SSEDecoder()
-                    async for raw in response.aiter_raw():
-                        now = clock()
-                        if state.consume(decoder.feed(raw), api, now, times, cumulative):
-                            break
-                    else:
-                        state.consume(decoder.flush(), api, clock(), times, cumulative)
+                    # aclosing: leaving the loop early ([DONE]) closes the body iterator now,
+                    # not whenever the garbage collector finalises it
+                    raw_chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+                    async with contextlib.aclosing(raw_chunks) as body_chunks:
+                        async for raw in body_chunks:
+                            now = clock()
+                            if state.consume(decoder.feed(raw), api, now, times, cumulative):
+                                break
+                        else:
+                            state.consume(decoder.flush(), api, clock(), times, cumulative)
                     error, detail = state.outcome()
             finally:
                 await response.aclose()

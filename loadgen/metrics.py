@@ -27,6 +27,8 @@ not grow with the number of requests.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -122,17 +124,12 @@ class LevelRecorder:
         h[Metric.TTFT_SENT].record_s(record.t_first - record.t_sent)
         if tokens >= 2:
             h[Metric.TPOT].record_s((record.t_last - record.t_first) / (tokens - 1))
-        times = record.chunk_times
-        per_chunk = record.chunk_tokens
-        itl = h[Metric.ITL]
-        for i in range(1, len(times)):
-            gap = times[i] - times[i - 1]
-            n = per_chunk[i] if per_chunk is not None else 1
-            if n > 1:
-                for _ in range(n):
-                    itl.record_s(gap / n)
-            else:
-                itl.record_s(gap)
+        if len(record.chunk_times) > 1:
+            gaps = np.diff(np.asarray(record.chunk_times))
+            if record.chunk_tokens is not None:  # a chunk of n tokens: n gaps of gap/n
+                n = np.asarray(record.chunk_tokens[1:])
+                gaps = np.repeat(gaps / np.maximum(n, 1), np.maximum(n, 1))
+            h[Metric.ITL].record_many_s(gaps)
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times

@@ -24,6 +24,7 @@ from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
+CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
 
 
 class Metric(enum.StrEnum):
@@ -122,6 +123,7 @@ class LevelResult:
     complete: bool = True  # False: the level was interrupted
     workers: int = 1
     good: int | None = None  # completed requests that met every SLO limit (None: no SLO at run time)
+    client_cpu_s: float | None = None  # CPU the generator's processes used during the window (user+sys)
 
     @property
     def failed(self) -> int:
@@ -148,10 +150,20 @@ class LevelResult:
         return self.good / total if self.good is not None and total else None
 
     @property
+    def client_cpu_utilization(self) -> float | None:
+        """Busy share of the generator's processes over the window (1.0 = each worker's core saturated)."""
+        if self.client_cpu_s is None or self.window_s <= 0:
+            return None
+        return self.client_cpu_s / (self.window_s * self.workers)
+
+    @property
     def client_bound(self) -> bool:
-        """p99 generator lag above the threshold: the numbers measure the client, not the server."""
+        """The numbers measure the client, not the server: p99 generator lag above the threshold
+        (open loop), or the generator's CPU saturated (closed loop, where lag cannot grow:
+        a busy client reads late instead)."""
         p99 = self.histograms[Metric.LAG].percentile_us(99)
-        return p99 is not None and p99 > self.lag_threshold_ms * 1000
+        cpu = self.client_cpu_utilization
+        return (p99 is not None and p99 > self.lag_threshold_ms * 1000) or (cpu is not None and cpu > CLIENT_CPU_BOUND)
 
     def percentile_ms(self, metric: Metric, percentile: float) -> float | None:
         value = self.histograms[metric].percentile_us(percentile)
@@ -198,6 +210,7 @@ class LevelResult:
             "complete": self.complete,
             "workers": self.workers,
             "good": self.good,
+            "client_cpu_s": self.client_cpu_s,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -228,6 +241,7 @@ class LevelResult:
             complete=bool(raw.get("complete", True)),
             workers=int(raw.get("workers", 1)),
             good=None if raw.get("good") is None else int(raw["good"]),
+            client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
         )
 
 
@@ -264,6 +278,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         complete=all(p.complete for p in parts),
         workers=sum(p.workers for p in parts),
         good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
+        client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
     )
 
 

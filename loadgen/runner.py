@@ -4,6 +4,11 @@ Timing rules (wrk2): every request carries ``t_intended`` and latency is
 measured from it, so a slow server cannot hide its queue. Sleeps target
 absolute deadlines from a fixed ``t0``; chained relative sleeps drift.
 
+The clock is ``time.monotonic`` (nanosecond resolution, system-wide on
+Linux, so worker processes share it), not the event loop's ``time()``: an
+alternative loop such as uvloop caches it at millisecond resolution, which
+would quantise every inter-token gap.
+
 Level timeline: ``t0`` … ``t0 + warmup`` (excluded) … ``t_stop`` (the level
 stops admitting; the measured window ends) … drain (in-flight requests may
 finish, up to ``drain_s``, then are cancelled; they are outside the window).
@@ -16,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 import numpy as np
@@ -77,7 +83,7 @@ async def run_level(
 
     ``on_record`` sees every finished request (e.g. to write raw records).
     """
-    level = _Level(plan, workload, http, clock or asyncio.get_running_loop().time,
+    level = _Level(plan, workload, http, clock or time.monotonic,
                    observer or NullObserver(), stop or asyncio.Event(), scraper, t0, on_record)
     return await level.run()
 
@@ -113,6 +119,8 @@ class _Level:
         )
         self.tickets = itertools.count() if plan.requests is None else iter(range(plan.requests))
         self.interrupted = False
+        self._cpu_start: float | None = None
+        self._cpu_end: float | None = None
 
     def stopping(self) -> bool:
         return self.interrupted or self.clock() >= self.t_stop
@@ -124,7 +132,7 @@ class _Level:
         self.observer.on_level_start(self.plan.load, self.plan.planned_s)
         await _sleep_until(self.t0, self.clock)
         drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
-        helpers = [asyncio.create_task(self._progress())]
+        helpers = [asyncio.create_task(self._progress()), asyncio.create_task(self._cpu_window())]
         if self.scraper is not None:
             end = self.t_stop if math.isfinite(self.t_stop) else math.inf
             helpers.append(asyncio.create_task(self.scraper.run(self.recorder.window_start, end, self.clock)))
@@ -139,6 +147,8 @@ class _Level:
         result = self.recorder.finish(
             self.clock(), server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted
         )
+        if self._cpu_start is not None:
+            result = replace(result, client_cpu_s=(self._cpu_end or time.process_time()) - self._cpu_start)
         self.observer.on_level_end(result)
         return result
 
@@ -224,6 +234,14 @@ class _Level:
         self.recorder.add(record)
         if self.on_record is not None:
             self.on_record(record)
+
+    async def _cpu_window(self) -> None:
+        """This process's CPU time over the measured window (what the generator itself cost)."""
+        await _sleep_until(self.recorder.window_start, self.clock)
+        self._cpu_start = time.process_time()
+        if math.isfinite(self.t_stop):
+            await _sleep_until(self.t_stop, self.clock)
+            self._cpu_end = time.process_time()
 
     async def _progress(self) -> None:
         while True:

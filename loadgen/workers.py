@@ -4,7 +4,7 @@ Each child runs ``run_level`` on its share of the load (a slice of the
 concurrency, the rate or the request budget) and sends back its
 ``LevelResult`` as JSON; the parent merges them exactly (histograms by
 ``add``, counters by sum). All children start on the same ``t0``: the
-monotonic clock that the event loop reads is system-wide on Linux, so one
+runner's monotonic clock is system-wide on Linux, so one
 window covers every worker. Only worker 0 scrapes the server's metrics.
 
 Children ignore SIGINT; the parent relays an interrupt through an event, so
@@ -132,7 +132,7 @@ async def run_level_in_processes(
     try:
         for _ in procs:
             await asyncio.to_thread(ready.get, True, START_TIMEOUT_S)
-        t0_box.value = time.monotonic() + START_MARGIN_S  # the loop clock is time.monotonic()
+        t0_box.value = time.monotonic() + START_MARGIN_S  # the runner's clock, shared by every process
         go.set()
         parts, lost = await _collect(procs, results, stop, stop_flag)
     finally:

@@ -141,7 +141,8 @@ def evaluate_gate(
         untrusted.append("the run is incomplete (interrupted or a level failed)")
     for lv in current.levels:
         if lv.client_bound:
-            untrusted.append(f"{lv.load.label}: client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms)")
+            untrusted.append(f"{lv.load.label}: client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms, "
+                             "or its CPU saturated)")
         rate = lv.error_rate
         if rate is not None and rate > untrusted_error_rate:
             untrusted.append(f"{lv.load.label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): "

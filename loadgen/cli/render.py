@@ -69,8 +69,9 @@ def caveats(results: Results) -> list[str]:
     lines = list(results.notes)
     for level in results.levels:
         if level.client_bound:
-            lines.append(f"{level.load.label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms): "
-                         "these numbers measure the load generator, not the server")
+            lines.append(f"{level.load.label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or "
+                         "its CPU saturated): these numbers measure the load generator, not the server; "
+                         "try --workers")
         if level.tokens_estimated:
             lines.append(f"{level.load.label}: output token counts estimated from chunks (no usage from the server)")
         if not level.complete:

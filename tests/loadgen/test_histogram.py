@@ -65,3 +65,14 @@ def test_vectorised_queries_match_hdrhistogram(vs: list[int], p: float) -> None:
     raw = h._h  # the wrapped HdrHistogram, queried the slow way
     assert h.percentile_us(p) == raw.get_value_at_percentile(p)
     assert h.mean_us() == pytest.approx(raw.get_mean_value())
+
+
+@given(st.lists(st.integers(-5, 10**13), max_size=200))
+def test_record_many_equals_recording_one_by_one(vs: list[int]) -> None:
+    one = LatencyHistogram()
+    for v in vs:
+        one.record_us(v)
+    many = LatencyHistogram()
+    many.record_many_us(np.array(vs, dtype=np.int64))
+    assert many == one
+    assert (many.count, many.min_us(), many.max_us()) == (one.count, one.min_us(), one.max_us())

@@ -1,0 +1,119 @@
+"""How much the load generator costs, and how wrong it is, against a target whose truth is known.
+
+Starts ``mock_stream_server.py`` (fixed TTFT 50 ms, fixed 10 ms gap, 128
+tokens, pre-serialised chunks) pinned to the last CPU, runs ``loadgen run``
+pinned to the first CPU at each concurrency, and prints per level: the
+client's CPU seconds (user+sys of the generator's processes only) per 1000
+streamed tokens, achieved vs expected tokens/s, and the error of the
+reported TTFT p50/p99 and TPOT p50/p99 against the truth. Then again with
+``--workers 2``. Traffic goes to 127.0.0.1 only; every level is bounded.
+
+    python benchmarks/client_overhead.py                  # the full table (about 3 minutes)
+    python benchmarks/client_overhead.py --levels 1,64 --duration 3 --no-workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TTFT_MS, GAP_MS, TOKENS = 50.0, 10.0, 128
+
+
+def pin(cpu: int):  # type: ignore[no-untyped-def]
+    def apply() -> None:
+        if hasattr(os, "sched_setaffinity") and cpu < (os.cpu_count() or 1):
+            os.sched_setaffinity(0, {cpu})
+    return apply
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    cpus = os.cpu_count() or 1
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "mock_stream_server.py"), "--ttft-ms", str(TTFT_MS), "--gap-ms", str(GAP_MS)],
+        stdout=subprocess.PIPE, text=True, preexec_fn=pin(cpus - 1),
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def run_level(url: str, concurrency: int, duration: float, workers: int, transport: str) -> dict[str, float]:
+    expected_tok_s = concurrency * TOKENS / ((TTFT_MS + (TOKENS - 1) * GAP_MS) / 1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "loadgen", "run", "--url", url, "--api", "completions",
+               "--concurrency", str(concurrency), "--duration", str(duration), "--warmup", "2",
+               "--max-tokens", str(TOKENS), "--prompt-tokens", "8", "--workers", str(workers), "--transport",
+               transport, "--scrape-metrics", "off", "--json", "--quiet", "-o", str(Path(tmp) / "r.json")]
+        out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120)
+        if out.returncode != 0:
+            raise SystemExit(f"loadgen failed at c={concurrency}: {out.stderr.strip()[-300:]}")
+        level = json.loads((Path(tmp) / "r.json").read_text())["levels"][0]
+    s = json.loads(out.stdout)
+    # CPU of the generator's own processes over the measured window (process_time in each
+    # worker, summed), so interpreter start-up and the probe do not count
+    cpu_s = level["client_cpu_s"]
+    streamed = level["tokens"]["output_in_window"]
+    return {
+        "c": concurrency,
+        "cpu_s_per_1k_tok": cpu_s / max(streamed, 1) * 1000,
+        "tok_s": s["output_tokens_per_s"],
+        "expected_tok_s": expected_tok_s,
+        "ttft_p50_err": s["ttft_ms"]["p50"] - TTFT_MS,
+        "ttft_p99_err": s["ttft_ms"]["p99"] - TTFT_MS,
+        "tpot_p50_err": s["tpot_ms"]["p50"] - GAP_MS,
+        "tpot_p99_err": s["tpot_ms"]["p99"] - GAP_MS,
+        "lag_p99": s["lag_ms"]["p99"],
+        "cpu_busy": cpu_s / (level["window_s"] * workers),
+        "client_bound": s["client_bound"],
+    }
+
+
+def server_late(url: str) -> int:
+    """How many chunks the mock wrote more than 2 ms late so far (is the target keeping up?)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as resp:  # 127.0.0.1 only
+        return int(json.loads(resp.read())["late_writes"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1,16,64,256,512,1024")
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--transport", default="aiohttp")
+    parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 pass")
+    args = parser.parse_args()
+    server, url = start_server()
+    try:
+        print(f"target: {url} (TTFT {TTFT_MS:g} ms, gap {GAP_MS:g} ms, {TOKENS} tokens); "
+              f"{os.cpu_count()} CPUs, client on CPU 0, server on CPU {(os.cpu_count() or 1) - 1}; "
+              f"transport {args.transport}")
+        header = (f"{'workers':>7} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
+                  f"{'TTFT p50 err':>12} {'TTFT p99 err':>12} {'TPOT p50 err':>12} {'TPOT p99 err':>12} "
+                  f"{'lag p99':>8} {'client CPU':>10} {'server late':>11}")
+        print(header)
+        for workers in ([1] if args.no_workers else [1, 2]):
+            for c in (int(x) for x in args.levels.split(",")):
+                late_before = server_late(url)
+                r = run_level(url, c, args.duration, workers, args.transport)
+                late = server_late(url) - late_before
+                print(f"{workers:>7} {c:>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
+                      f"{r['expected_tok_s']:>9.0f} {r['ttft_p50_err']:>+10.1f}ms {r['ttft_p99_err']:>+10.1f}ms "
+                      f"{r['tpot_p50_err']:>+10.2f}ms {r['tpot_p99_err']:>+10.2f}ms {r['lag_p99']:>6.1f}ms"
+                      f" {r['cpu_busy']:>10.0%} {late:>11}"
+                      + ("  client-bound" if r["client_bound"] else ""), flush=True)
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
