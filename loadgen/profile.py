@@ -9,18 +9,20 @@ and the results file.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import yaml
 
 from loadgen.errors import ProfileError
 from loadgen.results import SloTarget
 from loadgen.sim.engine import EngineConfig
+from loadgen.sim.faults import FaultConfig
 
 SCHEMA_VERSION: Final = 1
 PROFILE_DIRS: Final = (Path("profiles"), Path(__file__).resolve().parents[1] / "profiles")
@@ -76,6 +78,7 @@ class Profile:
     description: str = ""
     url: str | None = None  # a real endpoint; None with ``sim`` set means the built-in simulator
     sim: EngineConfig | None = None
+    sim_faults: FaultConfig = field(default_factory=FaultConfig)  # fault injection on the simulator target
     api: str = "chat"
     model: str | None = None  # None: first id from /models
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -156,13 +159,14 @@ def parse_profile(data: Any, source: str) -> Profile:
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
     if version > SCHEMA_VERSION:
         root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
-    url, sim = _target(root.child("target"))
+    url, sim, sim_faults = _target(root.child("target"))
     model = root.string("model", "auto")
     return Profile(
         name=root.string("name", Path(source).stem),
         description=root.string("description", ""),
         url=url,
         sim=sim,
+        sim_faults=sim_faults,
         api=root.choice("api", "chat", ("chat", "completions")),
         model=None if model == "auto" else model,
         headers={k: str(v) for k, v in root.mapping("headers").items()},
@@ -176,26 +180,43 @@ def parse_profile(data: Any, source: str) -> Profile:
     )
 
 
-def _target(node: _Node) -> tuple[str | None, EngineConfig | None]:
+def _target(node: _Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
     if node.value is None or node.value == "sim":
-        return None, EngineConfig()
+        return None, EngineConfig(), FaultConfig()
     if isinstance(node.value, str):
         if not re.match(r"^https?://", node.value):
             node.fail(f"expected 'sim', an http(s) URL, or a mapping with 'url' or 'sim', got {node.value!r}")
-        return node.value, None
+        return node.value, None, FaultConfig()
     node.require_mapping()
     node.known("url", "sim")
     if "url" in node.value:
-        return node.string("url", ""), None
+        return node.string("url", ""), None, FaultConfig()
     law = node.child("sim")
     if law.value is None:
-        return None, EngineConfig()
+        return None, EngineConfig(), FaultConfig()
     law.require_mapping()
-    fields = ("base_ms", "per_seq_ms", "prefill_ms_per_token", "max_num_seqs", "mode", "static_batch",
-              "static_wait_ms", "noise_cv", "seed")
-    law.known(*fields)
+    names = ("base_ms", "per_seq_ms", "prefill_ms_per_token", "max_num_seqs", "mode", "static_batch",
+             "static_wait_ms", "noise_cv", "seed", "faults")
+    law.known(*names)
     d = EngineConfig()
-    return None, EngineConfig(
+    return None, _engine(law, d), _faults(law.child("faults"))
+
+
+def _faults(node: _Node) -> FaultConfig:
+    if node.value is None:
+        return FaultConfig()
+    node.require_mapping()
+    kinds = tuple(f.name for f in dataclasses.fields(FaultConfig))
+    node.known(*kinds)
+    values = {k: node.number(k, 0.0, minimum=0, maximum=1.0) for k in node.value}
+    try:
+        return FaultConfig(**values)
+    except ValueError as exc:
+        node.fail(str(exc))
+
+
+def _engine(law: _Node, d: EngineConfig) -> EngineConfig:
+    return EngineConfig(
         base_ms=law.number("base_ms", d.base_ms, minimum=0),
         per_seq_ms=law.number("per_seq_ms", d.per_seq_ms, minimum=0),
         prefill_ms_per_token=law.number("prefill_ms_per_token", d.prefill_ms_per_token, minimum=0),
@@ -316,7 +337,7 @@ class _Node:
     def __init__(self, source: str, path: str, value: Any) -> None:
         self.source, self.path, self.value = source, path, value
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         raise ProfileError(f"{self.source}: {self.path or '(top level)'}: {message}")
 
     def child(self, key: str) -> _Node:

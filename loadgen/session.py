@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -138,19 +139,33 @@ async def _one_level(
     return outcome.result
 
 
+PROBE_ATTEMPTS = 3
+CONFIG_STATUSES = frozenset({400, 401, 403, 404, 405, 422})  # a wrong setup, not a flaky server
+
+
 async def _probe(http: Any, workload: Workload, session: Session, shown: str) -> float:
-    """Stream one request before the load; returns its duration (s)."""
+    """Stream one request before the load; returns its duration (s).
+
+    A status that means the setup is wrong fails at once; a flaky answer
+    (5xx, 429, a broken stream) gets up to three tries, since a load test is
+    often pointed at exactly such a server.
+    """
     prepared = RequestFactory(workload, seed=-1 % 2**32).next()
-    clock = asyncio.get_running_loop().time
-    t = clock()
-    record = await stream_request(
-        http, workload.path, prepared.body, workload.api, t_intended=t, clock=clock, timeout_s=session.http.timeout_s
-    )
-    if record.error is not None:
-        status = f"HTTP {record.http_status}" if record.http_status and record.http_status >= 400 else record.error.value
-        hint = ": check --api-key" if record.http_status in (401, 403) else ""
-        raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({status}{hint})")
-    return record.t_done - record.t_intended
+    clock = time.monotonic
+    for attempt in range(1, PROBE_ATTEMPTS + 1):
+        t = clock()
+        record = await stream_request(
+            http, workload.path, prepared.body, workload.api, t_intended=t, clock=clock,
+            timeout_s=session.http.timeout_s,
+        )
+        if record.error is None:
+            return record.t_done - record.t_intended
+        status = record.http_status if record.http_status and record.http_status >= 400 else None
+        if status in CONFIG_STATUSES or attempt == PROBE_ATTEMPTS:
+            what = f"HTTP {status}" if status else record.error.value
+            hint = ": check --api-key" if status in (401, 403) else ""
+            raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({what}{hint})")
+    raise AssertionError("unreachable")
 
 
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:

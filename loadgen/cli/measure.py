@@ -34,8 +34,10 @@ def serve_sim(
     fault: Annotated[
         list[str] | None,
         typer.Option(help="Inject a fault per request with probability P: KIND=P, KIND one of "
-                     "http_429, http_500, http_503, drop, malformed. Repeatable."),
+                     "http_429, http_500, http_503, drop, malformed, reset, hang, stall, trickle, oversized. "
+                     "Repeatable."),
     ] = None,
+    stall_ms: Annotated[float, typer.Option(min=0.0, help="How long the 'stall' fault pauses a stream, ms.")] = 1000.0,
     seed: Annotated[int, typer.Option(help="Seed for noise, faults and chunk merging.")] = 0,
     require_api_key: Annotated[
         str | None, typer.Option(help="Answer 401 unless requests carry 'Authorization: Bearer KEY'.")
@@ -59,6 +61,7 @@ def serve_sim(
             model=model,
             merge_prob=merge_prob,
             api_key=require_api_key,
+            stall_ms=stall_ms,
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

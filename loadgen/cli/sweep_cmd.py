@@ -102,7 +102,7 @@ def sweep(
         checkpoint=lambda partial: save_atomic(partial, output),
         stop_policy=lambda done: stop_reason(done, prof.slo, prof.stop),
     )
-    with resolved_url(url or prof.url, SimOptions(engine=prof.sim) if prof.sim else None) as base_url:
+    with resolved_url(url or prof.url, SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None) as base_url:
         session = session_from_profile(prof, base_url, target)
         results = run_with_interrupt(session, hooks)
     save_atomic(results, output)

@@ -16,6 +16,11 @@ class Fault(enum.StrEnum):
     HTTP_503 = "http_503"
     DROP = "drop"  # close the connection half-way through the stream
     MALFORMED = "malformed"  # send one chunk whose data is not JSON, half-way through
+    RESET = "reset"  # close the connection as the request arrives: no response at all
+    HANG = "hang"  # stop sending half-way, without [DONE], and keep the connection open
+    STALL = "stall"  # pause the stream half-way for SimOptions.stall_ms, then go on
+    TRICKLE = "trickle"  # write every chunk a few bytes at a time
+    OVERSIZED = "oversized"  # one chunk half-way carries about 1 MiB of text
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,11 @@ class FaultConfig:
     http_503: float = 0.0
     drop: float = 0.0
     malformed: float = 0.0
+    reset: float = 0.0
+    hang: float = 0.0
+    stall: float = 0.0
+    trickle: float = 0.0
+    oversized: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -48,6 +48,7 @@ class SimOptions:
     merge_prob: float = 0.0  # chance a token is held back and sent with the next one
     default_max_tokens: int = 16
     api_key: str | None = None  # when set, /v1 routes answer 401 without "Authorization: Bearer <key>"
+    stall_ms: float = 1000.0  # how long the "stall" fault pauses a stream
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
@@ -151,6 +152,10 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
         return _error("simulated internal error", 500)
     if fault is Fault.HTTP_503:
         return _error("simulated overload", 503, {"Retry-After": "1"})
+    if fault is Fault.RESET:
+        assert request.transport is not None
+        request.transport.abort()  # before any byte of a response
+        return web.Response()
     driver = request.app[DRIVER_KEY]
     request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
@@ -161,7 +166,8 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
                 await tokens.get()
             return web.json_response(completion_body(req, request_id, created))
         merge = options.merge_prob if options.merge_prob > 0 else 0.0
-        return await _stream(request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge)
+        return await _stream(request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge,
+                             options.stall_ms)
     finally:
         driver.release(seq_id)
 
@@ -174,31 +180,58 @@ async def _stream(
     fault: Fault | None,
     rng: np.random.Generator,
     merge_prob: float,
+    stall_ms: float,
 ) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    write = _trickle(resp) if fault is Fault.TRICKLE else resp.write
     half = req.max_tokens // 2
     sent = pending = 0
     try:
         while sent + pending < req.max_tokens:
             pending += await tokens.get()
             if sent == 0 and pending == 1 and req.api == "chat":
-                await resp.write(framer.role())
-            if fault is Fault.DROP and sent + pending > half:
+                await write(framer.role())
+            at_half = sent <= half < sent + pending
+            if at_half and fault is Fault.DROP:
                 assert request.transport is not None
                 request.transport.abort()  # no terminating chunk: the client sees a broken stream
                 return resp
-            if fault is Fault.MALFORMED and sent <= half < sent + pending:
-                await resp.write(framer.MALFORMED)
+            if at_half and fault is Fault.HANG:
+                while request.transport is not None and not request.transport.is_closing():
+                    await asyncio.sleep(0.05)  # silent until the client gives up
+                return resp
+            if at_half and fault is Fault.STALL:
+                await asyncio.sleep(stall_ms / 1000.0)
+            if at_half and fault is Fault.MALFORMED:
+                await write(framer.MALFORMED)
             last = sent + pending == req.max_tokens
             if not last and merge_prob and rng.random() < merge_prob:
                 continue  # as engines do when a token decodes to no complete text yet
-            await resp.write(framer.text(output_text(sent, pending), last=last))
+            text = output_text(sent, pending)
+            if at_half and fault is Fault.OVERSIZED:
+                text += "x" * OVERSIZED_BYTES
+            await write(framer.text(text, last=last))
             sent, pending = sent + pending, 0
         if req.include_usage:
-            await resp.write(framer.usage(sent))
-        await resp.write(framer.DONE)
+            await write(framer.usage(sent))
+        await write(framer.DONE)
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away; the finally in _complete cancels the sequence
     return resp
+
+
+OVERSIZED_BYTES = 1 << 20
+TRICKLE_PIECE = 7
+
+
+def _trickle(resp: web.StreamResponse) -> Callable[[bytes], Awaitable[None]]:
+    """A writer that sends a few bytes at a time: every split the client's decoder must survive."""
+
+    async def write(data: bytes) -> None:
+        for i in range(0, len(data), TRICKLE_PIECE):
+            await resp.write(data[i : i + TRICKLE_PIECE])
+            await asyncio.sleep(0.001)
+
+    return write

@@ -8,6 +8,7 @@ and event loop, on an ephemeral port, so tests and commands such as
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import subprocess
 import sys
@@ -118,10 +119,11 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
     ]
     if options.api_key:
         argv += ["--require-api-key", options.api_key]
-    for name in ("http_429", "http_500", "http_503", "drop", "malformed"):
-        p = getattr(f, name)
+    argv += ["--stall-ms", repr(options.stall_ms)]
+    for field in dataclasses.fields(f):
+        p = getattr(f, field.name)
         if p:
-            argv += ["--fault", f"{name}={p!r}"]
+            argv += ["--fault", f"{field.name}={p!r}"]
     return argv
 
 

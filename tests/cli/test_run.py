@@ -110,3 +110,27 @@ def test_unwritable_output_fails_before_the_run(tmp_path: Path) -> None:
     result = invoke(["run", "--url", "http://127.0.0.1:9/v1", "--concurrency", "1", "--requests", "1",
                      "-o", str(tmp_path / "missing-dir" / "r.json")])
     assert result.exit_code == 2 and "-o" in result.stderr
+
+
+def test_no_artefact_or_message_ever_contains_the_key(sim: SimProcess, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    outputs = []
+    env = {"OPENAI_API_KEY": KEY}
+    for args in (
+        ["run", "--url", sim.base_url, "--concurrency", "2", "--requests", "6", "--max-tokens", "4",
+         "--header", f"X-Token:{KEY}", "-o", str(out), "--records", str(tmp_path / "rec.jsonl")],
+        ["report", str(out), "-o", str(tmp_path / "r.md")],
+        ["report", str(out), "-o", str(tmp_path / "r.html")],
+        ["report", str(out), "-o", str(tmp_path / "r.csv")],
+        ["gate", str(out), "--require", "tpot_p50 < 1s", "--junit", str(tmp_path / "j.xml"),
+         "--summary-md", str(tmp_path / "s.md")],
+        ["plan", str(out), "--json"],
+        ["run", "--url", sim.base_url, "--api-key", KEY + "-wrong", "--concurrency", "1", "--requests", "1",
+         "-o", str(tmp_path / "bad.json")],  # an error path: its message must not echo the key either
+    ):
+        result = runner.invoke(app, args, env=env)
+        outputs.append(result.output)
+    artefacts = [p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file()]
+    assert len(artefacts) >= 7
+    for text in artefacts + outputs:
+        assert KEY not in text

@@ -1,0 +1,98 @@
+"""The fault matrix: every injected fault ends as a named, counted outcome and a valid results file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.client import HttpOptions, make_http_client
+from loadgen.errors import ErrorKind
+from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.runner import LevelPlan, run_level
+from loadgen.sim.engine import EngineConfig
+from loadgen.sim.faults import FaultConfig
+from loadgen.sim.openai_app import SimOptions
+from loadgen.sim.server import SimProcess
+from loadgen.workload import Lengths, Workload
+
+REQUESTS = 16
+TIMEOUT_S = 2.0
+
+
+async def level_with(faults: FaultConfig, **sim: float) -> LevelResult:
+    options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
+    with SimProcess(options) as server:
+        workload = Workload(api="chat", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
+        async with make_http_client(server.base_url + "/", {}, HttpOptions(timeout_s=TIMEOUT_S)) as http:
+            plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
+            # bounded: a fault must never hang the generator past its timeouts
+            return await asyncio.wait_for(run_level(plan, workload, http), timeout=60)
+
+
+def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
+    results = Results(RunInfo("x", "2026-11-29T00:00:00Z", "0.1.0", "3.11", "linux", 2, "run"),
+                      Target("http://127.0.0.1/v1/", "sim-model", "chat"), {}, (level,), True)
+    path = tmp_path / "r.json"
+    save_atomic(results, path)
+    assert load(path).levels[0].errors == level.errors
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("http_429", ErrorKind.HTTP_429),
+        ("http_500", ErrorKind.HTTP_5XX),
+        ("http_503", ErrorKind.HTTP_5XX),
+        ("drop", ErrorKind.STREAM_BROKEN),
+        ("malformed", ErrorKind.MALFORMED_CHUNK),
+        ("reset", ErrorKind.CONNECT),
+        ("hang", ErrorKind.TIMEOUT),
+    ],
+)
+async def test_failure_is_counted_under_its_own_kind(fault: str, kind: ErrorKind, tmp_path: Path) -> None:
+    level = await level_with(FaultConfig(**{fault: 0.5}))
+    assert set(level.errors) == {kind}
+    assert level.completed + level.failed == REQUESTS  # in the denominator, none lost
+    assert 0 < level.failed < REQUESTS
+    assert level.histograms[Metric.E2E].count == level.completed  # failures stay out of latencies
+    assert level.histograms[Metric.TTFT].count == level.completed
+    assert_valid_file(level, tmp_path)
+
+
+@pytest.mark.asyncio
+async def test_a_stall_is_latency_not_an_error() -> None:
+    level = await level_with(FaultConfig(stall=0.5), stall_ms=600.0)
+    assert level.failed == 0 and level.completed == REQUESTS
+    assert level.histograms[Metric.ITL].max_us() >= 600_000  # type: ignore[operator]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fault", ["trickle", "oversized"])
+async def test_awkward_but_valid_streams_are_read_in_full(fault: str) -> None:
+    level = await level_with(FaultConfig(**{fault: 0.5}))
+    assert level.failed == 0 and level.completed == REQUESTS
+    assert level.output_tokens == 8 * REQUESTS and not level.tokens_estimated
+
+
+def test_failures_are_visible_in_table_summary_report_and_gate(tmp_path: Path) -> None:
+    runner = CliRunner()
+    with SimProcess(SimOptions(faults=FaultConfig(http_500=0.3), engine=EngineConfig(seed=2))) as server:
+        out = tmp_path / "r.json"
+        result = runner.invoke(app, ["run", "--url", server.base_url, "--concurrency", "4", "--requests", "30",
+                                     "--max-tokens", "8", "-o", str(out), "--quiet"])
+        assert result.exit_code == 0, result.output
+    assert "http_5xx=" in result.stdout  # the terminal table
+    summary = load(out).levels[0].summary()
+    assert summary["failed"] > 0 and summary["errors"]["http_5xx"] == summary["failed"]
+    report = tmp_path / "r.md"
+    assert runner.invoke(app, ["report", str(out), "-o", str(report)]).exit_code == 0
+    assert "failed requests (http_5xx" in report.read_text()
+    gate = runner.invoke(app, ["gate", str(out), "--require", "error_rate < 1%", "--json"])
+    assert gate.exit_code in (1, 3)
+    assert json.loads(gate.stdout)["status"] != "pass"
