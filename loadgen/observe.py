@@ -13,7 +13,7 @@ class LevelObserver(Protocol):
 
     def on_level_start(self, load: Load, planned_s: float | None) -> None: ...
 
-    def on_progress(self, load: LoadSnapshot) -> None: ...
+    def on_progress(self, snapshot: LoadSnapshot) -> None: ...
 
     def on_level_end(self, result: LevelResult) -> None: ...
 
@@ -35,7 +35,7 @@ class NullObserver:
     def on_level_start(self, load: Load, planned_s: float | None) -> None:
         pass
 
-    def on_progress(self, load: LoadSnapshot) -> None:
+    def on_progress(self, snapshot: LoadSnapshot) -> None:
         pass
 
     def on_level_end(self, result: LevelResult) -> None:

@@ -1,4 +1,4 @@
-"""Offline commands on results files: ``plan`` (and the report/gate commands)."""
+"""``loadgen plan``: the capacity plan from a results file, or from a stated law (what-if)."""
 
 from __future__ import annotations
 

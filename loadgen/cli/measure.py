@@ -1,4 +1,4 @@
-"""Commands that talk to endpoints: ``serve-sim`` (and ``run``)."""
+"""``loadgen serve-sim``: the built-in simulated server in the foreground."""
 
 from __future__ import annotations
 
