@@ -26,7 +26,7 @@ from typing import Any
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
-from loadgen.results import LevelResult, Load, merge_levels
+from loadgen.results import LevelResult, merge_levels
 from loadgen.runner import LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url
 from loadgen.workload import Workload

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
