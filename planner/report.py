@@ -50,7 +50,8 @@ class Report:
     plots: tuple[Plot, ...] = ()
 
 
-def _f(value: float | None, digits: int = 1) -> str:
+def fmt(value: float | None, digits: int = 1) -> str:
+    """A number for a table cell; "-" when there is no data (never a silent 0)."""
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
@@ -80,8 +81,8 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
         lines.append(" ".join(parts) + (f"; {lim.note}" if lim.note else ""))
     if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
         lines.append(f"at batch {plan.max_batch}: step {plan.step_ms_at_max_batch:.1f} ms, "
-                     f"{_f(plan.tokens_per_s_per_replica)} tok/s per replica, "
-                     f"{_f(plan.tokens_per_s_per_user)} tok/s per user")
+                     f"{fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
+                     f"{fmt(plan.tokens_per_s_per_user)} tok/s per user")
     if plan.sizing is not None:
         s = plan.sizing
         text = (f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
@@ -114,10 +115,10 @@ def level_rows(results: Results, plan: CapacityPlan | None) -> Table:
             flags.append("interrupted")
         rate = lv.error_rate
         rows.append((
-            lv.load.label, _f(lv.achieved_concurrency), _f(lv.percentile_ms(Metric.TTFT, 50)),
-            _f(lv.percentile_ms(Metric.TTFT, 95)), _f(lv.percentile_ms(Metric.TPOT, 50)),
-            _f(lv.percentile_ms(Metric.TPOT, 95)), _f(lv.percentile_ms(Metric.ITL, 99)),
-            _f(lv.output_tokens_per_s, 0), _f(lv.requests_per_s, 2), "-" if rate is None else f"{rate:.2%}",
+            lv.load.label, fmt(lv.achieved_concurrency), fmt(lv.percentile_ms(Metric.TTFT, 50)),
+            fmt(lv.percentile_ms(Metric.TTFT, 95)), fmt(lv.percentile_ms(Metric.TPOT, 50)),
+            fmt(lv.percentile_ms(Metric.TPOT, 95)), fmt(lv.percentile_ms(Metric.ITL, 99)),
+            fmt(lv.output_tokens_per_s, 0), fmt(lv.requests_per_s, 2), "-" if rate is None else f"{rate:.2%}",
             ", ".join(flags) or "ok",
         ))
     return Table(("load", "conc", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms", "ITL p99 ms", "tok/s",
@@ -138,16 +139,20 @@ def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
     return Table(("load", *[f"{s.key} <= {s.limit:g}" for s in slos]), tuple(rows))
 
 
-def caveats(results: Results, plan: CapacityPlan | None) -> tuple[str, ...]:
+def caveats(results: Results, plan: CapacityPlan | None = None) -> tuple[str, ...]:
+    """Things the numbers do not say by themselves (terminal notes and the report's Caveats)."""
     out = list(results.notes)
     for lv in results.levels:
         if lv.client_bound:
-            out.append(f"{lv.load.label} is client-bound: its latencies measure the load generator, not the server")
+            out.append(f"{lv.load.label} is client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms, or its CPU "
+                       "saturated): its latencies measure the load generator, not the server; try --workers")
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.failed:
             kinds = ", ".join(f"{k.value} {n}" for k, n in sorted(lv.errors.items()))
             out.append(f"{lv.load.label}: {lv.failed} failed requests ({kinds})")
+        if not lv.complete:
+            out.append(f"{lv.load.label}: interrupted; partial level")
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:

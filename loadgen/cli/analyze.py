@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -52,6 +52,12 @@ def profile_slos(results: Results) -> tuple[SloTarget, ...]:
     return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
 
 
+def stored_plan(results: Results) -> dict[str, Any]:
+    """The ``plan`` section (target qps, output tokens) of the profile a sweep ran with, if any."""
+    plan_doc: dict[str, Any] = (results.settings.get("profile") or {}).get("plan") or {}
+    return plan_doc
+
+
 @friendly_errors
 def plan(
     results_file: Annotated[Path | None, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")] = None,
@@ -74,21 +80,16 @@ def plan(
     if (results_file is None) == (law is None):
         raise UsageError("give a RESULTS file or --law (what-if), not both")
     slos = parse_slos(slo or [])
-    plan_section = None
+    results = load(results_file) if results_file is not None else None
+    targets: dict[str, Any] = stored_plan(results) if results is not None else {}
     if profile is not None:
         prof = load_profile(find_profile(profile))
         slos = slos or prof.slo
-        plan_section = prof.plan
-    results = load(results_file) if results_file is not None else None
+        targets = {"qps": prof.plan.qps, "output_tokens": prof.plan.output_tokens}
     if results is not None and not slos:
         slos = profile_slos(results)
-    if results is not None and plan_section is None:
-        plan_section_raw = (results.settings.get("profile") or {}).get("plan") or {}
-        qps = qps or plan_section_raw.get("qps")
-        output_tokens = output_tokens or plan_section_raw.get("output_tokens")
-    elif plan_section is not None:
-        qps = qps or plan_section.qps
-        output_tokens = output_tokens or plan_section.output_tokens
+    qps = qps or targets.get("qps")
+    output_tokens = output_tokens or targets.get("output_tokens")
     if not 0 < max_utilization <= 1:
         raise UsageError(f"--max-utilization: must be in (0, 1], got {max_utilization}")
     if qps is not None and not qps > 0:

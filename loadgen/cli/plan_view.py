@@ -7,11 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from planner import CapacityPlan
-from planner.report import plan_lines
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+from planner.report import fmt, plan_lines
 
 
 def observations_table(plan: CapacityPlan) -> Table | None:
@@ -28,8 +24,8 @@ def observations_table(plan: CapacityPlan) -> Table | None:
         mark = {"saturated": "[red]saturated[/]", "knee": "[yellow]knee[/]"}.get(state, "ok")
         if signals and state == "saturated":
             mark += f" ({len(signals)} signals)"
-        table.add_row(lv.label, _f(lv.concurrency), _f(lv.batch), _f(lv.tpot_p50_ms), _f(lv.tpot_p95_ms),
-                      _f(lv.ttft_p95_ms), _f(lv.tokens_per_s, 0), _f(ratio, 2), mark)
+        table.add_row(lv.label, fmt(lv.concurrency), fmt(lv.batch), fmt(lv.tpot_p50_ms), fmt(lv.tpot_p95_ms),
+                      fmt(lv.ttft_p95_ms), fmt(lv.tokens_per_s, 0), fmt(ratio, 2), mark)
     return table
 
 

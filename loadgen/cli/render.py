@@ -8,6 +8,7 @@ from rich.table import Table
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
 from loadgen.sweep import saturated_flags, slo_breaches
+from planner.report import fmt
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),
@@ -18,10 +19,6 @@ LATENCY_ROWS = (
     (Metric.QUEUE, "slot queue"),
     (Metric.LAG, "generator lag"),
 )
-
-
-def _fmt(value: float | int | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def level_table(level: LevelResult) -> Table:
@@ -35,7 +32,7 @@ def level_table(level: LevelResult) -> Table:
         s = summary[f"{metric.value}_ms"]
         if s["count"] == 0 and metric in (Metric.QUEUE,):
             continue
-        table.add_row(name, *(_fmt(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(s["count"]))
+        table.add_row(name, *(fmt(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(s["count"]))
     return table
 
 
@@ -49,36 +46,19 @@ def throughput_table(level: LevelResult) -> Table:
         ("measured window", f"{level.window_s:.1f} s"),
         ("completed / failed", f"{level.completed} / {level.failed}"),
         ("error rate", "-" if rate is None else f"{rate:.2%}"),
-        ("output tokens/s", _fmt(s["output_tokens_per_s"])),
-        ("requests/s", _fmt(s["requests_per_s"], 2)),
-        ("achieved concurrency", _fmt(s["achieved_concurrency"], 2)),
-        ("prompt / output tokens (mean)", f"{_fmt(s['prompt_tokens_mean'])} / {_fmt(s['output_tokens_mean'])}"),
+        ("output tokens/s", fmt(s["output_tokens_per_s"])),
+        ("requests/s", fmt(s["requests_per_s"], 2)),
+        ("achieved concurrency", fmt(s["achieved_concurrency"], 2)),
+        ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
     ]
     if level.errors:
         rows.append(("errors by kind", ", ".join(f"{k.value}={v}" for k, v in sorted(level.errors.items()))))
     if level.server is not None:
         rows.append((f"server batch ({level.server.source})",
-                     f"running {_fmt(level.server.running_mean)}, waiting {_fmt(level.server.waiting_mean)}"))
+                     f"running {fmt(level.server.running_mean)}, waiting {fmt(level.server.waiting_mean)}"))
     for row in rows:
         table.add_row(*row)
     return table
-
-
-def caveats(results: Results) -> list[str]:
-    """Things the numbers do not say by themselves."""
-    lines = list(results.notes)
-    for level in results.levels:
-        if level.client_bound:
-            lines.append(f"{level.load.label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or "
-                         "its CPU saturated): these numbers measure the load generator, not the server; "
-                         "try --workers")
-        if level.tokens_estimated:
-            lines.append(f"{level.load.label}: output token counts estimated from chunks (no usage from the server)")
-        if not level.complete:
-            lines.append(f"{level.load.label}: interrupted; partial level")
-    if not results.complete:
-        lines.append("results incomplete: the run did not finish")
-    return lines
 
 
 def sweep_table(results: Results, slos: Sequence[SloTarget], min_gain: float | None) -> Table:
@@ -91,9 +71,9 @@ def sweep_table(results: Results, slos: Sequence[SloTarget], min_gain: float | N
     saturated = saturated_flags(results.levels, min_gain)
     for level, is_saturated in zip(results.levels, saturated):
         breached = slo_breaches(level, slos)
-        row = [level.load.label, _fmt(level.achieved_concurrency)]
+        row = [level.load.label, fmt(level.achieved_concurrency)]
         for metric, p in cells:
-            text = _fmt(level.percentile_ms(metric, p))
+            text = fmt(level.percentile_ms(metric, p))
             hit = any(s.metric == metric and s.percentile == p for s in breached)
             row.append(f"[bold red]{text}[/]" if hit else text)
         rate = level.error_rate
@@ -109,6 +89,6 @@ def sweep_table(results: Results, slos: Sequence[SloTarget], min_gain: float | N
             flags.append("[yellow]client-bound[/]")
         if not level.complete:
             flags.append("interrupted")
-        row += [_fmt(level.output_tokens_per_s, 0), _fmt(level.requests_per_s, 2), errors, ", ".join(flags)]
+        row += [fmt(level.output_tokens_per_s, 0), fmt(level.requests_per_s, 2), errors, ", ".join(flags)]
         table.add_row(*row)
     return table

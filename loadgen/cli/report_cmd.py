@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from loadgen.cli.analyze import parse_slos, profile_slos
+from loadgen.cli.analyze import parse_slos, profile_slos, stored_plan
 from loadgen.cli.common import consoles, friendly_errors
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
@@ -70,7 +70,7 @@ def report(
         consoles().err.print(f"report written to {output}", highlight=False)
         return
     slos = _slos(results, slo, profile)
-    plan_doc = (results.settings.get("profile") or {}).get("plan") or {}
+    plan_doc = stored_plan(results)
     capacity = plan_from_results(results, PlanRequest(
         slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens"),
     )) if results.levels else None

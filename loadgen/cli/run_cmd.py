@@ -31,7 +31,7 @@ from loadgen.cli.options import (
     TransportOpt,
     WorkersOpt,
 )
-from loadgen.cli.render import caveats, level_table, throughput_table
+from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.records import RecordsWriter
 from loadgen.results import Load, save_atomic
@@ -39,6 +39,7 @@ from loadgen.runner import LevelPlan
 from loadgen.session import Session, SessionHooks
 from loadgen.target import parse_headers
 from loadgen.workload import Lengths, Workload, load_dataset
+from planner.report import caveats
 
 @friendly_errors
 def run(

@@ -24,7 +24,7 @@ from loadgen.cli.options import (
     TransportOpt,
     WorkersOpt,
 )
-from loadgen.cli.render import caveats, sweep_table
+from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
 from loadgen.profile import Profile, find_profile, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
@@ -33,7 +33,7 @@ from loadgen.sim.openai_app import SimOptions
 from loadgen.sweep import TargetOptions, session_from_profile, stop_reason
 from loadgen.target import parse_headers
 from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.report import plan_lines
+from planner.report import caveats, plan_lines
 
 
 def parse_levels(text: str | None) -> tuple[float, ...] | None:
