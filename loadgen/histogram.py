@@ -10,7 +10,6 @@ base64-encoded, so results from many processes combine without error.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -139,13 +138,6 @@ class LatencyHistogram:
 
     def min_us(self) -> int | None:
         return int(self._h.get_min_value()) if self.count else None
-
-    def stddev_us(self) -> float | None:
-        mean = self.mean_us()
-        if mean is None:
-            return None
-        dev = _layout(self.config).median - mean
-        return math.sqrt(float(self._counts() @ (dev * dev)) / self.count)
 
     def equivalent_range_us(self, value_us: int) -> tuple[int, int]:
         """The bucket ``[lowest, highest]`` that ``value_us`` is indistinguishable within."""

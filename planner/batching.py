@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy.typing as npt
 import numpy as np
@@ -15,10 +14,6 @@ class BatchUtilization:
     static_slot_steps: int  # a static batch holds every slot until its longest member finishes
     static: float  # useful / static slot-steps
     continuous: float  # continuous batching frees a slot the step after it finishes: 1.0
-
-    @property
-    def static_fraction(self) -> Fraction:
-        return Fraction(self.useful_slot_steps, self.static_slot_steps)
 
 
 def batch_utilization(lengths: npt.ArrayLike) -> BatchUtilization:
