@@ -113,7 +113,8 @@ def run(
             scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
             auto_ramp=ramp_up is None and load.kind == "concurrency",
         )
-        hooks = SessionHooks(observer=progress, on_record=writer.write if writer else None)
+        hooks = SessionHooks(observer=progress, on_record=writer.write if writer else None,
+                             on_level_plan=(lambda plan: writer.set_level(plan.load)) if writer else None)
         try:
             result = run_with_interrupt(session, hooks)
         finally:

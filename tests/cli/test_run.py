@@ -42,7 +42,8 @@ def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -
     loaded = load(out)
     assert loaded.complete and loaded.target.model == "sim-model"
     assert loaded.settings["headers"] == {"X-Secret-Token": "<redacted>"}
-    assert len(records.read_text().splitlines()) == 12
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(rows) == 12 and {r["load"] for r in rows} == {"c=4"}
     for text in (out.read_text(), records.read_text(), result.output):
         assert KEY not in text
 
