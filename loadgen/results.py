@@ -9,10 +9,8 @@ never two truths.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,23 +18,13 @@ from typing import Any, Final, Literal
 
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
+from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
+from loadgen.quantity import Quantity, samples_needed
 
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
-
-
-class Metric(enum.StrEnum):
-    """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.metrics``)."""
-
-    TTFT = "ttft"  # t_first - t_intended
-    TTFT_SENT = "ttft_sent"  # t_first - t_sent
-    TPOT = "tpot"  # (t_last - t_first) / (output_tokens - 1)
-    ITL = "itl"  # each gap between text chunks, pooled
-    E2E = "e2e"  # t_done - t_intended
-    QUEUE = "queue"  # t_slot - t_intended (open loop with an in-flight cap)
-    LAG = "lag"  # t_sent - max(t_intended, t_slot): the generator's own slip
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,15 +270,12 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
     )
 
 
-_SLO_KEY = re.compile(r"^(ttft_sent|ttft|tpot|itl|e2e)_p(\d{2,3})_ms$")
-
-
 @dataclass(frozen=True, slots=True)
 class SloTarget:
     """One latency promise (``tpot_p95_ms: 50``) or an error budget (``error_rate: 0.01``).
 
-    Percentile keys take two or three digits: ``p95`` is the 95th, ``p999``
-    the 99.9th.
+    Keys are a percentile quantity's key plus ``_ms`` (``loadgen.quantity``):
+    ``tpot_p99.9_ms`` (or the older ``tpot_p999_ms``) is the 99.9th percentile.
     """
 
     metric: Metric | None  # None: the error rate
@@ -298,11 +283,17 @@ class SloTarget:
     limit: float  # ms for latency, a fraction for the error rate
 
     @property
+    def quantity(self) -> Quantity | None:
+        return None if self.metric is None else Quantity(self.metric, self.percentile)
+
+    @property
     def key(self) -> str:
-        if self.metric is None:
-            return "error_rate"
-        digits = f"{self.percentile:g}".replace(".", "")
-        return f"{self.metric.value}_p{digits}_ms"
+        return "error_rate" if self.quantity is None else f"{self.quantity.key}_ms"
+
+    @property
+    def samples_needed(self) -> int:
+        """Samples a level needs before this SLO's percentile is bounded (0 for the error rate)."""
+        return 0 if self.percentile is None else samples_needed(self.percentile)
 
     @classmethod
     def from_key(cls, key: str, limit: float) -> SloTarget:
@@ -310,15 +301,18 @@ class SloTarget:
             if not 0 <= limit <= 1:
                 raise ValueError(f"error_rate must be a fraction in [0, 1], got {limit}")
             return cls(None, None, limit)
-        m = _SLO_KEY.match(key)
-        if not m:
+        try:
+            if not key.endswith("_ms"):
+                raise ValueError(key)
+            quantity = Quantity.parse(key.removesuffix("_ms"))
+        except ValueError:
             raise ValueError(
                 "unknown SLO key: expected error_rate or METRIC_pNN_ms with METRIC one of ttft, ttft_sent, "
-                "tpot, itl, e2e (e.g. tpot_p95_ms)"
-            )
-        digits = m.group(2)
-        percentile = float(digits) if len(digits) == 2 else float(digits) / 10
-        return cls(Metric(m.group(1)), percentile, limit)
+                "tpot, itl, e2e (e.g. tpot_p95_ms, ttft_p99.9_ms)"
+            ) from None
+        if quantity.percentile is None:
+            raise ValueError(f"SLO key {key!r}: an SLO takes a percentile (e.g. {quantity.metric.value}_p95_ms)")
+        return cls(quantity.metric, quantity.percentile, limit)
 
     def value(self, level: LevelResult) -> float | None:
         """This level's value of the metric (ms, or a fraction); None when there is no data."""

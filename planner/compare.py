@@ -11,16 +11,16 @@ fraction, *and* significant, so a noisy rerun of the same build passes.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from loadgen.results import LevelResult, Results
-from planner.observations import percentile_ci_ms
-from planner.quantities import latency_parts, quantity_value
+from planner.observations import Z95, percentile_ci_ms
+from planner.quantities import latency_quantity, quantity_value
 
 DESIGN_EFFECT = 2.0
-Z95 = 1.959964
 Direction = Literal["lower", "higher"]
 
 COMPARED: tuple[tuple[str, Direction], ...] = (
@@ -60,9 +60,9 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
         n = max(level.completed + level.failed, 1)
         half = Z95 * DESIGN_EFFECT * math.sqrt(max(value * (1 - value), 1.0 / n) / n)
         return value - half, value + half
-    parts = latency_parts(quantity)
-    assert parts is not None
-    ci = percentile_ci_ms(level, parts[0], float(parts[1][1:]))
+    q = latency_quantity(quantity)
+    assert q is not None and q.percentile is not None
+    ci = percentile_ci_ms(level, q.metric, q.percentile)
     if ci is None:
         return None
     lo, hi = ci
@@ -97,3 +97,39 @@ def compare_results(baseline: Results, candidate: Results, *, max_regression: fl
         if level.load.label in base:
             out += compare_level(base[level.load.label], level, max_regression=max_regression)
     return out
+
+
+def workload_fingerprint(results: Results) -> dict[str, Any]:
+    """What was measured, as far as comparability goes: API, model, prompt and output lengths, load mode.
+
+    Read from the results' stored settings, so files written before the
+    fingerprint existed compare too.
+    """
+    s = results.settings
+    kinds = sorted({lv.load.kind for lv in results.levels})
+    arrivals = sorted({(lv.load.arrival, lv.load.burstiness) for lv in results.levels if lv.load.kind == "rate"},
+                      key=str)
+    return {
+        "api": results.target.api,
+        "model": results.target.model,
+        "prompt_tokens": s.get("prompt_tokens"),
+        "dataset_prompts": s.get("dataset_prompts"),
+        "output_tokens": s.get("output_tokens"),
+        "unique_prompts": s.get("unique_prompts"),
+        "extra_body": s.get("extra_body"),
+        "load_mode": "/".join("closed" if k == "concurrency" else "open" for k in kinds),
+        "arrival": [f"{a} (burstiness {b:g})" if b is not None else str(a) for a, b in arrivals] or None,
+    }
+
+
+def fingerprint_differences(baseline: Results, candidate: Results) -> list[str]:
+    """One phrase per field in which the two runs measured different workloads (empty: comparable)."""
+    a, b = workload_fingerprint(baseline), workload_fingerprint(candidate)
+    return [f"{key} {_show(a[key])} vs {_show(b[key])}" for key in a if a[key] != b[key]]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and set(value) >= {"mean", "dist"}:
+        spread = f" spread {value['spread']:g}" if value.get("spread") else ""
+        return f"{value['mean']} {value['dist']}{spread}"
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)

@@ -19,24 +19,24 @@ samples for a percentile asked): never a silent pass.
 
 from __future__ import annotations
 
-import math
 import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from loadgen.results import LevelResult, Results, SloTarget
+from loadgen.quantity import Quantity
+from loadgen.results import Results, SloTarget
 from planner.compare import Delta, compare_results
-from planner.quantities import RATES, RATIOS, latency_parts, quantity_value
+from planner.quantities import RATES, RATIOS, latency_quantity, quantity_value
+from planner.verdicts import UNTRUSTED_ERROR_RATE, judge
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
-UNTRUSTED_ERROR_RATE = 0.20
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt,
                                                    ">=": operator.ge}
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _CHECK = re.compile(
-    r"^\s*(?P<q>[a-z_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
+    r"^\s*(?P<q>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
     r"\s*(?:@\s*(?P<level>[cr]=\d+(?:\.\d+)?))?\s*$"
 )
 
@@ -57,37 +57,29 @@ def parse_check(text: str, *, fail_if: bool = False) -> Check:
     if not m:
         raise ValueError(f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'")
     quantity, unit, value = m.group("q"), m.group("unit"), float(m.group("num"))
-    lat = latency_parts(quantity)
-    if lat:
+    if quantity not in RATIOS + RATES:
+        try:
+            quantity = Quantity.parse(quantity).key
+        except ValueError as exc:
+            raise ValueError(f"{flag} {text!r}: {exc}, or one of {', '.join(RATIOS + RATES)}") from None
         if unit == "%":
             raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
-        if lat[1].startswith("p") and not 0 < float(lat[1][1:]) < 100:
-            raise ValueError(f"{flag} {text!r}: the percentile must be between 0 and 100")
         value = value * 1000 if unit == "s" else value
     elif quantity in RATIOS:
         if unit in ("ms", "s"):
             raise ValueError(f"{flag} {text!r}: {quantity} is a fraction (0.01 or 1%)")
         value = value / 100 if unit == "%" else value
-    elif quantity in RATES:
-        if unit is not None:
-            raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
-    else:
-        raise ValueError(f"{flag} {text!r}: unknown quantity {quantity!r}; expected a latency such as tpot_p95, "
-                         f"or one of {', '.join(RATIOS + RATES)}")
+    elif unit is not None:
+        raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
     op = _NEGATE[m.group("op")] if fail_if else m.group("op")
     level = m.group("level").replace(" ", "") if m.group("level") else None
     return Check(text.strip(), quantity, op, value, level)
 
 
-def check_from_slo(slo: SloTarget) -> Check:
-    quantity = slo.key.removesuffix("_ms")
-    return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit)
-
-
-def samples_needed(percentile: float) -> int:
-    """Fewest samples whose maximum bounds the percentile with 95% confidence: p^n <= 0.05."""
-    p = percentile / 100.0
-    return math.ceil(math.log(0.05) / math.log(p))
+def check_from_slo(slo: SloTarget, level: str | None = None) -> Check:
+    """The check a profile's SLO makes, at one level (a label such as ``c=32``) or every level."""
+    quantity = "error_rate" if slo.quantity is None else slo.quantity.key
+    return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit, level)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +124,9 @@ def evaluate_gate(
     max_regression: float = 0.10,
     untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
 ) -> GateVerdict:
+    """Checks per level, the baseline comparison, and the run's trust: the levels' own verdicts
+    (``planner.verdicts``) for the percentiles these checks read, so the gate distrusts exactly
+    what every other command flags."""
     levels = {lv.load.label: lv for lv in current.levels}
     results: list[CheckResult] = []
     untrusted: list[str] = []
@@ -139,16 +134,6 @@ def evaluate_gate(
         untrusted.append("the results file has no levels")
     if not current.complete:
         untrusted.append("the run is incomplete (interrupted or a level failed)")
-    for lv in current.levels:
-        if lv.client_bound:
-            untrusted.append(f"{lv.load.label}: client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms, "
-                             "or its CPU saturated)")
-        rate = lv.error_rate
-        if rate is not None and rate > untrusted_error_rate:
-            untrusted.append(f"{lv.load.label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): "
-                             "the latencies describe a biased subset")
-        if lv.completed == 0:
-            untrusted.append(f"{lv.load.label}: no request completed in the window")
     for check in checks:
         targets = [levels[check.level]] if check.level in levels else [] if check.level else list(levels.values())
         if check.level and check.level not in levels:
@@ -158,23 +143,13 @@ def evaluate_gate(
             value = quantity_value(lv, check.quantity)
             results.append(CheckResult(check, lv.load.label, value,
                                        value is not None and _OPS[check.op](value, check.threshold)))
-            untrusted += _sample_problem(lv, check)
+    if current.levels:
+        asked = [q for c in checks if (q := latency_quantity(c.quantity)) is not None]
+        verdicts = judge(current.levels, asked, untrusted_error_rate=untrusted_error_rate)
+        untrusted += verdicts.problems
     deltas: list[Delta] = []
     if baseline is not None:
         deltas = compare_results(baseline, current, max_regression=max_regression)
         if not deltas:
             untrusted.append("no level of the baseline matches a level of this run")
     return GateVerdict(tuple(results), tuple(deltas), tuple(dict.fromkeys(untrusted)), max_regression)
-
-
-def _sample_problem(level: LevelResult, check: Check) -> list[str]:
-    lat = latency_parts(check.quantity)
-    if not lat or not lat[1].startswith("p"):
-        return []
-    metric, stat = lat
-    n = level.histograms[metric].count
-    need = samples_needed(float(stat[1:]))
-    if n < need:
-        return [f"{level.load.label}: {n} {metric.value} samples cannot bound a {stat} "
-                f"(needs at least {need}); run the level longer"]
-    return []

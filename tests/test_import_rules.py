@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The pure loadgen modules: data, histograms, errors, and the sans-IO engine and arrival
-# schedules that the planner drives in virtual time (one engine model, two clocks).
+# The pure loadgen modules: data, quantities, histograms, errors, and the arrival schedules
+# that the planner's replica simulation draws in virtual time.
 PLANNER_ALLOWED_LOADGEN = {
-    "loadgen", "loadgen.results", "loadgen.histogram", "loadgen.errors", "loadgen.sim.engine", "loadgen.schedule",
+    "loadgen", "loadgen.results", "loadgen.quantity", "loadgen.histogram", "loadgen.errors", "loadgen.schedule",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
 
