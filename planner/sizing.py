@@ -4,26 +4,36 @@
    replica at its SLO-limited capacity (the chapter's 6 for 40 QPS x 200).
 2. Utilisation target: ``ceil(need / (max_utilization * per_replica_tok_s))``:
    TTFT tails explode well before utilisation 1 (methodology §2.6).
-3. Simulation: the same engine as the simulated server, driven in virtual
-   time with the fitted law, ``max_num_seqs`` capped at the SLO batch, and
-   Poisson or gamma arrivals at ``qps / R`` per replica (random routing);
-   the smallest R whose p95 TTFT and TPOT meet the SLOs.
+3. Simulation: the simulated server's law in virtual time
+   (``planner.replica_sim``), ``max_num_seqs`` capped at the SLO batch,
+   Poisson or gamma arrivals at ``qps / R`` per replica (random routing).
+   Near utilisation 1 a percentile of a few thousand requests is a coin
+   flip, so each R is simulated in independent replications (each long,
+   its warm-up dropped) until the 95% interval of the SLO's percentile lies
+   on one side of the limit; one still straddling it at the cap is
+   "unsettled" and counts as failing (the safe side). The smallest R that
+   passes is the simulation's answer; R - 1 is shown failing beside it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
 
 import numpy as np
 
+from loadgen.results import Metric, SloTarget
 from loadgen.schedule import Arrival, arrival_offsets
-from loadgen.sim.engine import Engine, EngineConfig
 from planner.exact import exact
-from planner.stepmodel import StepModel
+from planner.observations import Z95
+from planner.replica_sim import ReplicaLaw, Timeline, simulate
 
-SIM_REQUESTS = 3000  # per simulated replica: enough for a stable p95
-SIM_WARMUP_FRACTION = 0.1  # the first arrivals see an empty engine: excluded
+MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
+FIRST_REPLICATIONS = 5
+MAX_REPLICATIONS = 40
+SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +48,15 @@ class ReplicaPlan:
 
 
 def replicas_for(
-    qps: float, output_tokens: float, per_replica_tok_s: float, *, max_utilization: float = 0.8,
+    qps: float, output_tokens: float, per_replica_tok_s: float | Fraction, *, max_utilization: float = 0.8,
     e2e_s: float | None = None,
 ) -> ReplicaPlan:
-    """Replica counts from token throughput.
+    """Replica counts from token throughput, on exact decimals.
+
+    Every input is read as the decimal it prints as (a ``Fraction`` is taken
+    as it is: pass ``StepModel.tokens_per_s_exact``), so 46.4 QPS x 200
+    tokens over 0.58 x 1600 tok/s is exactly 10 replicas, not the 11 that
+    ``0.58 * 1600 = 927.9999999999999`` gives in binary floats.
 
     Examples
     --------
@@ -53,100 +68,174 @@ def replicas_for(
         raise ValueError("qps, output_tokens and per_replica_tok_s must be > 0")
     if not 0 < max_utilization <= 1:
         raise ValueError(f"max_utilization must be in (0, 1], got {max_utilization}")
-    need = qps * output_tokens
-    r0 = _ceil_ratio(need, per_replica_tok_s)
-    r_util = _ceil_ratio(need, max_utilization * per_replica_tok_s)
+    need = exact(qps) * exact(output_tokens)
+    per_replica = per_replica_tok_s if isinstance(per_replica_tok_s, Fraction) else exact(per_replica_tok_s)
+    r0 = max(1, math.ceil(need / per_replica))
+    r_util = max(1, math.ceil(need / (exact(max_utilization) * per_replica)))
     return ReplicaPlan(
-        need, per_replica_tok_s, r0, need / (r0 * per_replica_tok_s), max_utilization, r_util,
+        float(need), float(per_replica), r0, float(need / (r0 * per_replica)), max_utilization, r_util,
         qps / r_util * e2e_s if e2e_s is not None else None,
     )
 
 
-def _ceil_ratio(a: float, b: float) -> int:
-    """``ceil(a / b)`` on exact decimals (8000 / 1600 is 5, not 5.000000001)."""
-    return max(1, math.ceil(exact(a) / exact(b)))
+Verdict = Literal["pass", "fail", "unsettled", "unstable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A simulated percentile: the mean over replications of each one's percentile, with a 95% t-interval."""
+
+    key: str  # the SLO it answers, e.g. ttft_p95_ms
+    value_ms: float
+    low_ms: float
+    high_ms: float
+    limit_ms: float
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.high_ms <= self.limit_ms:
+            return "pass"
+        return "fail" if self.low_ms > self.limit_ms else "unsettled"
 
 
 @dataclass(frozen=True, slots=True)
 class SimOutcome:
+    """One replica count, simulated until its verdict was settled (or the replication cap)."""
+
     replicas: int
-    ttft_p95_ms: float
-    tpot_p95_ms: float
-    passed: bool
+    utilization: float  # arrival rate per replica over its capacity at the batch cap
+    verdict: Verdict
+    estimates: tuple[Estimate, ...]
+    replications: int
+    requests: int  # simulated requests, warm-ups included
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def estimate(self, metric: Metric) -> Estimate | None:
+        return next((e for e in self.estimates if e.key.startswith(f"{metric.value}_p")), None)
 
 
-def simulate_replica(
-    model: StepModel,
-    max_num_seqs: int,
-    rate: float,
+def capacity_rps(law: ReplicaLaw, output_tokens: int) -> float:
+    """Requests/s one replica completes with every slot busy (no prefill): the utilisation's denominator."""
+    step_ms = law.base_ms + law.per_seq_ms * law.max_num_seqs
+    return law.max_num_seqs * 1000.0 / (step_ms * output_tokens)
+
+
+def replication_size(law: ReplicaLaw) -> tuple[int, int]:
+    """(warm-up, measured) requests per replication: long against the batch, whose turnover sets the memory."""
+    measured = max(MIN_REQUESTS, 250 * law.max_num_seqs)
+    return measured // 5, measured
+
+
+def simulate_replicas(
+    law: ReplicaLaw,
+    replicas: int,
+    qps: float,
     output_tokens: int,
+    slos: tuple[SloTarget, ...],
     *,
+    prompt_tokens: float = 0.0,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
-    requests: int = SIM_REQUESTS,
     seed: int = 0,
-) -> tuple[float, float]:
-    """p95 TTFT and p95 TPOT (ms) of one replica fed ``rate`` requests/s, in virtual time."""
-    engine = Engine(EngineConfig(base_ms=model.base_ms, per_seq_ms=max(model.per_seq_ms, 0.0),
-                                 max_num_seqs=max_num_seqs))
-    arrivals = arrival_offsets(rate, requests, arrival=arrival, burstiness=burstiness,
-                               rng=np.random.default_rng(seed)) * 1000.0
-    first = np.full(requests, np.nan)
-    last = np.full(requests, np.nan)
-    t, i = 0.0, 0
-    while True:
-        while i < requests and arrivals[i] <= t:
-            engine.submit(i, prompt_tokens=0, max_tokens=output_tokens, now_ms=float(arrivals[i]))
-            i += 1
-        step = engine.next_step(t)
-        if step is None:
-            if i >= requests:
-                break
-            t = float(arrivals[i])
+    max_replications: int = MAX_REPLICATIONS,
+    size: tuple[int, int] | None = None,
+) -> SimOutcome:
+    """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit."""
+    checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and s.percentile is not None)
+    rate = qps / replicas
+    utilization = rate / capacity_rps(law, output_tokens)
+    if utilization >= 1:
+        return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
+    warmup, measured = size or replication_size(law)
+    samples: list[list[float]] = [[] for _ in checked]
+    estimates: tuple[Estimate, ...] = ()
+    verdict: Verdict = "unsettled"
+    k = 0
+    while k < max_replications:
+        rng = np.random.default_rng(np.random.SeedSequence([seed, replicas, k]))
+        offsets = arrival_offsets(rate, warmup + measured, arrival=arrival, burstiness=burstiness, rng=rng)
+        timeline = simulate(law, offsets * 1000.0, output_tokens, prompt_tokens)
+        for values, slo in zip(samples, checked):
+            values.append(_percentile(timeline, slo, warmup))
+        k += 1
+        if k < FIRST_REPLICATIONS:
             continue
-        t = step.end_ms
-        for seq in step.emitted:
-            if np.isnan(first[seq]):
-                first[seq] = t
-            last[seq] = t
-    keep = slice(int(requests * SIM_WARMUP_FRACTION), None)
-    ttft = (first - arrivals)[keep]
-    tpot = ((last - first) / max(output_tokens - 1, 1))[keep]
-    return float(np.percentile(ttft, 95)), float(np.percentile(tpot, 95))
+        estimates = tuple(_estimate(slo, values) for slo, values in zip(checked, samples))
+        verdict = _combined([e.verdict for e in estimates])
+        if verdict != "unsettled":
+            break
+    return SimOutcome(replicas, utilization, verdict, estimates, k, k * (warmup + measured))
+
+
+def _percentile(timeline: Timeline, slo: SloTarget, warmup: int) -> float:
+    assert slo.metric is not None and slo.percentile is not None
+    values = {Metric.TTFT: timeline.ttft_ms, Metric.TPOT: timeline.tpot_ms,
+              Metric.E2E: timeline.last_ms - timeline.arrival_ms}[slo.metric][warmup:]
+    values = values[~np.isnan(values)]
+    return float(np.percentile(values, slo.percentile)) if len(values) else math.nan
+
+
+def _estimate(slo: SloTarget, values: list[float]) -> Estimate:
+    v = np.asarray(values)
+    mean = float(v.mean())
+    half = t975(len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return Estimate(slo.key, mean, max(0.0, mean - half), mean + half, slo.limit)  # a latency is never negative
+
+
+def _combined(verdicts: list[Verdict]) -> Verdict:
+    if "fail" in verdicts:
+        return "fail"
+    return "pass" if all(v == "pass" for v in verdicts) else "unsettled"
+
+
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def t975(df: int) -> float:
+    """Student's t 97.5% quantile (a table to 10 degrees of freedom, then the Cornish-Fisher expansion)."""
+    if df < 1:
+        raise ValueError("a t-interval needs at least 2 replications")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = Z95
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def replicas_by_simulation(
-    model: StepModel,
-    max_num_seqs: int,
+    law: ReplicaLaw,
     qps: float,
     output_tokens: int,
+    slos: tuple[SloTarget, ...],
     *,
     start: int,
-    ttft_slo_ms: float,
-    tpot_slo_ms: float | None,
+    prompt_tokens: float = 0.0,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
     seed: int = 0,
     max_replicas: int = 10_000,
+    size: tuple[int, int] | None = None,
 ) -> tuple[SimOutcome, SimOutcome | None]:
-    """The smallest R (searching up from ``start``) that meets the SLOs, and R-1 for contrast."""
+    """The smallest R (searching up from ``start``) whose SLO percentiles settle below their limits, and R-1."""
 
     def outcome(r: int) -> SimOutcome:
-        ttft, tpot = simulate_replica(model, max_num_seqs, qps / r, output_tokens, arrival=arrival,
-                                      burstiness=burstiness, seed=seed)
-        ok = ttft <= ttft_slo_ms and (tpot_slo_ms is None or tpot <= tpot_slo_ms)
-        return SimOutcome(r, ttft, tpot, ok)
+        return simulate_replicas(law, r, qps, output_tokens, slos, prompt_tokens=prompt_tokens, arrival=arrival,
+                                 burstiness=burstiness, seed=seed, size=size)
 
     r = max(1, start)
-    found = outcome(r)
-    while not found.passed:
+    tried = {r: outcome(r)}
+    while not tried[r].passed:
         if r >= max_replicas:
             raise ValueError(f"no replica count up to {max_replicas} meets the SLOs in simulation")
-        r = r + 1 if r < 8 else math.ceil(r * 1.25)
-        found = outcome(r)
+        r = r + 1 if r < 16 else math.ceil(r * 1.25)
+        tried[r] = outcome(r)
     # a geometric jump may overshoot: walk back down to the smallest passing count
-    below = outcome(r - 1) if r > 1 else None
-    while below is not None and below.passed:
-        found, r = below, r - 1
-        below = outcome(r - 1) if r > 1 else None
-    return found, below
+    while r > 1:
+        below = tried.get(r - 1) or outcome(r - 1)
+        tried[r - 1] = below
+        if not below.passed:
+            return tried[r], below
+        r -= 1
+    return tried[r], None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,8 @@ from planner.exact import exact
 MIN_LEVELS = 2
 CURVATURE_RATIO = 1.5  # slope of the upper half vs the lower half beyond this: the data bend
 OUTLIER_MADS = 4.0
+EXTRAPOLATE_MIN_LEVELS = 3  # a line through two points cannot be checked
+EXTRAPOLATE_MIN_R2 = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,29 @@ class StepModel:
     base_ci_ms: tuple[float, float] | None = None  # 95% bootstrap over levels
     per_seq_ci_ms: tuple[float, float] | None = None
     warnings: tuple[str, ...] = ()
+    bends: bool = False  # the upper levels' slope differs from the lower levels' by more than CURVATURE_RATIO
+
+    @property
+    def extrapolates(self) -> bool:
+        """Whether answers beyond the fitted range may rest on this law.
+
+        A law stated by hand does (what-if); a fitted one needs at least
+        three levels, R^2 >= 0.9 and no bend: otherwise one noisy level can
+        put the limit anywhere past the data.
+        """
+        return self.trust_note == ""
+
+    @property
+    def trust_note(self) -> str:
+        """Why the law does not extrapolate ("" when it does)."""
+        if self.n_levels == 0:
+            return ""
+        if self.n_levels < EXTRAPOLATE_MIN_LEVELS:
+            return f"fitted on {self.n_levels} levels"
+        if self.r_squared is None or self.r_squared < EXTRAPOLATE_MIN_R2:
+            r2 = "undefined" if self.r_squared is None else f"{self.r_squared:.2f}"
+            return f"R^2 {r2} < {EXTRAPOLATE_MIN_R2:g}"
+        return "the data bend" if self.bends else ""
 
     def step_ms(self, batch: npt.ArrayLike) -> np.ndarray:
         b: np.ndarray = np.asarray(batch, dtype=np.float64)
@@ -47,6 +73,10 @@ class StepModel:
         b: np.ndarray = np.asarray(batch, dtype=np.float64)
         out: np.ndarray = b * 1000.0 / self.step_ms(b)
         return out
+
+    def tokens_per_s_exact(self, batch: int) -> Fraction:
+        """``tokens_per_s`` on exact decimals, for replica counts that sit on an integer boundary."""
+        return Fraction(batch * 1000) / (exact(self.base_ms) + exact(self.per_seq_ms) * batch)
 
     def max_batch(self, slo_ms: float, *, cap: int | None = None) -> int | None:
         """Largest integer ``b >= 1`` with ``step_ms(b) <= slo_ms < step_ms(b + 1)`` (exact decimals).
@@ -137,16 +167,17 @@ def fit_step_model(
     total = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else None
     outliers = tuple(int(k) for k in np.flatnonzero(np.abs(resid) > OUTLIER_MADS * max(mad, 1e-3)))
-    warnings = _warnings(x, y, slope)
+    warnings, bends = _warnings(x, y, slope)
     base_ci = slope_ci = None
     if bootstrap and len(x) >= 3:
         base_ci, slope_ci = _bootstrap(x, y, bootstrap, seed)
     return StepModel(base, slope, (float(x.min()), float(x.max())), len(x), r2, mad, outliers, base_ci, slope_ci,
-                     warnings)
+                     warnings, bends)
 
 
-def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[str, ...]:
+def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[tuple[str, ...], bool]:
     out = []
+    bends = False
     if len(x) < 3:
         out.append(f"only {len(x)} unsaturated levels: the fit cannot be checked; sweep more levels")
     order = np.argsort(x)
@@ -156,11 +187,12 @@ def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[str, ...]:
         lo = _theil_sen(xs[: half + 1], ys[: half + 1])[1]
         hi = _theil_sen(xs[half:], ys[half:])[1]
         if lo > 0 and (hi / lo > CURVATURE_RATIO or hi / lo < 1 / CURVATURE_RATIO):
+            bends = True
             out.append(f"the data bend: slope {lo:.3g} ms/seq on the lower levels, {hi:.3g} on the upper "
                        "(a second regime, or a knee the classifier missed)")
     if slope <= 0:
         out.append("TPOT does not grow with the batch: the law has no slope (client-bound, or too few levels)")
-    return tuple(out)
+    return tuple(out), bends
 
 
 def _bootstrap(x: np.ndarray, y: np.ndarray, n: int, seed: int) -> tuple[tuple[float, float], tuple[float, float]]:

@@ -1,40 +1,151 @@
-"""Replica sizing checked by simulating the fitted law in virtual time (the simulator's own engine)."""
+"""Replica sizing: the event-jump replica simulation against the step engine and a closed form,
+and the sizing decision it drives (settled intervals, never below the utilisation rule)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loadgen.results import Metric, SloTarget
-from planner import PlanRequest, StepModel, plan_from_law, simulate_replica
+from loadgen.schedule import arrival_offsets
+from loadgen.sim.engine import Engine, EngineConfig
+from planner import PlanRequest, ReplicaLaw, StepModel, plan_from_law, simulate, simulate_replicas
+from planner.sizing import replicas_for, t975
 
 LAW = StepModel.given(25.0, 0.4)
-SLOS = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 1000.0))
+TTFT_1S = SloTarget(Metric.TTFT, 95, 1000.0)
+SLOS = (SloTarget(Metric.TPOT, 95, 60.0), TTFT_1S)
 
 
-def test_recommended_replicas_pass_in_simulation_and_one_fewer_fails() -> None:
-    plan = plan_from_law(LAW, PlanRequest(slos=SLOS, qps=40, output_tokens=200))
-    assert plan.simulated is not None and plan.simulated_below is not None
-    assert plan.simulated.passed and not plan.simulated_below.passed
-    assert plan.recommended_replicas == plan.simulated.replicas
-    assert plan.simulated.replicas >= plan.sizing.replicas_no_headroom  # type: ignore[union-attr]
-    assert "simulation" in (plan.replicas_method or "")
-    assert plan.simulated.tpot_p95_ms <= 60.0  # the batch cap keeps TPOT by construction
+def engine_timeline(cfg: EngineConfig, arrivals: np.ndarray, outs: np.ndarray, prompts: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """First and last token times from the simulated server's own engine, one step at a time."""
+    engine = Engine(cfg)
+    n = len(arrivals)
+    first, last = np.full(n, np.nan), np.full(n, np.nan)
+    t, i = 0.0, 0
+    while True:
+        while i < n and arrivals[i] <= t:
+            engine.submit(i, prompt_tokens=int(prompts[i]), max_tokens=int(outs[i]), now_ms=float(arrivals[i]))
+            i += 1
+        step = engine.next_step(t)
+        if step is None:
+            if i >= n:
+                return first, last
+            t = float(arrivals[i])
+            continue
+        t = step.end_ms
+        for seq in step.emitted:
+            if np.isnan(first[seq]):
+                first[seq] = t
+            last[seq] = t
 
 
-@pytest.mark.parametrize("qps", [10, 40])
-def test_burstier_arrivals_never_need_fewer_replicas(qps: float) -> None:
+@pytest.mark.parametrize("cap", [1, 4, 16])
+def test_event_jumps_match_the_step_engine_step_for_step(cap: int) -> None:
+    rng = np.random.default_rng(cap)
+    n = 600
+    arrivals = arrival_offsets(3.0, n, rng=rng) * 1000.0
+    outs, prompts = rng.integers(1, 40, n), rng.integers(0, 200, n)
+    cfg = EngineConfig(base_ms=25, per_seq_ms=0.4, prefill_ms_per_token=0.05, max_num_seqs=cap)
+    first, last = engine_timeline(cfg, arrivals, outs, prompts)
+    timeline = simulate(ReplicaLaw(25, 0.4, cap, 0.05), arrivals, outs, prompts)
+    np.testing.assert_allclose(timeline.first_ms, first, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(timeline.last_ms, last, rtol=0, atol=1e-6)
+
+
+def test_batch_cap_one_is_an_md1_queue_with_the_exact_mean_wait() -> None:
+    # One slot, 10 tokens of 10 ms: deterministic service S = 100 ms. Poisson at 5/s: rho = 0.5.
+    # M/D/1 (Pollaczek-Khinchine): mean wait = rho * S / (2 * (1 - rho)) = 50 ms; TTFT adds the first step.
+    rate, service_ms = 5.0, 100.0
+    rho = rate * service_ms / 1000.0
+    arrivals = arrival_offsets(rate, 200_000, rng=np.random.default_rng(7)) * 1000.0
+    timeline = simulate(ReplicaLaw(10.0, 0.0, 1), arrivals, 10)
+    wait = rho * service_ms / (2 * (1 - rho))
+    assert float(np.mean(timeline.ttft_ms[1000:])) == pytest.approx(wait + 10.0, rel=0.03)
+    assert float(np.max(timeline.tpot_ms)) == pytest.approx(10.0)
+
+
+def test_t_quantiles() -> None:
+    assert t975(1) == 12.706 and t975(10) == 2.228
+    assert t975(20) == pytest.approx(2.086, abs=0.002) and t975(60) == pytest.approx(2.000, abs=0.002)
+
+
+def test_the_chapters_40_qps_needs_7_replicas_and_6_settles_as_failing() -> None:
+    plan = plan_from_law(LAW, PlanRequest(slos=SLOS, qps=40, output_tokens=200, seed=1))
+    assert plan.max_batch == 87 and plan.sizing is not None and plan.sizing.replicas_no_headroom == 6
+    assert plan.recommended_replicas == 7
+    assert plan.simulated is not None and plan.simulated.replicas == 7 and plan.simulated.verdict == "pass"
+    below = plan.simulated_below
+    assert below is not None and below.replicas == 6 and below.verdict == "fail"
+    ttft = below.estimate(Metric.TTFT)
+    assert ttft is not None and ttft.low_ms > 1000.0  # the whole interval above the SLO: settled, not a coin flip
+
+
+def test_a_settled_pass_has_its_interval_below_the_limit_and_an_unstable_count_is_not_simulated() -> None:
+    law = ReplicaLaw(25.0, 0.4, 87)
+    ok = simulate_replicas(law, 8, 40.0, 200, (TTFT_1S,), size=(1000, 5000))
+    assert ok.verdict == "pass" and all(e.high_ms <= 1000.0 for e in ok.estimates)
+    assert ok.requests == ok.replications * 6000
+    unstable = simulate_replicas(law, 5, 40.0, 200, (TTFT_1S,))
+    assert unstable.verdict == "unstable" and unstable.utilization > 1 and unstable.requests == 0
+
+
+def test_an_interval_that_straddles_the_limit_at_the_cap_is_unsettled_and_never_passes() -> None:
+    law = ReplicaLaw(25.0, 0.4, 87)
+    probe = simulate_replicas(law, 6, 40.0, 200, (TTFT_1S,), size=(500, 1500), max_replications=5)
+    e = probe.estimates[0]
+    straddling = SloTarget(Metric.TTFT, 95, (e.low_ms + e.high_ms) / 2)
+    again = simulate_replicas(law, 6, 40.0, 200, (straddling,), size=(500, 1500), max_replications=5)
+    assert again.verdict == "unsettled" and not again.passed
+
+
+def test_exact_decimals_in_the_utilisation_rule() -> None:
+    # 46.4 x 200 = 9280 tok/s over 0.58 x 1600: exactly 10 (binary floats give 927.9999... and 11)
+    law = StepModel.given(20.0, 0.125)
+    plan = plan_from_law(law, PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 25.0),), qps=46.4, output_tokens=200,
+                                          max_utilization=0.58))
+    assert plan.max_batch == 40 and plan.recommended_replicas == 10
+    assert replicas_for(46.4, 200, 1600.0, max_utilization=0.58).replicas_at_utilization == 10
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    base=st.sampled_from([10.0, 25.0, 40.0]),
+    slope=st.sampled_from([0.1, 0.4, 1.0]),
+    qps=st.sampled_from([2.0, 9.5, 40.0]),
+    tokens=st.sampled_from([16, 64]),
+    utilization=st.sampled_from([0.5, 0.8, 1.0]),
+)
+def test_the_recommendation_is_never_below_the_utilisation_rule(
+    base: float, slope: float, qps: float, tokens: int, utilization: float
+) -> None:
+    slos = (SloTarget(Metric.TPOT, 95, base + 30 * slope), SloTarget(Metric.TTFT, 95, 10 * base))
+    plan = plan_from_law(StepModel.given(base, slope), PlanRequest(slos=slos, qps=qps, output_tokens=tokens,
+                                                                   max_utilization=utilization))
+    assert plan.sizing is not None and plan.recommended_replicas is not None
+    assert plan.recommended_replicas >= plan.sizing.replicas_at_utilization
+    assert plan.simulated is not None and plan.recommended_replicas >= plan.simulated.replicas
+    assert plan.simulated.passed
+
+
+def test_burstier_arrivals_never_need_fewer_replicas() -> None:
     def replicas(arrival: str, burstiness: float) -> int:
-        request = PlanRequest(slos=SLOS, qps=qps, output_tokens=200, arrival=arrival, burstiness=burstiness)  # type: ignore[arg-type]
-        r = plan_from_law(LAW, request).recommended_replicas
-        assert r is not None
-        return r
+        request = PlanRequest(slos=SLOS, qps=40, output_tokens=200, arrival=arrival,  # type: ignore[arg-type]
+                              burstiness=burstiness, max_utilization=1.0)
+        plan = plan_from_law(LAW, request)
+        assert plan.simulated is not None
+        return plan.simulated.replicas
 
     assert replicas("gamma", 0.25) >= replicas("poisson", 1.0)
 
 
 def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
-    a = simulate_replica(LAW, 87, 0.5, 50, requests=500, seed=3)
-    assert a == simulate_replica(LAW, 87, 0.5, 50, requests=500, seed=3)
-    ttft_p95, tpot_p95 = a
-    assert ttft_p95 <= 25.4 * 2 + 1e-6  # at most a partial step, then its own step
-    assert tpot_p95 == pytest.approx(25.4, rel=0.05)
+    law = ReplicaLaw(25.0, 0.4, 87)
+    slos = (SloTarget(Metric.TTFT, 95, 100.0),)
+    a = simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
+    assert a == simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
+    ttft = a.estimates[0]
+    assert ttft.value_ms <= 25.4 * 2 + 1e-6  # at most a partial step, then its own step
