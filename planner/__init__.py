@@ -5,7 +5,8 @@ from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation, classify
 from planner.observations import LevelObservation, Observations, from_results, percentile_ci_ms
 from planner.plan import CapacityPlan, PlanRequest, plan_from_law, plan_from_results
-from planner.sizing import ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replica
+from planner.replica_sim import ReplicaLaw, Timeline, simulate
+from planner.sizing import Estimate, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replicas
 from planner.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
 from planner.stepmodel import StepModel, fit_step_model
 
@@ -13,14 +14,17 @@ __all__ = [
     "BatchLimit",
     "BatchUtilization",
     "CapacityPlan",
+    "Estimate",
     "Finding",
     "LevelObservation",
     "Observations",
     "PlanRequest",
     "ReplicaPlan",
+    "ReplicaLaw",
     "Saturation",
     "SimOutcome",
     "StepModel",
+    "Timeline",
     "batch_utilization",
     "classify",
     "diagnose",
@@ -35,5 +39,6 @@ __all__ = [
     "plan_from_results",
     "replicas_by_simulation",
     "replicas_for",
-    "simulate_replica",
+    "simulate",
+    "simulate_replicas",
 ]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["latency_breach", "capacity_shortfall", "ok"]
-Action = Literal["shrink_batch", "add_replicas", "none"]
+Kind = Literal["latency_breach", "slo_below_floor", "capacity_shortfall", "ok"]
+Action = Literal["shrink_batch", "faster_step", "add_replicas", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +24,22 @@ def diagnose(
     current_batch: int | None,
     step_ms_at_current: float | None,
     max_batch: int | None,
+    floor: str | None = None,
     current_replicas: int | None,
     needed_replicas: int | None,
 ) -> tuple[Finding, ...]:
+    """``floor``: why no batch can meet the TPOT SLO (the law's batch-1 step breaches it), if so.
+
+    Then shrinking the batch cannot help and saying so would be the crossed
+    wires of another kind: the finding names the floor and what moves it.
+    """
     findings = []
-    if (current_batch is not None and step_ms_at_current is not None and slo_ms is not None
+    if floor is not None:
+        findings.append(Finding("slo_below_floor", "faster_step", f"{slo_key} <= {slo_ms:g} ms: {floor}. "
+                                "Neither a smaller batch nor more replicas can meet it."))
+    elif (current_batch is not None and step_ms_at_current is not None and slo_ms is not None
             and step_ms_at_current > slo_ms):
-        target = f"--max-num-seqs {max_batch}" if max_batch else "a batch the SLO allows (none found)"
+        target = f"--max-num-seqs {max_batch}" if max_batch else "a batch the SLO allows (none was measured)"
         findings.append(Finding(
             "latency_breach", "shrink_batch",
             f"latency breach: at batch {current_batch} a step takes {step_ms_at_current:.1f} ms, over the "

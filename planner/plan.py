@@ -1,9 +1,11 @@
 """The capacity plan: from a sweep (or a stated law) to "cap the batch at B, run R replicas" (pure).
 
 Steps: observations -> saturation classes -> the step law fitted on the
-unsaturated levels (TPOT p50 and p95) -> the largest batch under each SLO ->
-throughput at that batch -> replicas (no headroom, utilisation target,
-simulation) -> diagnosis. Every answer carries how it was obtained.
+unsaturated levels (TPOT p50: the throughput law; and each TPOT SLO's own
+percentile: the law that SLO is answered with) -> the largest batch under
+each SLO -> one batch that every law shown respects -> throughput at that
+batch -> replicas (no headroom, utilisation target, simulation) ->
+diagnosis. Every answer carries how it was obtained.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from loadgen.results import Metric, Results, SloTarget
 from loadgen.schedule import Arrival
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
-from planner.knee import Saturation, classify
-from planner.observations import Observations, from_results
-from planner.sizing import ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
-from planner.slo import BatchLimit, max_batch_under_slo, model_limit
+from planner.knee import Saturation
+from planner.observations import Observations
+from planner.replica_sim import ReplicaLaw
+from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
+from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_step_model
+from planner.verdicts import Verdicts, judge
 
 PREFILL_ITL_RATIO = 1.3  # ITL p95 over TPOT p50 beyond this: some steps carry prefill work
 
@@ -46,12 +50,12 @@ class PlanRequest:
 @dataclass(frozen=True, slots=True)
 class CapacityPlan:
     source: str  # "sweep" | "law"
-    observations: Observations | None
-    saturation: Saturation | None
-    fit: StepModel | None  # TPOT p50 (or the law given)
-    fit_p95: StepModel | None
-    limits: tuple[BatchLimit, ...]
+    verdicts: Verdicts | None  # per level: saturation state and trust (None for a what-if)
+    fit: StepModel | None  # TPOT p50: the throughput law (or the law given)
+    limits: tuple[BatchLimit, ...]  # each carries the law fitted on its own percentile
     max_batch: int | None
+    max_batch_lower_bound: bool  # the sweep never reached the deciding SLO: at least max_batch
+    max_batch_method: str | None  # which rule gave max_batch
     step_ms_at_max_batch: float | None
     tokens_per_s_per_replica: float | None
     tokens_per_s_per_user: float | None
@@ -64,104 +68,189 @@ class CapacityPlan:
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
 
+    @property
+    def observations(self) -> Observations | None:
+        return self.verdicts.observations if self.verdicts else None
+
+    @property
+    def saturation(self) -> Saturation | None:
+        return self.verdicts.saturation if self.verdicts else None
+
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)
 
 
 def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     """Plan from a measured run or sweep."""
-    obs = from_results(results)
-    saturation = classify(obs.levels, batch_is_concurrency=obs.batch_source == "concurrency")
-    warnings = list(obs.warnings)
-    line = saturation.unsaturated
-    fit = fit_p95 = None
-    usable = [i for i in line if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None]
-    if len({obs.levels[i].batch for i in usable}) >= 2:
-        xs = [obs.levels[i].batch for i in usable]
-        p50 = [v for i in usable if (v := obs.levels[i].tpot_p50_ms) is not None]
-        p95 = [v for i in usable if (v := obs.levels[i].tpot_p95_ms) is not None]
-        fit = fit_step_model(xs, p50, seed=request.seed)
-        fit_p95 = fit_step_model(xs, p95, seed=request.seed)
-        warnings += [f"fit: {w}" for w in fit.warnings]
+    verdicts = judge(results.levels, [q for slo in request.slos if (q := slo.quantity) is not None])
+    obs, saturation = verdicts.observations, verdicts.saturation
+    warnings = list(obs.warnings) + list(verdicts.problems)
+    line = [i for i in saturation.unsaturated
+            if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None]
+    fit = _fit(obs, line, SloTarget(Metric.TPOT, 50, 0.0), request.seed)
     if fit is None:
-        warnings.append(f"only {len(usable)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
-    warnings += _mix_warnings(obs, line)
-    limits = tuple(
-        max_batch_under_slo(obs, saturation, slo, _model_for(slo, fit, fit_p95))
-        for slo in request.slos if slo.metric is not None
-    )
+        warnings.append(f"only {len(line)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
+    else:
+        warnings += [f"tpot_p50 law: {w}" for w in fit.warnings]
+    warnings += _mix_warnings(obs, saturation.unsaturated)
+    limits = []
+    for slo in request.slos:
+        if slo.metric is None:
+            continue
+        model = None
+        if slo.metric == Metric.TPOT:  # TTFT is queueing, ITL sees prefill stalls: measured answers only
+            model = fit if slo.percentile == 50 else _fit(obs, line, slo, request.seed)
+            if model is not None and model is not fit:
+                warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
+        limits.append(max_batch_under_slo(obs, saturation, slo, model))
     output_tokens = request.output_tokens or obs.output_tokens_mean
-    return _finish("sweep", obs, saturation, fit, fit_p95, limits, request, output_tokens, warnings)
+    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings)
 
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
     """What-if planning from a stated law (no sweep): the chapter's arithmetic, exactly."""
-    limits = tuple(model_limit(model, slo) for slo in request.slos if slo.metric in (Metric.TPOT, Metric.ITL))
-    return _finish("law", None, None, model, model, limits, request, request.output_tokens, [])
+    limits = tuple(model_limit(model, slo, cap=request.current_batch)
+                   for slo in request.slos if slo.metric in (Metric.TPOT, Metric.ITL))
+    return _finish("law", None, model, limits, request, request.output_tokens, [])
 
 
-def _model_for(slo: SloTarget, fit: StepModel | None, fit_p95: StepModel | None) -> StepModel | None:
-    if slo.metric != Metric.TPOT or slo.percentile is None:
-        return None  # TTFT is queueing, ITL sees prefill stalls: measured answers only
-    return fit if slo.percentile <= 50 else fit_p95
+def _fit(obs: Observations, line: list[int], slo: SloTarget, seed: int) -> StepModel | None:
+    """The step law on ``slo``'s percentile of TPOT over the unsaturated levels (None: fewer than 2 batches)."""
+    assert slo.percentile is not None
+    points = [(obs.levels[i].batch, v) for i in line
+              if (v := obs.results[i].percentile_ms(Metric.TPOT, slo.percentile)) is not None]
+    if len({x for x, _ in points}) < 2:
+        return None
+    return fit_step_model([x for x, _ in points], [y for _, y in points], seed=seed)
 
 
 def _finish(
     source: str,
-    obs: Observations | None,
-    saturation: Saturation | None,
+    verdicts: Verdicts | None,
     fit: StepModel | None,
-    fit_p95: StepModel | None,
     limits: tuple[BatchLimit, ...],
     request: PlanRequest,
     output_tokens: float | None,
     warnings: list[str],
 ) -> CapacityPlan:
-    batches = [lim.batch for lim in limits if lim.batch is not None]
-    max_batch: int | None
-    if limits:
-        max_batch = min(batches) if len(batches) == len(limits) else None
-    elif saturation is not None and saturation.max_batch is not None:
-        max_batch = int(saturation.max_batch)
-    else:
-        max_batch = None
+    saturation = verdicts.saturation if verdicts else None
+    limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
+    if max_batch is not None:
+        max_batch, lowered = _respect_laws(max_batch, limits, fit)
+        if lowered:
+            warnings.append(lowered)
+            how = f"{how}, lowered so that every law shown meets its SLO"
+    if source == "law" and max_batch is None and not any(lim.batch is None for lim in limits):
+        warnings.append(_missing_for_what_if(request))
     step = float(fit.step_ms(max_batch)) if fit is not None and max_batch else None
     per_replica = float(fit.tokens_per_s(max_batch)) if fit is not None and max_batch else None
     sizing = simulated = below = None
     recommended, method = None, None
-    if request.qps and output_tokens and per_replica:
-        e2e_s = step * output_tokens / 1000.0 if step else None
-        sizing = replicas_for(request.qps, output_tokens, per_replica, max_utilization=request.max_utilization,
-                              e2e_s=e2e_s)
-        recommended, method = sizing.replicas_at_utilization, f"utilization target {request.max_utilization:g}"
-        ttft_slo = next((s for s in request.slos if s.metric == Metric.TTFT), None)
-        tpot_slo = next((s for s in request.slos if s.metric == Metric.TPOT), None)
-        if request.simulate and ttft_slo is not None and fit is not None and max_batch:
-            simulated, below = replicas_by_simulation(
-                fit, max_batch, request.qps, max(1, round(output_tokens)), start=sizing.replicas_no_headroom,
-                ttft_slo_ms=ttft_slo.limit, tpot_slo_ms=tpot_slo.limit if tpot_slo else None,
-                arrival=request.arrival, burstiness=request.burstiness, seed=request.seed,
-            )
-            recommended = simulated.replicas
-            shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
-            method = f"simulation ({shape} arrivals, p95 TTFT and TPOT against the SLOs)"
-        elif ttft_slo is None:
-            warnings.append("no TTFT SLO given: replicas from the utilization target, not checked by simulation")
-    current_slo = next((s for s in request.slos if s.metric == Metric.TPOT), None)
+    if request.qps and output_tokens and fit is not None and max_batch:
+        sizing, simulated, below, recommended, method = _size(fit, max_batch, request, output_tokens, step, warnings)
+    floor = next((floor_note(lim.model, lim.slo) for lim in limits
+                  if lim.model is not None and lim.quality == "below the floor"), None)
+    tpot_slo = next((lim.slo for lim in limits if lim.slo.metric == Metric.TPOT), None)
     findings = diagnose(
-        slo_key=current_slo.key if current_slo else None,
-        slo_ms=current_slo.limit if current_slo else None,
+        slo_key=tpot_slo.key if tpot_slo else None,
+        slo_ms=tpot_slo.limit if tpot_slo else None,
         current_batch=request.current_batch,
         step_ms_at_current=float(fit.step_ms(request.current_batch)) if fit and request.current_batch else None,
         max_batch=max_batch,
+        floor=floor,
         current_replicas=request.current_replicas,
         needed_replicas=recommended,
     )
     return CapacityPlan(
-        source, obs, saturation, fit, fit_p95, limits, max_batch, step, per_replica,
+        source, verdicts, fit, limits, max_batch, lower_bound, how, step, per_replica,
         1000.0 / step if step else None, sizing, simulated, below, recommended, method,
         batch_utilization(request.lengths) if request.lengths else None, findings, tuple(warnings),
     )
+
+
+def _decide_batch(
+    limits: tuple[BatchLimit, ...], saturation: Saturation | None, current_batch: int | None
+) -> tuple[tuple[BatchLimit, ...], int | None, bool, str | None]:
+    """The batch every SLO allows, whether it is only a lower bound, and which rule gave it.
+
+    A lower bound above the deciding batch does not bind and is relabelled so,
+    so it never asks for more data it does not need.
+    """
+    if any(lim.batch is None and lim.quality != "any batch" for lim in limits):
+        return limits, None, False, None
+    bounded = [lim for lim in limits if lim.batch is not None]
+    if bounded:
+        batch = min(lim.batch for lim in bounded if lim.batch is not None)
+        deciding = [lim for lim in bounded if lim.batch == batch]
+        limits = tuple(dataclasses.replace(lim, quality="not binding", note=f"met at every measured batch up to "
+                                           f"{lim.batch}, above the {batch} the other SLOs allow")
+                       if lim.quality == "lower bound" and lim.batch is not None and lim.batch > batch else lim
+                       for lim in limits)
+        lower = all(lim.is_lower_bound for lim in deciding)
+        return limits, batch, lower, "the largest batch under " + ", ".join(model_name(lim.slo) for lim in deciding)
+    if saturation is not None and saturation.max_batch is not None:
+        return limits, int(saturation.max_batch), False, "the server's saturation plateau B"
+    if current_batch is not None:
+        return limits, current_batch, False, "--current-batch (no SLO bounds the batch)"
+    return limits, None, False, None
+
+
+def _respect_laws(batch: int, limits: tuple[BatchLimit, ...], fit: StepModel | None) -> tuple[int, str]:
+    """Lower ``batch`` until every TPOT law shown meets its SLO there.
+
+    A percentile never lies below the median, so a p95 (or p99) SLO is held
+    against its own law and the p50 law: an answer never prints a step
+    that breaks the SLO it answers.
+    """
+    laws = [(lim.slo, lim.model) for lim in limits if lim.slo.metric == Metric.TPOT and lim.model is not None]
+    laws += [(lim.slo, fit) for lim in limits if lim.slo.metric == Metric.TPOT and fit is not None
+             and lim.slo.percentile is not None and lim.slo.percentile >= 50 and lim.model is not fit]
+    b = batch
+    for slo, law in laws:
+        assert law is not None
+        while b >= 1 and float(law.step_ms(b)) > slo.limit:
+            b -= 1
+    if b == batch:
+        return batch, ""
+    return max(b, 1), (f"the batch was lowered from {batch} to {max(b, 1)}: at {batch} a fitted TPOT law "
+                       "breaks its SLO (the measured curve and the laws disagree; sweep more levels)")
+
+
+def _missing_for_what_if(request: PlanRequest) -> str:
+    if not request.slos:
+        return ("nothing to plan from the law alone: give --slo tpot_pNN<MS for the largest batch, "
+                "or --current-batch with --qps to size replicas")
+    return ("no TPOT SLO bounds the batch, so it is the server's cap: give --current-batch (its --max-num-seqs) "
+            "to size replicas, or a --slo tpot_pNN<MS")
+
+
+def _size(
+    fit: StepModel, max_batch: int, request: PlanRequest, output_tokens: float, step: float | None,
+    warnings: list[str],
+) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int, str]:
+    """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins."""
+    assert request.qps is not None
+    e2e_s = step * output_tokens / 1000.0 if step else None
+    sizing = replicas_for(request.qps, output_tokens, fit.tokens_per_s_exact(max_batch),
+                          max_utilization=request.max_utilization, e2e_s=e2e_s)
+    rule = f"utilization target {request.max_utilization:g}"
+    judged = tuple(s for s in request.slos if s.metric in SIMULATED_METRICS and s.metric != Metric.TPOT)
+    if not request.simulate or not judged:
+        if not judged:
+            warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by "
+                            "simulation")
+        return sizing, None, None, sizing.replicas_at_utilization, rule
+    law = ReplicaLaw(fit.base_ms, max(fit.per_seq_ms, 0.0), max_batch)
+    simulated, below = replicas_by_simulation(
+        law, request.qps, max(1, round(output_tokens)), judged, start=sizing.replicas_no_headroom,
+        arrival=request.arrival, burstiness=request.burstiness, seed=request.seed,
+    )
+    shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
+    sim = f"simulation ({shape} arrivals, batch capped at {max_batch})"
+    if simulated.replicas > sizing.replicas_at_utilization:
+        return sizing, simulated, below, simulated.replicas, f"{sim}; above the {rule}'s {sizing.replicas_at_utilization}"
+    return (sizing, simulated, below, sizing.replicas_at_utilization,
+            f"{rule}; the {sim} needs {simulated.replicas}")
 
 
 def _mix_warnings(obs: Observations, line: list[int]) -> list[str]:
@@ -187,7 +276,7 @@ def _model_json(m: StepModel | None, statistic: str) -> dict[str, Any] | None:
         "r_squared": m.r_squared, "residual_mad_ms": m.residual_mad_ms,
         "base_ci_ms": list(m.base_ci_ms) if m.base_ci_ms else None,
         "per_seq_ci_ms": list(m.per_seq_ci_ms) if m.per_seq_ci_ms else None,
-        "outlier_levels": list(m.outlier_levels), "warnings": list(m.warnings),
+        "outlier_levels": list(m.outlier_levels), "extrapolates": m.extrapolates, "warnings": list(m.warnings),
     }
 
 
@@ -196,6 +285,8 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "source": p.source,
         "batch_axis": p.observations.batch_source if p.observations else None,
         "max_batch": p.max_batch,
+        "max_batch_lower_bound": p.max_batch_lower_bound,
+        "max_batch_method": p.max_batch_method,
         "step_ms_at_max_batch": p.step_ms_at_max_batch,
         "tokens_per_s_per_replica": p.tokens_per_s_per_replica,
         "tokens_per_s_per_user": p.tokens_per_s_per_user,
@@ -203,12 +294,12 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "replicas": p.recommended_replicas,
         "replicas_method": p.replicas_method,
         "fit": _model_json(p.fit, "tpot_p50" if p.source == "sweep" else "law"),
-        "fit_p95": _model_json(p.fit_p95, "tpot_p95" if p.source == "sweep" else "law"),
         "saturation": None,
         "slo": [
             {"key": lim.slo.key, "limit": lim.slo.limit, "measured": lim.measured, "measured_batch": lim.measured_batch,
-             "model_batch": lim.model_batch, "batch": lim.batch, "quality": lim.quality,
-             "more_requests": lim.more_requests, "note": lim.note}
+             "model_batch": lim.model_batch, "batch": lim.batch, "lower_bound": lim.is_lower_bound,
+             "quality": lim.quality, "more_requests": lim.more_requests, "note": lim.note,
+             "law": _model_json(lim.model, model_name(lim.slo) if p.source == "sweep" else "law")}
             for lim in p.limits
         ],
         "sizing": dataclasses.asdict(p.sizing) if p.sizing else None,
@@ -219,11 +310,11 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "diagnosis": [dataclasses.asdict(f) for f in p.findings],
         "warnings": list(p.warnings),
     }
-    if p.saturation is not None and p.observations is not None:
+    if p.verdicts is not None:
         out["saturation"] = {
-            "max_batch": p.saturation.max_batch,
-            "signals": list(p.saturation.agreed),
-            "levels": [{"label": lv.label, "state": s, "signals": list(sig)}
-                       for lv, s, sig in zip(p.observations.levels, p.saturation.states, p.saturation.signals)],
+            "max_batch": p.verdicts.saturation.max_batch,
+            "signals": list(p.verdicts.saturation.agreed),
+            "levels": [{"label": v.label, "state": v.state, "signals": list(v.signals), "trusted": v.trusted,
+                        "problems": list(v.problems)} for v in p.verdicts.levels],
         }
     return out

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from loadgen.results import LevelResult, Metric, Results, SloTarget
 from planner.plan import CapacityPlan
 from planner.plots import Plot
+from planner.sizing import Estimate, SimOutcome
+from planner.slo import model_name
+from planner.stepmodel import StepModel
+from planner.verdicts import Verdicts, judge
 
 DEFINITIONS = (
     "TTFT is the time from when a request was due (its scheduled arrival, or the moment its client became free) "
@@ -24,7 +28,12 @@ DEFINITIONS = (
     "between output tokens, (t_last - t_first) / (tokens - 1); ITL is every gap between consecutive chunks, "
     "pooled; E2E runs from due time to the end of the stream. Percentiles come from HdrHistograms (3 significant "
     "digits). Throughput counts output tokens that arrived inside the measured window (warm-up and drain "
-    "excluded); failed requests count in the error rate and stay out of the latencies."
+    "excluded); failed requests count in the error rate and stay out of the latencies. Goodput is the share of "
+    "requests (failures included) that met every latency SLO of the profile on their own numbers: each request's "
+    "TTFT, TPOT and E2E against each SLO's threshold (a percentile SLO's threshold, applied per request). A level "
+    "is saturated when two independent signals agree (batch or throughput plateau, TTFT growing ~1/X per client, "
+    "a server queue), and untrusted when it is client-bound, interrupted, failing too many requests, shorter than "
+    "three request lifetimes, or has too few samples for a percentile asked (a p95 needs 59, a p99 299)."
 )
 
 
@@ -55,22 +64,52 @@ def fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def law_text(m: StepModel, statistic: str) -> str:
+    """A law as the plan used it: coefficients, and for a fitted one its range, R^2 and whether it extrapolates."""
+    text = f"step_ms(b) = {m.base_ms:.2f} + {m.per_seq_ms:.3f}*b"
+    if m.n_levels == 0:
+        return text
+    ci = f", slope 95% CI {m.per_seq_ci_ms[0]:.3f}..{m.per_seq_ci_ms[1]:.3f}" if m.per_seq_ci_ms else ""
+    r2 = f", R^2 {m.r_squared:.3f}" if m.r_squared is not None else ""
+    text += (f", fitted on {statistic} over b = {m.fitted_batch_range[0]:.1f}..{m.fitted_batch_range[1]:.1f} "
+             f"({m.n_levels} levels{r2}{ci})")
+    return text if m.extrapolates else text + f"; not used beyond the measured levels ({m.trust_note})"
+
+
+def _batch_text(batch: int | None, lower_bound: bool) -> str:
+    if batch is None:
+        return "none"
+    return f">= {batch}" if lower_bound else str(batch)
+
+
+def _estimate_text(e: Estimate) -> str:
+    op = "<=" if e.verdict == "pass" else ">" if e.verdict == "fail" else "~"
+    return (f"{e.key.removesuffix('_ms')} {e.value_ms:,.0f} ms (95% CI {e.low_ms:,.0f}..{e.high_ms:,.0f}) "
+            f"{op} {e.limit_ms:g}")
+
+
+def _sim_text(o: SimOutcome) -> str:
+    head = f"{o.replicas} {o.verdict}"
+    if o.verdict == "unstable":
+        return f"{head} (utilization {o.utilization:.2f} >= 1: the queue grows without bound)"
+    detail = "; ".join(_estimate_text(e) for e in o.estimates)
+    return f"{head} (utilization {o.utilization:.2f}, {o.replications} replications: {detail})"
+
+
 def plan_lines(plan: CapacityPlan) -> list[str]:
     """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
     lines = []
     if plan.fit is not None:
-        f = plan.fit
-        law = f"step_ms(b) = {f.base_ms:.2f} + {f.per_seq_ms:.3f}*b"
-        if plan.source == "sweep":
-            ci = f" (slope 95% CI {f.per_seq_ci_ms[0]:.3f}..{f.per_seq_ci_ms[1]:.3f})" if f.per_seq_ci_ms else ""
-            law += (f", fitted on TPOT p50 over b = {f.fitted_batch_range[0]:.1f}..{f.fitted_batch_range[1]:.1f} "
-                    f"({f.n_levels} levels){ci}")
-        lines.append(f"law: {law}")
+        lines.append(f"law: {law_text(plan.fit, 'TPOT p50')}")
+    for lim in plan.limits:
+        if lim.model is not None and lim.model is not plan.fit:
+            lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")
     if plan.saturation is not None and plan.saturation.max_batch is not None:
         lines.append(f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
                      f"(signals: {', '.join(plan.saturation.agreed)})")
     for lim in plan.limits:
-        parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {lim.batch if lim.batch is not None else 'none'}"]
+        shown = "any" if lim.quality == "any batch" and lim.batch is None else _batch_text(lim.batch, lim.is_lower_bound)
+        parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
         if lim.measured_batch is not None or lim.model_batch is not None:
             measured = lim.measured_batch if lim.measured_batch is not None else "-"
             model = lim.model_batch if lim.model_batch is not None else "-"
@@ -80,19 +119,23 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             parts.append(f"~{lim.more_requests} more requests per level would resolve it")
         lines.append(" ".join(parts) + (f"; {lim.note}" if lim.note else ""))
     if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
-        lines.append(f"at batch {plan.max_batch}: step {plan.step_ms_at_max_batch:.1f} ms, "
-                     f"{fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
+        text = (f"at batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): "
+                f"step {plan.step_ms_at_max_batch:.1f} ms")
+        for lim in plan.limits:
+            if lim.model is not None and lim.model is not plan.fit:
+                text += f", {model_name(lim.slo)} {float(lim.model.step_ms(plan.max_batch)):.1f} ms"
+        lines.append(f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
                      f"{fmt(plan.tokens_per_s_per_user)} tok/s per user")
     if plan.sizing is not None:
         s = plan.sizing
-        text = (f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
-                f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
-                f"utilization <= {s.max_utilization:g}")
+        lines.append(f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
+                     f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
+                     f"utilization <= {s.max_utilization:g}")
         if plan.simulated is not None:
-            text += f"; simulated: {plan.simulated.replicas} pass (TTFT p95 {plan.simulated.ttft_p95_ms:,.0f} ms)"
+            text = f"simulated: {_sim_text(plan.simulated)}"
             if plan.simulated_below is not None:
-                text += f", {plan.simulated_below.replicas} fail (TTFT p95 {plan.simulated_below.ttft_p95_ms:,.0f} ms)"
-        lines.append(text)
+                text += f"; {_sim_text(plan.simulated_below)}"
+            lines.append(text)
         lines.append(f"recommended: {plan.recommended_replicas} replicas ({plan.replicas_method})")
     if plan.batching is not None:
         b = plan.batching
@@ -101,28 +144,22 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
     return lines
 
 
-def level_rows(results: Results, plan: CapacityPlan | None) -> Table:
-    states = dict(zip([lv.label for lv in plan.observations.levels], plan.saturation.states)) \
-        if plan and plan.observations and plan.saturation else {}
+def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
     rows = []
     for lv in results.levels:
-        flags = [states.get(lv.load.label, "")] if states.get(lv.load.label, "unsaturated") != "unsaturated" else []
-        if lv.client_bound:
-            flags.append("client-bound")
+        flags = list(verdicts.of(lv.load.label).flags) if verdicts else []
         if lv.tokens_estimated:
             flags.append("tokens estimated")
-        if not lv.complete:
-            flags.append("interrupted")
-        rate = lv.error_rate
+        rate, good = lv.error_rate, lv.goodput_ratio
         rows.append((
             lv.load.label, fmt(lv.achieved_concurrency), fmt(lv.percentile_ms(Metric.TTFT, 50)),
             fmt(lv.percentile_ms(Metric.TTFT, 95)), fmt(lv.percentile_ms(Metric.TPOT, 50)),
             fmt(lv.percentile_ms(Metric.TPOT, 95)), fmt(lv.percentile_ms(Metric.ITL, 99)),
-            fmt(lv.output_tokens_per_s, 0), fmt(lv.requests_per_s, 2), "-" if rate is None else f"{rate:.2%}",
-            ", ".join(flags) or "ok",
+            fmt(lv.output_tokens_per_s, 0), fmt(lv.requests_per_s, 2), "-" if good is None else f"{good:.1%}",
+            "-" if rate is None else f"{rate:.2%}", ", ".join(flags) or "ok",
         ))
     return Table(("load", "conc", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms", "ITL p99 ms", "tok/s",
-                  "req/s", "errors", "flags"), tuple(rows))
+                  "req/s", "goodput", "errors", "flags"), tuple(rows))
 
 
 def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
@@ -139,25 +176,31 @@ def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
     return Table(("load", *[f"{s.key} <= {s.limit:g}" for s in slos]), tuple(rows))
 
 
-def caveats(results: Results, plan: CapacityPlan | None = None) -> tuple[str, ...]:
+def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> Verdicts | None:
+    """The plan's verdicts when there is a plan, else the same judgement for these SLOs' percentiles."""
+    if plan is not None and plan.verdicts is not None:
+        return plan.verdicts
+    return judge(results.levels, [q for s in slos if (q := s.quantity) is not None]) if results.levels else None
+
+
+def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[SloTarget] = ()) -> tuple[str, ...]:
     """Things the numbers do not say by themselves (terminal notes and the report's Caveats)."""
     out = list(results.notes)
+    verdicts = level_verdicts(results, plan, slos)
+    if verdicts is not None:
+        out += verdicts.problems
     for lv in results.levels:
-        if lv.client_bound:
-            out.append(f"{lv.load.label} is client-bound (generator lag p99 > {lv.lag_threshold_ms:g} ms, or its CPU "
-                       "saturated): its latencies measure the load generator, not the server; try --workers")
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.failed:
             kinds = ", ".join(f"{k.value} {n}" for k, n in sorted(lv.errors.items()))
             out.append(f"{lv.load.label}: {lv.failed} failed requests ({kinds})")
-        if not lv.complete:
-            out.append(f"{lv.load.label}: interrupted; partial level")
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
         out += [f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
-                for lim in plan.limits if lim.quality in ("extrapolated", "unresolved", "insufficient range")]
+                for lim in plan.limits if lim.quality in ("extrapolated", "unresolved", "insufficient range",
+                                                          "lower bound")]
         out += list(plan.warnings)
     return tuple(dict.fromkeys(out))
 
@@ -174,14 +217,14 @@ def build_report(results: Results, plan: CapacityPlan | None, slos: Sequence[Slo
         ("run", f"{results.run.command} {results.run.id}, {len(results.levels)} level(s), "
                 f"{'complete' if results.complete else 'INCOMPLETE'}"),
     )
-    sections = [Section("Levels", table=level_rows(results, plan))]
+    sections = [Section("Levels", table=level_rows(results, level_verdicts(results, plan, slos)))]
     verdicts = slo_verdicts(results, slos)
     if verdicts is not None:
         sections.append(Section("SLO verdicts", table=verdicts))
     if plan is not None:
         sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
-    notes = caveats(results, plan)
+    notes = caveats(results, plan, slos)
     if notes:
         sections.append(Section("Caveats", bullets=notes))
     sections.append(Section("Metric definitions", paragraphs=(DEFINITIONS,)))

@@ -14,7 +14,7 @@ from loadgen.cli.execute import choice
 from loadgen.cli.plan_view import render_plan
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
-from loadgen.results import Results, SloTarget, load
+from loadgen.results import Load, Results, SloTarget, load
 from planner import PlanRequest, StepModel, parse_slo, plan_from_law, plan_from_results
 
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
@@ -52,6 +52,16 @@ def profile_slos(results: Results) -> tuple[SloTarget, ...]:
     return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
 
 
+def profile_gate_levels(results: Results) -> tuple[str, ...] | None:
+    """The levels (labels) where the stored profile promises its SLOs, if it names them."""
+    prof = results.settings.get("profile") or {}
+    levels = (prof.get("gate") or {}).get("levels")
+    if not levels:
+        return None
+    open_loop = (prof.get("load") or {}).get("mode") == "open"
+    return tuple(Load("rate" if open_loop else "concurrency", float(v)).label for v in levels)
+
+
 def stored_plan(results: Results) -> dict[str, Any]:
     """The ``plan`` section (target qps, output tokens) of the profile a sweep ran with, if any."""
     plan_doc: dict[str, Any] = (results.settings.get("profile") or {}).get("plan") or {}
@@ -74,6 +84,7 @@ def plan(
     burstiness: Annotated[float, typer.Option(help="Gamma shape for the simulation (1 = Poisson).")] = 1.0,
     lengths: Annotated[str | None, typer.Option(help="Output lengths of one static batch, e.g. 3,3,3,10.")] = None,
     no_simulate: Annotated[bool, typer.Option(help="Skip the sizing simulation.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the sizing simulation and the fit's bootstrap.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
@@ -100,7 +111,7 @@ def plan(
         slos=slos, qps=qps, output_tokens=output_tokens, max_utilization=max_utilization,
         current_batch=current_batch, current_replicas=replicas,
         arrival=choice("--arrival", arrival, ("poisson", "gamma")),  # type: ignore[arg-type]
-        burstiness=burstiness, lengths=parse_lengths(lengths), simulate=not no_simulate,
+        burstiness=burstiness, lengths=parse_lengths(lengths), simulate=not no_simulate, seed=seed,
     )
     if results is not None:
         if not results.levels:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,51 @@ def test_plan_json_has_the_stable_keys() -> None:
     assert doc["max_batch"] == 87 and doc["replicas_no_headroom"] == 6
     assert round(doc["step_ms_at_max_batch"], 1) == 59.8 and round(doc["tokens_per_s_per_replica"], 1) == 1454.8
     assert doc["fit"]["base_ms"] == 25.0 and doc["fit"]["per_seq_ms"] == 0.4
-    assert doc["replicas"] == doc["simulated"]["replicas"] and "simulation" in doc["replicas_method"]
-    for key in ("slo", "sizing", "diagnosis", "warnings", "saturation", "observations", "fit_p95"):
+    assert doc["replicas"] == 7 and doc["simulated"]["replicas"] == 7 and "simulation" in doc["replicas_method"]
+    for key in ("slo", "sizing", "diagnosis", "warnings", "saturation", "observations", "max_batch_method"):
         assert key in doc
+    assert doc["slo"][0]["law"]["base_ms"] == 25.0
+
+
+def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_deterministically() -> None:
+    args = ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--slo", "ttft_p95<1s", "--qps", "40",
+            "--output-tokens", "200", "--seed", "3"]
+    first, second = runner.invoke(app, args), runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    text = " ".join(first.stdout.split())
+    assert "recommended: 7 replicas" in text
+    failing = re.search(r"6 fail \(utilization 0\.92, \d+ replications: ttft_p95 [\d,]+ ms \(95% CI ([\d,]+)\.\.", text)
+    assert failing is not None, text
+    assert int(failing.group(1).replace(",", "")) > 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--law", "25+0b", "--slo", "tpot_p95<40ms"],
+         ["max batch any [any batch]", "any batch meets this SLO; the batch is bounded by the server's cap"]),
+        (["--law", "25+0b", "--slo", "tpot_p95<40ms", "--current-batch", "64"],
+         ["max batch 64 (measured -, model 64) [any batch]", "bounded by --current-batch 64"]),
+        (["--law", "25+0.4b", "--slo", "tpot_p95<25ms", "--current-batch", "64"],
+         ["[below the floor]", "even batch 1 takes 25.4 ms per step", "faster hardware",
+          "Neither a smaller batch nor more replicas"]),
+        (["--law", "25+0.4b", "--slo", "ttft_p95<1s", "--qps", "40", "--output-tokens", "200"],
+         ["no TPOT SLO bounds the batch", "give --current-batch"]),
+        (["--law", "25+0.4b", "--slo", "ttft_p95<1s", "--qps", "40", "--output-tokens", "200", "--current-batch", "87"],
+         ["at batch 87 (--current-batch", "recommended: 7 replicas"]),
+        (["--law", "25+0.4b"], ["nothing to plan from the law alone"]),
+        (["--law", "20+0.125b", "--slo", "tpot_p95<25ms", "--qps", "46.4", "--output-tokens", "200",
+          "--max-utilization", "0.58"], ["10 at utilization <= 0.58", "recommended: 10 replicas"]),
+    ],
+)
+def test_what_if_corner_cases(args: list[str], expected: list[str]) -> None:
+    result = runner.invoke(app, ["plan", *args])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    for phrase in expected:
+        assert phrase in text, (phrase, text)
+    assert "shrink the batch" not in text.lower()
 
 
 def test_plan_from_a_recorded_sweep() -> None:
