@@ -54,13 +54,14 @@ class LoadSpec:
     arrival: str = "poisson"
     burstiness: float = 1.0
     max_in_flight: int | None = None
+    min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
 
 
 @dataclass(frozen=True, slots=True)
 class StopSpec:
     slo_breach_factor: float | None = 2.0  # stop after a level breaches an SLO by this factor
-    min_throughput_gain: float | None = 0.10  # a level gaining less than this fraction is saturated
-    stop_on_saturation: bool = True
+    min_throughput_gain: float | None = None  # opt-in heuristic: two levels in a row gaining less than this
+    stop_on_saturation: bool = True  # stop once a level's verdict is saturated (planner.verdicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,17 @@ class PlanSpec:
     qps: float | None = None
     output_tokens: int | None = None
     max_utilization: float = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """Where the profile's SLOs are promised: the levels ``loadgen gate`` checks them at (None: every level).
+
+    A sweep that shows where an SLO breaks runs levels past it on purpose;
+    those are not a failure of the service, so a gate names its operating levels.
+    """
+
+    levels: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,7 @@ class Profile:
     slo: tuple[SloTarget, ...] = ()
     stop: StopSpec = field(default_factory=StopSpec)
     plan: PlanSpec = field(default_factory=PlanSpec)
+    gate: GateSpec = field(default_factory=GateSpec)
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -101,7 +114,7 @@ class Profile:
     def with_overrides(self, **changes: Any) -> Profile:
         """CLI flags over profile values (None means: not given)."""
         given = {k: v for k, v in changes.items() if v is not None}
-        load_keys = {"levels", "duration_s", "requests", "warmup_s"}
+        load_keys = {"levels", "duration_s", "requests", "warmup_s", "min_requests"}
         load = replace(self.load, **{k: v for k, v in given.items() if k in load_keys})
         rest = {k: v for k, v in given.items() if k not in load_keys}
         return replace(self, load=load, **rest)
@@ -154,13 +167,14 @@ def parse_profile(data: Any, source: str) -> Profile:
     root.require_mapping()
     root.known(
         "schema_version", "name", "description", "target", "api", "model", "headers", "extra_body",
-        "workload", "load", "slo", "stop", "plan", "seed",
+        "workload", "load", "slo", "stop", "plan", "gate", "seed",
     )
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
     if version > SCHEMA_VERSION:
         root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
     url, sim, sim_faults = _target(root.child("target"))
     model = root.string("model", "auto")
+    load = _load(root.child("load"))
     return Profile(
         name=root.string("name", Path(source).stem),
         description=root.string("description", ""),
@@ -172,10 +186,11 @@ def parse_profile(data: Any, source: str) -> Profile:
         headers={k: str(v) for k, v in root.mapping("headers").items()},
         extra_body=root.mapping("extra_body"),
         workload=_workload(root.child("workload")),
-        load=_load(root.child("load")),
+        load=load,
         slo=_slo(root.child("slo")),
         stop=_stop(root.child("stop")),
         plan=_plan(root.child("plan")),
+        gate=_gate(root.child("gate"), load.mode),
         seed=root.integer("seed", 0, minimum=0),
     )
 
@@ -276,7 +291,8 @@ def _levels(node: _Node, mode: str) -> tuple[float, ...]:
 
 def _load(node: _Node) -> LoadSpec:
     node.require_mapping()
-    node.known("mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight")
+    node.known("mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight",
+               "min_requests")
     d = LoadSpec()
     mode = node.choice("mode", d.mode, ("closed", "open"))
     duration = node.optional_number("duration_s", minimum=0, exclusive=True)
@@ -292,6 +308,7 @@ def _load(node: _Node) -> LoadSpec:
         arrival=node.choice("arrival", d.arrival, ("constant", "poisson", "gamma")),
         burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
         max_in_flight=node.optional_integer("max_in_flight", minimum=1),
+        min_requests=node.optional_integer("min_requests", minimum=1),
     )
 
 
@@ -328,6 +345,12 @@ def _plan(node: _Node) -> PlanSpec:
     )
 
 
+def _gate(node: _Node, mode: str) -> GateSpec:
+    node.require_mapping()
+    node.known("levels")
+    return GateSpec(levels=_levels(node.child("levels"), mode) if "levels" in node.value else None)
+
+
 _MISSING: Final = object()
 
 
@@ -343,7 +366,7 @@ class _Node:
     def child(self, key: str) -> _Node:
         value = self.value.get(key) if isinstance(self.value, dict) else None
         return _Node(self.source, f"{self.path}.{key}" if self.path else key, value if value is not None else (
-            {} if key in ("workload", "load", "slo", "stop", "plan", "headers", "extra_body") else None))
+            {} if key in ("workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body") else None))
 
     def item(self, index: int) -> _Node:
         return _Node(self.source, f"{self.path}[{index}]", self.value[index])

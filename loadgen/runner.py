@@ -38,6 +38,8 @@ from loadgen.workload import RequestFactory, Workload
 
 Clock = Callable[[], float]
 PROGRESS_INTERVAL_S = 0.5
+FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
+MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class LevelPlan:
     lag_threshold_ms: float = 10.0
     seed: int = 0
     goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
+    min_requests: int | None = None  # request floor: the session lengthens the duration to reach it
 
     def __post_init__(self) -> None:
         if self.duration_s is None and self.requests is None:
@@ -123,7 +126,33 @@ class _Level:
         self._cpu_end: float | None = None
 
     def stopping(self) -> bool:
-        return self.interrupted or self.clock() >= self.t_stop
+        if self.interrupted:
+            return True
+        now = self.clock()
+        return now >= self.t_stop and not self._extend_for_floor(now)
+
+    def _extend_for_floor(self, now: float) -> bool:
+        """At the planned end, keep the window open until ``min_requests`` completed in it.
+
+        A percentile needs a sample count, not a duration. Checked
+        synchronously where the level would stop (and before a late record is
+        added), so no client leaves before the decision. The window stays
+        open at most ``MAX_FLOOR_S``; a level still short is flagged by its
+        trust verdict. Open loop and worker processes are sized before the
+        level instead (``loadgen.session.with_request_floor``): their
+        schedules and windows are fixed in advance.
+        """
+        floor = self.plan.min_requests
+        if not floor or self.plan.load.kind != "concurrency" or not math.isfinite(self.t_stop):
+            return False
+        done, elapsed = self.recorder.completed, now - self.recorder.window_start
+        if done >= floor or elapsed >= MAX_FLOOR_S:
+            return False
+        rate = done / elapsed if done and elapsed > 0 else 0.0
+        extra = FLOOR_MARGIN * (floor - done) / rate if rate else max(self.plan.duration_s or 1.0, 1.0)
+        self.t_stop = min(now + extra, self.recorder.window_start + MAX_FLOOR_S)
+        self.recorder.window_end = self.t_stop
+        return True
 
     def take_ticket(self) -> bool:
         return next(self.tickets, None) is not None
@@ -134,8 +163,8 @@ class _Level:
         drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
         helpers = [asyncio.create_task(self._progress()), asyncio.create_task(self._cpu_window())]
         if self.scraper is not None:
-            end = self.t_stop if math.isfinite(self.t_stop) else math.inf
-            helpers.append(asyncio.create_task(self.scraper.run(self.recorder.window_start, end, self.clock)))
+            helpers.append(asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop,
+                                                                self.clock)))
         try:
             await self._supervise(drive)
         finally:
@@ -231,6 +260,8 @@ class _Level:
         finally:
             if cap is not None:
                 cap.release()
+        if record.t_done >= self.t_stop:
+            self.stopping()  # the request floor decides whether the window still takes it
         self.recorder.add(record)
         if self.on_record is not None:
             self.on_record(record)
@@ -240,7 +271,8 @@ class _Level:
         await _sleep_until(self.recorder.window_start, self.clock)
         self._cpu_start = time.process_time()
         if math.isfinite(self.t_stop):
-            await _sleep_until(self.t_stop, self.clock)
+            while self.clock() < self.t_stop:  # the request floor may move the end
+                await _sleep_until(self.t_stop, self.clock)
             self._cpu_end = time.process_time()
 
     async def _progress(self) -> None:

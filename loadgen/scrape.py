@@ -39,10 +39,10 @@ class MetricsScraper:
         self._kv: list[float] = []
         self.failures = 0
 
-    async def run(self, start: float, end: float, clock: Callable[[], float]) -> None:
-        """Poll until cancelled or ``end``; samples before ``start`` are discarded."""
+    async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
+        """Poll until cancelled or ``end()`` (the window's end, which a request floor may move)."""
         await asyncio.sleep(max(0.0, start - clock()))
-        while clock() < end:
+        while clock() < end():
             try:
                 response = await self._http.get(self._url, timeout=5.0)
                 gauges = read_gauges(response.text) if response.status_code == 200 else None

@@ -25,7 +25,7 @@ from loadgen.client import HttpOptions, RequestRecord, make_http_client, stream_
 from loadgen.errors import EndpointError
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.results import LevelResult, Results, RunInfo, Target
-from loadgen.runner import LevelPlan, run_level
+from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.target import redact_headers, redact_url, resolve_model
 from loadgen.workers import run_level_in_processes
@@ -98,6 +98,8 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         for plan in session.levels:
             if session.auto_ramp and plan.load.kind == "concurrency":
                 plan = replace(plan, ramp_up_s=_auto_ramp(probe_s, plan))
+            if plan.load.kind == "rate" or session.workers > 1:  # one process closed loop: the runner extends
+                plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
             level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop)
@@ -168,6 +170,33 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str) ->
     raise AssertionError("unreachable")
 
 
+def _expected_rps(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> float | None:
+    """A cautious guess of this level's completions/s, to size its window before it runs.
+
+    Open loop: the rate asked. Closed loop: the previous level's rate (more
+    clients complete at least as many requests), or one client's rate from
+    the probe for the first level.
+    """
+    if plan.load.kind == "rate":
+        return plan.load.value
+    previous = done[-1].requests_per_s if done else None
+    return previous or (1.0 / probe_s if probe_s > 0 else None)
+
+
+def with_request_floor(plan: LevelPlan, expected_rps: float | None) -> LevelPlan:
+    """Lengthen the measured duration so that about ``min_requests`` complete inside the window.
+
+    A percentile needs a sample count (``loadgen.quantity.samples_needed``),
+    not a duration: a p95 of six requests is their maximum. The window grows
+    to reach the floor, up to ``MAX_FLOOR_S``; a level still short is then
+    flagged by its trust verdict.
+    """
+    if not plan.min_requests or plan.duration_s is None or not expected_rps:
+        return plan
+    needed = FLOOR_MARGIN * plan.min_requests / expected_rps
+    return replace(plan, duration_s=max(plan.duration_s, min(needed, MAX_FLOOR_S)))
+
+
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:
     """About one request's duration, kept inside the warm-up when there is one."""
     ramp = min(probe_s, MAX_AUTO_RAMP_S)
@@ -199,6 +228,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
             {
                 "load": p.load.to_json(), "duration_s": p.duration_s, "requests": p.requests,
                 "warmup_s": p.warmup_s, "seed": p.seed, "lag_threshold_ms": p.lag_threshold_ms,
+                "min_requests": p.min_requests,
             }
             for p in session.levels
         ],

@@ -64,7 +64,9 @@ def split_plan(plan: LevelPlan, n: int) -> list[LevelPlan]:
         requests = _share(plan.requests, n, i) if plan.requests is not None else None
         if requests == 0:
             continue
-        plans.append(replace(plan, load=part_load, requests=requests, seed=plan.seed * 1009 + i))
+        # the request floor was applied to the whole level's duration (session): each worker's window
+        # must end at the same instant, so none extends its own
+        plans.append(replace(plan, load=part_load, requests=requests, seed=plan.seed * 1009 + i, min_requests=None))
     return plans
 
 

@@ -9,6 +9,7 @@ achieved concurrency. One source for the whole sweep, and it is said which.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,7 +68,12 @@ def _littles_batch(level: LevelResult) -> float | None:
 
 def from_results(results: Results) -> Observations:
     """Observations of every level of a run or sweep, in load order."""
-    levels = tuple(sorted(results.levels, key=lambda lv: lv.load.value))
+    return observe(results.levels)
+
+
+def observe(measured: Sequence[LevelResult]) -> Observations:
+    """Observations of these levels (a sweep so far, or a whole results file), in load order."""
+    levels = tuple(sorted(measured, key=lambda lv: lv.load.value))
     if not levels:
         raise ValueError("the results file has no levels")
     source: BatchSource
@@ -89,11 +95,6 @@ def from_results(results: Results) -> Observations:
                 warnings.append(f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
                                 f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
                                 "requests lost from the window, errors, or a client bottleneck")
-        if lv.completed == 0:
-            warnings.append(f"{lv.load.label}: no request completed in the measured window; lengthen the "
-                            "duration (a request must fit in it)")
-        if lv.client_bound:
-            warnings.append(f"{lv.load.label}: client-bound; its latencies measure the load generator")
         rows.append(LevelObservation(
             label=lv.load.label, concurrency=lv.achieved_concurrency, batch=float(batch or 0.0),
             completed=lv.completed, error_rate=lv.error_rate, requests_per_s=lv.requests_per_s,

@@ -11,19 +11,22 @@ from planner.report import fmt, plan_lines
 
 
 def observations_table(plan: CapacityPlan) -> Table | None:
-    obs, sat = plan.observations, plan.saturation
-    if obs is None or sat is None:
+    """Each level on the batch axis, with its verdict (``planner.verdicts``: the sweep table's, the gate's)."""
+    if plan.verdicts is None:
         return None
+    obs = plan.verdicts.observations
     axis = {"server": "server's running batch", "littles_law": "Little's law X*(E2E-TTFT)",
             "concurrency": "achieved concurrency"}[obs.batch_source]
     table = Table(title=f"levels (batch axis: {axis})", title_justify="left")
     for col in ("load", "conc", "batch", "TPOT p50", "TPOT p95", "TTFT p95", "tok/s", "X*E2E/c", "state"):
         table.add_column(col, justify="left" if col in ("load", "state") else "right")
-    for lv, state, signals in zip(obs.levels, sat.states, sat.signals):
+    for lv, verdict in zip(obs.levels, plan.verdicts.levels):
         ratio = None if lv.littles_ratio is None else 1 / lv.littles_ratio
-        mark = {"saturated": "[red]saturated[/]", "knee": "[yellow]knee[/]"}.get(state, "ok")
-        if signals and state == "saturated":
-            mark += f" ({len(signals)} signals)"
+        mark = {"saturated": "[red]saturated[/]", "knee": "[yellow]knee[/]"}.get(verdict.state, "ok")
+        if verdict.signals and verdict.state == "saturated":
+            mark += f" ({len(verdict.signals)} signals)"
+        if not verdict.trusted:
+            mark += ", [yellow]untrusted[/]"
         table.add_row(lv.label, fmt(lv.concurrency), fmt(lv.batch), fmt(lv.tpot_p50_ms), fmt(lv.tpot_p95_ms),
                       fmt(lv.ttft_p95_ms), fmt(lv.tokens_per_s, 0), fmt(ratio, 2), mark)
     return table

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
-from loadgen.sweep import saturated_flags, slo_breaches
 from planner.report import fmt
+from planner.verdicts import judge
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),
@@ -61,34 +61,30 @@ def throughput_table(level: LevelResult) -> Table:
     return table
 
 
-def sweep_table(results: Results, slos: Sequence[SloTarget], min_gain: float | None) -> Table:
-    """One row per level; cells that breach an SLO in red, flags for saturation and client-bound."""
+def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
+    """One row per level; cells that breach an SLO in red; each level's verdict (``planner.verdicts``)."""
     table = Table(title="sweep", title_justify="left")
     for name in ("load", "conc", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "ITL p99", "tok/s", "req/s",
-                 "errors", "flags"):
+                 "goodput", "errors", "flags"):
         table.add_column(name, justify="left" if name in ("load", "flags") else "right")
     cells = ((Metric.TTFT, 50), (Metric.TTFT, 95), (Metric.TPOT, 50), (Metric.TPOT, 95), (Metric.ITL, 99))
-    saturated = saturated_flags(results.levels, min_gain)
-    for level, is_saturated in zip(results.levels, saturated):
-        breached = slo_breaches(level, slos)
+    verdicts = judge(results.levels, [q for s in slos if (q := s.quantity) is not None]) if results.levels else None
+    for level in results.levels:
+        breached = [s for s in slos if s.met_by(level) is False]
         row = [level.load.label, fmt(level.achieved_concurrency)]
         for metric, p in cells:
             text = fmt(level.percentile_ms(metric, p))
             hit = any(s.metric == metric and s.percentile == p for s in breached)
             row.append(f"[bold red]{text}[/]" if hit else text)
-        rate = level.error_rate
+        rate, good = level.error_rate, level.goodput_ratio
         errors = "-" if rate is None else f"{level.failed} ({rate:.1%})" if level.failed else "0"
         if any(s.metric is None for s in breached):
             errors = f"[bold red]{errors}[/]"
-        flags = []
-        if breached:
-            flags.append("[red]SLO breach[/]")
-        if is_saturated:
-            flags.append("saturated")
-        if level.client_bound:
-            flags.append("[yellow]client-bound[/]")
-        if not level.complete:
-            flags.append("interrupted")
-        row += [fmt(level.output_tokens_per_s, 0), fmt(level.requests_per_s, 2), errors, ", ".join(flags)]
+        flags = ["[red]SLO breach[/]"] if breached else []
+        if verdicts is not None:
+            style = {"saturated": "red", "knee": "yellow", "untrusted": "yellow"}
+            flags += [f"[{style[f]}]{f}[/]" for f in verdicts.of(level.load.label).flags]
+        row += [fmt(level.output_tokens_per_s, 0), fmt(level.requests_per_s, 2),
+                "-" if good is None else f"{good:.0%}", errors, ", ".join(flags)]
         table.add_row(*row)
     return table

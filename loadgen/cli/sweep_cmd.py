@@ -30,10 +30,11 @@ from loadgen.profile import Profile, find_profile, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sweep import TargetOptions, session_from_profile, stop_reason
+from loadgen.sweep import TargetOptions, session_from_profile
 from loadgen.target import parse_headers
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.report import caveats, plan_lines
+from planner.stop import stop_reason
 
 
 def parse_levels(text: str | None) -> tuple[float, ...] | None:
@@ -57,6 +58,9 @@ def sweep(
     duration: Annotated[float | None, typer.Option(help="Override the measured duration per level, s.")] = None,
     warmup: Annotated[float | None, typer.Option(help="Override the warm-up per level, s.")] = None,
     requests: Annotated[int | None, typer.Option(help="Override the request budget per level.")] = None,
+    min_requests: Annotated[int | None, typer.Option(help="Request floor per level: a level runs past its duration "
+                                                          "until this many completed (default: what the SLOs' "
+                                                          "percentiles need, e.g. 59 for a p95).")] = None,
     model: ModelOpt = None,
     seed: Annotated[int | None, typer.Option(help="Override the profile's seed.")] = None,
     sim_mode: Annotated[str | None, typer.Option(help="Simulator target only: continuous | static.")] = None,
@@ -79,7 +83,7 @@ def sweep(
         raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {levels!r}")
     prof = prof.with_overrides(
         levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
-        duration_s=duration, warmup_s=warmup, requests=requests, model=model, seed=seed,
+        duration_s=duration, warmup_s=warmup, requests=requests, min_requests=min_requests, model=model, seed=seed,
     )
     if sim_mode is not None:
         if prof.sim is None:
@@ -92,6 +96,8 @@ def sweep(
         api_key=api_key, headers=parse_headers(header or []), http=http_options(timeout, insecure, transport),
         workers=workers, scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
     )
+    if min_requests is not None and min_requests < 1:
+        raise UsageError(f"--min-requests: expected a positive integer, got {min_requests}")
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
@@ -100,14 +106,16 @@ def sweep(
     hooks = SessionHooks(
         observer=progress_observer(out.err, quiet),
         checkpoint=lambda partial: save_atomic(partial, output),
-        stop_policy=lambda done: stop_reason(done, prof.slo, prof.stop),
+        stop_policy=lambda done: stop_reason(
+            done, prof.slo, slo_breach_factor=prof.stop.slo_breach_factor,
+            stop_on_saturation=prof.stop.stop_on_saturation, min_throughput_gain=prof.stop.min_throughput_gain),
     )
     with resolved_url(url or prof.url, SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None) as base_url:
         session = session_from_profile(prof, base_url, target)
         results = run_with_interrupt(session, hooks)
     save_atomic(results, output)
     capacity = _plan(results, prof)
-    render(results, prof.slo, prof.stop.min_throughput_gain, json_out, capacity)
+    render(results, prof.slo, json_out, capacity)
     out.err.print(f"results written to {output}", highlight=False)
     if not results.complete:
         raise typer.Exit(EXIT_RUN_ERROR)
@@ -122,20 +130,19 @@ def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
     return plan_from_results(results, request)
 
 
-def render(results: Results, slos: tuple[SloTarget, ...], min_gain: float | None, json_out: bool,
-           capacity: CapacityPlan | None) -> None:
+def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capacity: CapacityPlan | None) -> None:
     out = consoles()
     if json_out:
         doc = {"levels": [level.summary() for level in results.levels],
                "plan": capacity.to_json() if capacity else None}
         typer.echo(json.dumps(doc, indent=2))
     else:
-        out.out.print(sweep_table(results, slos, min_gain))
+        out.out.print(sweep_table(results, slos))
         if capacity is not None:
             out.out.print("[bold]plan[/bold] (loadgen plan for the details):")
             for line in plan_lines(capacity):
                 out.out.print(f"  {line}", highlight=False, markup=False)
-    for line in caveats(results):
+    for line in caveats(results, capacity, slos):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
 
 

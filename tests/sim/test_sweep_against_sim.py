@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import Metric, load
-from loadgen.sweep import saturated_flags
+from planner.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -23,17 +25,21 @@ def sweep(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_quickstart_profile_runs_every_level(tmp_path: Path) -> None:
-    out = tmp_path / "s.json"
-    code, stdout, _ = sweep("--profile", str(ROOT / "profiles/quickstart.yaml"), "--duration", "1",
-                            "--warmup", "0.5", "-o", str(out))
-    assert code == 0
-    assert "TPOT p95" in stdout and "c=64" in stdout
+def test_the_readme_main_job_is_trusted_by_the_gate_and_finds_the_chapters_batch(tmp_path: Path) -> None:
+    # exactly the README's main job, then its own gate: every level holds the 59 requests a p95 needs
+    out = tmp_path / "sweep.json"
+    code, stdout, stderr = sweep("--profile", "quickstart", "-o", str(out))
+    assert code == 0, stderr
+    assert "TPOT p95" in stdout and "c=64" in stdout and "untrusted" not in stdout + stderr
     results = load(out)
     assert results.complete
-    assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32, 64]
+    assert [lv.load.value for lv in results.levels] == [2, 4, 8, 16, 32, 48, 64]
+    assert all(lv.completed >= 59 for lv in results.levels)
     assert results.settings["profile"]["name"] == "quickstart"
     assert results.run.cpu_count and results.run.command == "sweep"
+    assert re.search(r"tpot_p95_ms <= 40: max batch 3[5-8] ", " ".join(stdout.split()))
+    gate = runner.invoke(app, ["gate", str(out)])
+    assert gate.exit_code == 0, gate.output
 
 
 def test_levels_past_max_num_seqs_are_saturated_and_the_sweep_stops(tmp_path: Path) -> None:
@@ -47,7 +53,7 @@ def test_levels_past_max_num_seqs_are_saturated_and_the_sweep_stops(tmp_path: Pa
     assert code == 0, stderr
     results = load(out)
     assert [lv.load.value for lv in results.levels] == [16, 32, 64]  # stopped after the first saturated level
-    assert saturated_flags(results.levels, 0.10) == [False, False, True]
+    assert [v.state for v in judge(results.levels).levels] == ["unsaturated", "knee", "saturated"]
     assert "saturated" in stdout and "stopped after c=64" in stderr
     c32, c64 = results.levels[1], results.levels[2]
     ttft = [lv.percentile_ms(Metric.TTFT, 50) for lv in (c32, c64)]
@@ -70,7 +76,7 @@ def test_interrupted_sweep_leaves_a_loadable_file(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen", "sweep", "--profile", "quickstart", "--duration", "1", "--warmup", "0",
-         "-o", str(out), "--quiet"],
+         "--min-requests", "1", "-o", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )
     deadline = time.monotonic() + 60
@@ -82,3 +88,17 @@ def test_interrupted_sweep_leaves_a_loadable_file(tmp_path: Path) -> None:
     results = load(out)
     assert not results.complete
     assert 1 <= len(results.levels) < 7
+
+
+def test_a_request_floor_keeps_a_short_level_open_until_it_is_met(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(  # c=1, 8 tokens of ~25 ms: ~5 requests/s, so a 1 s window would hold ~5
+        "target: sim\nworkload: {output_tokens: 8, prompt_tokens: 8}\n"
+        "load: {levels: [1], duration_s: 1, warmup_s: 0.3, min_requests: 12}\n"
+    )
+    out = tmp_path / "s.json"
+    code, _, stderr = sweep("--profile", str(profile), "-o", str(out))
+    assert code == 0, stderr
+    level = load(out).levels[0]
+    assert level.completed >= 12 and level.window_s > 1.5
+    assert level.output_tokens_per_s == pytest.approx(1000 / 25.4, rel=0.1)

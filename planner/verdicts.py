@@ -1,0 +1,107 @@
+"""One verdict per level: where it sits on the saturation curve, and whether it can be trusted (pure).
+
+Every command shows these same verdicts (the sweep table and its stop rule,
+``plan``, ``report``, ``gate``), so a level is never "saturated" in one
+place and "ok" in another, or trusted by one command and not by the next.
+
+Saturation is the planner's multi-signal classification (``planner.knee``).
+Trust problems, each a sentence naming the level:
+
+- client-bound: the numbers measure the load generator;
+- interrupted: a partial level;
+- errors above the untrusted rate: the latencies describe a biased subset;
+- nothing completed in the window;
+- too few samples for a percentile asked (``loadgen.quantity.samples_needed``);
+- a window shorter than ``WINDOW_LIFETIMES`` mean request lifetimes: counts
+  and throughput are quantised by whole requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from loadgen.quantity import PER_REQUEST, Quantity, samples_needed
+from loadgen.results import LevelResult, Metric
+from planner.knee import Saturation, State, classify
+from planner.observations import Observations, observe
+
+UNTRUSTED_ERROR_RATE = 0.20
+WINDOW_LIFETIMES = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class LevelVerdict:
+    label: str
+    state: State
+    signals: tuple[str, ...]  # saturation signals that fired at this level
+    problems: tuple[str, ...]  # why its numbers cannot be trusted (empty: trusted)
+
+    @property
+    def trusted(self) -> bool:
+        return not self.problems
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Short words for a table cell: the state when it is not plain, then ``untrusted``."""
+        return tuple(f for f in (self.state if self.state != "unsaturated" else "",
+                                 "" if self.trusted else "untrusted") if f)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    observations: Observations
+    saturation: Saturation
+    levels: tuple[LevelVerdict, ...]  # in load order, as ``observations.levels``
+
+    def of(self, label: str) -> LevelVerdict:
+        return next(v for v in self.levels if v.label == label)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(p for v in self.levels for p in v.problems)
+
+
+def judge(
+    levels: Sequence[LevelResult],
+    asked: Iterable[Quantity] = (),
+    *,
+    untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
+) -> Verdicts:
+    """Verdicts for ``levels``; ``asked``: the percentiles some SLO or check will read."""
+    obs = observe(levels)
+    saturation = classify(obs.levels, batch_is_concurrency=obs.batch_source == "concurrency")
+    wanted = tuple(dict.fromkeys(q for q in asked if q.percentile is not None and q.metric in PER_REQUEST))
+    out = tuple(
+        LevelVerdict(lv.load.label, state, signals, trust_problems(lv, wanted, untrusted_error_rate))
+        for lv, state, signals in zip(obs.results, saturation.states, saturation.signals)
+    )
+    return Verdicts(obs, saturation, out)
+
+
+def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_error_rate: float) -> tuple[str, ...]:
+    label = level.load.label
+    out = []
+    if level.client_bound:
+        out.append(f"{label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or its CPU "
+                   "saturated): its latencies measure the load generator; try --workers")
+    if not level.complete:
+        out.append(f"{label}: interrupted; a partial level")
+    rate = level.error_rate
+    if rate is not None and rate > untrusted_error_rate:
+        out.append(f"{label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): the latencies "
+                   "describe a biased subset")
+    if level.completed == 0:
+        out.append(f"{label}: no request completed in the measured window; lengthen the duration")
+        return tuple(out)
+    for q in asked:
+        assert q.percentile is not None
+        n, need = level.histograms[q.metric].count, samples_needed(q.percentile)
+        if n < need:
+            out.append(f"{label}: {n} {q.metric.value} samples cannot bound a p{q.percentile:g} (needs at least "
+                       f"{need}); run the level longer or give it a request floor")
+    e2e_us = level.histograms[Metric.E2E].mean_us()
+    if e2e_us is not None and level.window_s < WINDOW_LIFETIMES * e2e_us / 1e6:
+        out.append(f"{label}: the measured window ({level.window_s:.1f} s) is shorter than {WINDOW_LIFETIMES:g} "
+                   f"request lifetimes (E2E mean {e2e_us / 1e6:.1f} s): counts and throughput are quantised")
+    return tuple(out)

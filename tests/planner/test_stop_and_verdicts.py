@@ -1,0 +1,65 @@
+"""One verdict per level: saturation from several signals, trust from one floor, and the sweep's stop rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loadgen.quantity import Quantity
+from loadgen.results import Metric, SloTarget
+from planner.stop import stop_reason
+from planner.verdicts import judge
+from tests.planner.synthetic import closed_level, law_sweep, law_tpots
+
+NO_KNEE = law_sweep(12.0, 1.1, 48, (1, 2, 4, 8, 16, 24, 32, 40))
+KNEE = law_sweep(25.0, 0.4, 24, (1, 2, 4, 8, 16, 24, 32, 48, 64))
+
+
+def test_a_slope_that_flattens_throughput_is_not_saturation() -> None:
+    # step 12 + 1.1b: c=32 -> 40 gains only 5% throughput, with no queue and 48 slots
+    gains = [b.output_tokens_per_s / a.output_tokens_per_s - 1 for a, b in zip(NO_KNEE, NO_KNEE[1:])]  # type: ignore[operator]
+    assert min(gains) < 0.10
+    assert all(v.state == "unsaturated" for v in judge(NO_KNEE).levels)
+    assert all(stop_reason(NO_KNEE[: k + 1], ()) is None for k in range(len(NO_KNEE)))
+
+
+def test_past_the_batch_cap_levels_are_saturated_and_the_sweep_stops() -> None:
+    states = [v.state for v in judge(KNEE).levels]
+    assert states[:5] == ["unsaturated"] * 5 and states[-2:] == ["saturated", "saturated"]
+    stops = [k for k in range(len(KNEE)) if stop_reason(KNEE[: k + 1], ())]
+    assert stops and KNEE[stops[0]].load.value in (32, 48)
+    assert "saturated" in (stop_reason(KNEE[: stops[0] + 1], ()) or "")
+    assert stop_reason(KNEE, (), stop_on_saturation=False) is None
+
+
+def test_the_throughput_heuristic_is_opt_in_and_needs_two_low_gains() -> None:
+    reason = stop_reason(NO_KNEE, (), min_throughput_gain=0.10)
+    assert reason is not None and "throughput heuristic" in reason
+    assert stop_reason(NO_KNEE[:7], (), min_throughput_gain=0.10) is None  # one low gain (+8.5%) is not enough
+
+
+def test_stop_on_a_bad_slo_breach_only() -> None:
+    level = [closed_level(8, np.full(100, 45.0))]
+    slo = (SloTarget(Metric.TPOT, 95, 30.0),)
+    assert stop_reason(level, slo) is None  # 1.5x over: keep going
+    reason = stop_reason([closed_level(8, np.full(100, 61.0))], slo)
+    assert reason is not None and "tpot_p95_ms" in reason and "2x" in reason
+    assert stop_reason([closed_level(8, np.full(100, 61.0))], slo, slo_breach_factor=None) is None
+
+
+@pytest.mark.parametrize(("n", "percentile", "trusted"), [(58, 95, False), (59, 95, True), (298, 99, False),
+                                                         (299, 99, True), (2000, 99.9, False)])
+def test_too_few_samples_for_a_percentile_asked_is_untrusted(n: int, percentile: float, trusted: bool) -> None:
+    level = closed_level(4, law_tpots(25, 0.4, 4, n, cv=0.01, seed=1))
+    verdict = judge([level], [Quantity(Metric.TPOT, percentile)]).levels[0]
+    assert verdict.trusted is trusted
+    if not trusted:
+        assert f"cannot bound a p{percentile:g}" in verdict.problems[0]
+
+
+def test_a_window_shorter_than_three_request_lifetimes_is_untrusted() -> None:
+    # E2E = 32 tokens x 26.6 ms = 0.85 s: a 2 s window holds fewer than three lifetimes
+    level = closed_level(4, law_tpots(25, 0.4, 4, 100, cv=0.01, seed=1), window_s=2.0)
+    problems = judge([level]).levels[0].problems
+    assert any("shorter than 3 request lifetimes" in p for p in problems)
+    assert judge([closed_level(4, law_tpots(25, 0.4, 4, 100, cv=0.01, seed=1), window_s=10.0)]).levels[0].trusted
