@@ -12,13 +12,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from loadgen.cli.analyze import parse_slos, profile_slos, stored_plan
+from loadgen.cli.analyze import parse_slos, profile_gate_levels, profile_slos, stored_plan
 from loadgen.cli.common import consoles, friendly_errors
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
-from loadgen.results import Results, SloTarget, load
+from loadgen.results import Load, Results, SloTarget, load
 from planner import PlanRequest, plan_from_results
-from planner.compare import Delta, compare_results
+from planner.compare import Delta, compare_results, fingerprint_differences
 from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
@@ -97,6 +97,7 @@ def gate(
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report (one test case per check).")] = None,
     summary_md: Annotated[Path | None, typer.Option(help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
     """CI gate. Exit codes: 0 pass; 1 a threshold breached or a real regression; 2 usage error;
     3 the run cannot be trusted (client-bound, incomplete, errors above the limit, too few samples)."""
@@ -108,11 +109,20 @@ def gate(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     results = load(results_file)
-    slos = load_profile(find_profile(profile)).slo if profile else profile_slos(results)
-    checks += [check_from_slo(s) for s in slos]
+    if profile:
+        prof = load_profile(find_profile(profile))
+        slos = prof.slo
+        labels = tuple(Load("rate" if prof.load.mode == "open" else "concurrency", v).label
+                       for v in prof.gate.levels) if prof.gate.levels else None
+    else:
+        slos, labels = profile_slos(results), profile_gate_levels(results)
+    checks += [check_from_slo(s, level) for s in slos for level in (labels or (None,))]
     if not checks and baseline is None:
         raise UsageError("nothing to check: give --require/--fail-if, a --profile with an slo, or --baseline")
-    verdict = evaluate_gate(results, checks, baseline=load(baseline) if baseline else None,
+    reference = load(baseline) if baseline else None
+    if reference is not None and baseline is not None:
+        refuse_mismatch(baseline, reference, results_file, results, allow_mismatch)
+    verdict = evaluate_gate(results, checks, baseline=reference,
                             max_regression=max_regression, untrusted_error_rate=untrusted_error_rate)
     if junit is not None:
         junit.write_text(to_junit(verdict), encoding="utf-8")
@@ -133,12 +143,15 @@ def compare(
     max_regression: Annotated[float, typer.Option(help="Changes beyond this fraction (and outside the noise) "
                                                        "are marked.")] = 0.10,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
     """Side-by-side table of two or more results, with direction-aware deltas and significance marks."""
     if len(files) < 2:
         raise UsageError("compare needs at least two results files")
     runs = [load(f) for f in files]
     reference = runs[0]
+    for path, run in zip(files[1:], runs[1:]):
+        refuse_mismatch(files[0], reference, path, run, allow_mismatch)
     comparisons = [compare_results(reference, other, max_regression=max_regression) for other in runs[1:]]
     if json_out:
         doc = [{"file": str(f), "deltas": [dataclasses.asdict(d) for d in c]} for f, c in zip(files[1:], comparisons)]
@@ -159,6 +172,18 @@ def compare(
         table.add_row(*cells)
     consoles().out.print(table)
     consoles().err.print("* outside the noise; red worse, green better (direction-aware)", highlight=False)
+
+
+AllowMismatchOpt = Annotated[bool, typer.Option(help="Compare runs of different workloads anyway (API, model, "
+                                                       "prompt/output lengths, load mode).")]
+
+
+def refuse_mismatch(base_path: Path, base: Results, path: Path, run: Results, allowed: bool) -> None:
+    """A comparison of different workloads reads as regressions that are not: refuse it unless asked."""
+    differences = fingerprint_differences(base, run)
+    if differences and not allowed:
+        raise UsageError(f"{base_path} and {path} measured different workloads ({'; '.join(differences)}); "
+                         "compare like with like, or pass --allow-mismatch")
 
 
 def _num(value: float | None) -> str:
