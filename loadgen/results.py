@@ -25,6 +25,7 @@ SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
+WINDOW_LIFETIMES: Final = 3.0  # a measured window shorter than this many mean request lifetimes is quantised
 
 
 @dataclass(frozen=True, slots=True)

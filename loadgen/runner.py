@@ -31,7 +31,7 @@ import numpy as np
 from loadgen.client import RequestRecord, stream_request
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
-from loadgen.results import LevelResult, Load, Metric
+from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
 from loadgen.scrape import MetricsScraper
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
 from loadgen.workload import RequestFactory, Workload
@@ -132,9 +132,11 @@ class _Level:
         return now >= self.t_stop and not self._extend_for_floor(now)
 
     def _extend_for_floor(self, now: float) -> bool:
-        """At the planned end, keep the window open until ``min_requests`` completed in it.
+        """At the planned end, keep the window open until ``min_requests`` completed in it
+        and it spans ``WINDOW_LIFETIMES`` mean request lifetimes.
 
-        A percentile needs a sample count, not a duration. Checked
+        A percentile needs a sample count, not a duration, and a window of one
+        or two lifetimes quantises counts and throughput by whole requests. Checked
         synchronously where the level would stop (and before a late record is
         added), so no client leaves before the decision. The window stays
         open at most ``MAX_FLOOR_S``; a level still short is flagged by its
@@ -146,10 +148,13 @@ class _Level:
         if not floor or self.plan.load.kind != "concurrency" or not math.isfinite(self.t_stop):
             return False
         done, elapsed = self.recorder.completed, now - self.recorder.window_start
-        if done >= floor or elapsed >= MAX_FLOOR_S:
+        e2e_us = self.recorder.histograms[Metric.E2E].mean_us()
+        lifetimes_s = WINDOW_LIFETIMES * e2e_us / 1e6 if e2e_us else 0.0
+        if (done >= floor and elapsed >= lifetimes_s) or elapsed >= MAX_FLOOR_S:
             return False
         rate = done / elapsed if done and elapsed > 0 else 0.0
-        extra = FLOOR_MARGIN * (floor - done) / rate if rate else max(self.plan.duration_s or 1.0, 1.0)
+        extra = FLOOR_MARGIN * (floor - done) / rate if rate and done < floor else max(self.plan.duration_s or 1.0, 1.0)
+        extra = max(extra, FLOOR_MARGIN * lifetimes_s - elapsed)
         self.t_stop = min(now + extra, self.recorder.window_start + MAX_FLOOR_S)
         self.recorder.window_end = self.t_stop
         return True
@@ -186,12 +191,11 @@ class _Level:
         stop_wait = asyncio.create_task(self.stop.wait())
         t_interrupt = math.inf
         try:
+            def limit() -> float:  # read afresh: a request floor may move t_stop while we wait
+                return t_interrupt + self.plan.interrupt_grace_s if self.interrupted else self.t_stop + self.plan.drain_s
+
             while not drive.done():
-                if self.interrupted:
-                    limit = t_interrupt + self.plan.interrupt_grace_s
-                else:
-                    limit = self.t_stop + self.plan.drain_s
-                timeout = None if math.isinf(limit) else max(0.0, limit - self.clock())
+                timeout = None if math.isinf(limit()) else max(0.0, limit() - self.clock())
                 waiters = {drive} if self.interrupted else {drive, stop_wait}
                 await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if drive.done():
@@ -200,7 +204,7 @@ class _Level:
                     self.interrupted = True
                     t_interrupt = self.clock()
                     self.recorder.close_window(t_interrupt)
-                elif self.clock() >= limit:
+                elif self.clock() >= limit():
                     drive.cancel()
                     await asyncio.gather(drive, return_exceptions=True)
         finally:

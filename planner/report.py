@@ -162,6 +162,16 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
                   "req/s", "goodput", "errors", "flags"), tuple(rows))
 
 
+def goodput_rule(slos: Sequence[SloTarget]) -> str:
+    """How goodput was counted, naming each SLO's percentile: the threshold applies per request."""
+    limits = [f"{s.metric.value} <= {s.limit:g} ms (from {s.key.removesuffix('_ms')})" for s in slos
+              if s.metric is not None]
+    if not limits:
+        return "goodput: no latency SLO, so every completed request counts"
+    return ("goodput: the share of requests (failures included) whose own numbers met every SLO threshold: "
+            + ", ".join(limits) + "; ITL is a request's largest gap")
+
+
 def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
     if not slos:
         return None
@@ -220,7 +230,7 @@ def build_report(results: Results, plan: CapacityPlan | None, slos: Sequence[Slo
     sections = [Section("Levels", table=level_rows(results, level_verdicts(results, plan, slos)))]
     verdicts = slo_verdicts(results, slos)
     if verdicts is not None:
-        sections.append(Section("SLO verdicts", table=verdicts))
+        sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))
     if plan is not None:
         sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))

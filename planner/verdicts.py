@@ -22,12 +22,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from loadgen.quantity import PER_REQUEST, Quantity, samples_needed
-from loadgen.results import LevelResult, Metric
+from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
 from planner.knee import Saturation, State, classify
 from planner.observations import Observations, observe
 
 UNTRUSTED_ERROR_RATE = 0.20
-WINDOW_LIFETIMES = 3.0
 
 
 @dataclass(frozen=True, slots=True)

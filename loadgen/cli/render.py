@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
-from planner.report import fmt
+from planner.report import fmt, goodput_rule
 from planner.verdicts import judge
 
 LATENCY_ROWS = (
@@ -63,7 +63,8 @@ def throughput_table(level: LevelResult) -> Table:
 
 def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
     """One row per level; cells that breach an SLO in red; each level's verdict (``planner.verdicts``)."""
-    table = Table(title="sweep", title_justify="left")
+    table = Table(title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None,
+                  caption_justify="left")
     for name in ("load", "conc", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "ITL p99", "tok/s", "req/s",
                  "goodput", "errors", "flags"):
         table.add_column(name, justify="left" if name in ("load", "flags") else "right")
