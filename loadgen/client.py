@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -26,34 +26,10 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.errors import ErrorKind, error_kind_for_status
-from loadgen.sse import DONE, Api, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
+from loadgen.records import Clock, RequestRecord
+from loadgen.sse import DONE, Api, Convention, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
 
-Clock = Callable[[], float]
 Transport = Literal["aiohttp", "httpx"]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
-    """What one request produced. Times are loop-clock seconds."""
-
-    t_intended: float  # when it was due (open loop: schedule; closed loop: worker free)
-    t_slot: float | None  # open loop with an in-flight cap: when it got a slot
-    t_sent: float  # when it was handed to the HTTP client
-    t_first: float | None  # first chunk carrying output text
-    t_last: float | None  # last chunk carrying output text
-    t_done: float  # end of stream, or the failure
-    chunk_times: tuple[float, ...]  # arrival of each chunk carrying output text
-    chunk_tokens: tuple[int, ...] | None  # tokens per such chunk, when the server says (per-chunk usage)
-    output_tokens: int | None  # usage.completion_tokens, else the count of text chunks
-    output_tokens_estimated: bool  # True when counted from chunks (no usage from the server)
-    prompt_tokens: int | None  # usage.prompt_tokens
-    error: ErrorKind | None  # None means success
-    http_status: int | None
-    error_detail: str | None = None  # a short reason, never a traceback or a header
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +75,12 @@ async def stream_request(
     t_slot: float | None = None,
     clock: Clock,
     timeout_s: float,
+    convention: Convention = "tokens",
 ) -> RequestRecord:
-    """Send one streaming completion request and time its chunks."""
+    """Send one streaming completion request and time its token events (or text chunks)."""
     times: list[float] = []
-    cumulative: list[int | None] = []  # per text chunk: usage.completion_tokens so far, if sent
-    state = _StreamState()
+    cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
+    state = _StreamState(convention)
     t_sent = clock()
     status: int | None = None
     error: ErrorKind | None = None
@@ -151,9 +128,10 @@ async def stream_request(
 class _StreamState:
     """Parsing state of one response body."""
 
-    __slots__ = ("done", "finish_reason", "completion_tokens", "prompt_tokens", "error")
+    __slots__ = ("done", "finish_reason", "completion_tokens", "prompt_tokens", "error", "by_token")
 
-    def __init__(self) -> None:
+    def __init__(self, convention: Convention) -> None:
+        self.by_token = convention == "tokens"
         self.done = False
         self.finish_reason: str | None = None
         self.completion_tokens: int | None = None
@@ -178,7 +156,7 @@ class _StreamState:
                 self.prompt_tokens = chunk.prompt_tokens
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
-            if chunk.text:
+            if chunk.token if self.by_token else chunk.text:
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)
         return False

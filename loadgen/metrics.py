@@ -27,14 +27,14 @@ not grow with the number of requests.
 from __future__ import annotations
 
 import math
-
-import numpy as np
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from loadgen.client import RequestRecord
+import numpy as np
+
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig
+from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Load, Metric, ServerSample, empty_histograms
 
 
@@ -109,27 +109,23 @@ class LevelRecorder:
             self.errors[record.error] = self.errors.get(record.error, 0) + 1
             return
         self.completed += 1
-        h[Metric.E2E].record_s(record.t_done - record.t_intended)
+        m = request_metrics(record)
+        h[Metric.E2E].record_s(m.e2e_s)
         if record.prompt_tokens is not None:
             self.prompt_tokens += record.prompt_tokens
             self.prompt_tokens_reported += 1
-        tokens = record.output_tokens or 0
-        self.output_tokens += tokens
+        self.output_tokens += record.output_tokens or 0
         self.tokens_estimated |= record.output_tokens_estimated
-        if record.t_first is None or record.t_last is None:
-            return
-        if self.goodput_limits_ms is not None and _meets(record, tokens, self.goodput_limits_ms):
+        if m.ttft_s is None or m.ttft_sent_s is None:
+            return  # no output arrived: nothing to time
+        if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
             self.good += 1
-        h[Metric.TTFT].record_s(record.t_first - record.t_intended)
-        h[Metric.TTFT_SENT].record_s(record.t_first - record.t_sent)
-        if tokens >= 2:
-            h[Metric.TPOT].record_s((record.t_last - record.t_first) / (tokens - 1))
-        if len(record.chunk_times) > 1:
-            gaps = np.diff(np.asarray(record.chunk_times))
-            if record.chunk_tokens is not None:  # a chunk of n tokens: n gaps of gap/n
-                n = np.asarray(record.chunk_tokens[1:])
-                gaps = np.repeat(gaps / np.maximum(n, 1), np.maximum(n, 1))
-            h[Metric.ITL].record_many_s(gaps)
+        h[Metric.TTFT].record_s(m.ttft_s)
+        h[Metric.TTFT_SENT].record_s(m.ttft_sent_s)
+        if m.tpot_s is not None:
+            h[Metric.TPOT].record_s(m.tpot_s)
+        if m.itl_s.size:
+            h[Metric.ITL].record_many_s(m.itl_s)
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times
@@ -193,18 +189,46 @@ class LevelRecorder:
         self._last_t = max(self._last_t, t)
 
 
-def _meets(record: RequestRecord, tokens: int, limits_ms: Mapping[Metric, float]) -> bool:
-    """Whether one completed request met every per-request limit (goodput)."""
-    assert record.t_first is not None and record.t_last is not None
-    values_s = {
-        Metric.TTFT: record.t_first - record.t_intended,
-        Metric.TTFT_SENT: record.t_first - record.t_sent,
-        Metric.E2E: record.t_done - record.t_intended,
-        Metric.TPOT: (record.t_last - record.t_first) / (tokens - 1) if tokens >= 2 else None,
-        Metric.ITL: max((b - a for a, b in zip(record.chunk_times, record.chunk_times[1:])), default=None),
-    }
-    for metric, limit in limits_ms.items():
-        value = values_s.get(metric)
-        if value is not None and value * 1000.0 > limit:
-            return False
-    return True
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    """One successful request's metrics, in seconds: the one place they are computed.
+
+    The histograms record these values and goodput judges these same values,
+    so a request's TPOT or ITL can never be one number in a percentile and
+    another in its goodput verdict.
+    """
+
+    e2e_s: float  # t_done - t_intended
+    ttft_s: float | None  # t_first - t_intended (None: no output arrived)
+    ttft_sent_s: float | None  # t_first - t_sent
+    tpot_s: float | None  # (t_last - t_first) / (tokens - 1); None under 2 tokens
+    itl_s: np.ndarray  # the gaps between token events (a chunk of n tokens: n gaps of gap/n)
+
+    def meets(self, limits_ms: Mapping[Metric, float]) -> bool:
+        """Whether this request met every per-request limit (goodput); ITL is its largest gap."""
+        values = {
+            Metric.TTFT: self.ttft_s, Metric.TTFT_SENT: self.ttft_sent_s, Metric.E2E: self.e2e_s,
+            Metric.TPOT: self.tpot_s, Metric.ITL: float(self.itl_s.max()) if self.itl_s.size else None,
+        }
+        for metric, limit_ms in limits_ms.items():
+            value = values.get(metric)
+            if value is not None and value * 1000.0 > limit_ms:
+                return False
+        return True
+
+
+def request_metrics(record: RequestRecord) -> RequestMetrics:
+    """The DESIGN.md per-request metrics of a successful request."""
+    tokens = record.output_tokens or 0
+    gaps = np.diff(np.asarray(record.chunk_times, dtype=np.float64))
+    if record.chunk_tokens is not None and gaps.size:
+        n = np.maximum(np.asarray(record.chunk_tokens[1:]), 1)
+        gaps = np.repeat(gaps / n, n)
+    first, last = record.t_first, record.t_last
+    return RequestMetrics(
+        e2e_s=record.t_done - record.t_intended,
+        ttft_s=None if first is None else first - record.t_intended,
+        ttft_sent_s=None if first is None else first - record.t_sent,
+        tpot_s=(last - first) / (tokens - 1) if first is not None and last is not None and tokens >= 2 else None,
+        itl_s=gaps,
+    )

@@ -1,18 +1,55 @@
-"""Optional raw per-request records (``--records out.jsonl``), one JSON object per line.
+"""What one request produced (pure data), and the optional raw records file.
 
-Never inside the results file. Records hold timestamps, counts and a short
-error reason only: no prompts, headers or keys.
+``RequestRecord`` is the client's whole output and the recorder's whole
+input: timestamps on one monotonic clock, counts, and a failure kind. It
+lives here, away from the HTTP stack, so the metric code and the planner's
+tests can build records without importing httpx or aiohttp.
+
+``--records out.jsonl`` writes one record per line. Never inside the results
+file. Records hold timestamps, counts and a short error reason only: no
+prompts, headers or keys.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from loadgen.client import RequestRecord
+from loadgen.errors import ErrorKind
 from loadgen.results import Load
+
+Clock = Callable[[], float]  # monotonic seconds (time.monotonic): one clock for every timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What one request produced. Times are loop-clock seconds."""
+
+    t_intended: float  # when it was due (open loop: schedule; closed loop: worker free)
+    t_slot: float | None  # open loop with an in-flight cap: when it got a slot
+    t_sent: float  # when it was handed to the HTTP client
+    t_first: float | None  # first token event (or text chunk, by the metric convention)
+    t_last: float | None  # last token event (or text chunk)
+    t_done: float  # end of stream, or the failure
+    chunk_times: tuple[float, ...]  # arrival of each token event (or text chunk)
+    chunk_tokens: tuple[int, ...] | None  # tokens per such chunk, when the server says (per-chunk usage)
+    output_tokens: int | None  # usage.completion_tokens, else the count of timed chunks
+    output_tokens_estimated: bool  # True when counted from chunks (no usage from the server)
+    prompt_tokens: int | None  # usage.prompt_tokens
+    error: ErrorKind | None  # None means success
+    http_status: int | None
+    error_detail: str | None = None  # a short reason, never a traceback or a header
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+
 
 
 class RecordsWriter:

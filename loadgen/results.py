@@ -170,10 +170,8 @@ class LevelResult:
             completed=self.completed,
             failed=self.failed,
             errors={k.value: v for k, v in sorted(self.errors.items())},
-            prompt_tokens_mean=_round(self.prompt_tokens / self.prompt_tokens_reported)
-            if self.prompt_tokens_reported
-            else None,
-            output_tokens_mean=_round(self.output_tokens / self.completed) if self.completed else None,
+            prompt_tokens_mean=_round(mean_prompt_tokens([self])),
+            output_tokens_mean=_round(mean_output_tokens([self])),
             tokens_estimated=self.tokens_estimated,
             client_bound=self.client_bound,
             load=self.load.to_json(),
@@ -232,6 +230,18 @@ class LevelResult:
             good=None if raw.get("good") is None else int(raw["good"]),
             client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
         )
+
+
+def mean_prompt_tokens(levels: Sequence[LevelResult]) -> float | None:
+    """Mean prompt tokens per completed request that reported usage, over these levels."""
+    reported = sum(lv.prompt_tokens_reported for lv in levels)
+    return sum(lv.prompt_tokens for lv in levels) / reported if reported else None
+
+
+def mean_output_tokens(levels: Sequence[LevelResult]) -> float | None:
+    """Mean output tokens per completed request, over these levels."""
+    completed = sum(lv.completed for lv in levels)
+    return sum(lv.output_tokens for lv in levels) / completed if completed else None
 
 
 def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:

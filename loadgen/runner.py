@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 import httpx
 import numpy as np
 
-from loadgen.client import RequestRecord, stream_request
+from loadgen.client import stream_request
+from loadgen.records import Clock, RequestRecord
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
@@ -36,7 +37,6 @@ from loadgen.scrape import MetricsScraper
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
 from loadgen.workload import RequestFactory, Workload
 
-Clock = Callable[[], float]
 PROGRESS_INTERVAL_S = 0.5
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
 MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
@@ -112,6 +112,7 @@ class _Level:
         self.stop = stop
         self.scraper = scraper
         self.api = workload.api
+        self.convention = workload.metric_convention
         self.path = workload.path
         self.factory = RequestFactory(workload, plan.seed)
         self.t0 = clock() if t0 is None else t0
@@ -257,6 +258,7 @@ class _Level:
             record = await stream_request(
                 self.http, self.path, prepared.body, self.api,
                 t_intended=t_intended, t_slot=t_slot, clock=self.clock, timeout_s=self.plan.timeout_s,
+                convention=self.convention,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())

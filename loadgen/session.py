@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from loadgen import __version__
-from loadgen.client import HttpOptions, RequestRecord, make_http_client, stream_request
+from loadgen.client import HttpOptions, make_http_client, stream_request
+from loadgen.records import RequestRecord
 from loadgen.errors import EndpointError
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.results import LevelResult, Results, RunInfo, Target
@@ -216,6 +217,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "dataset_prompts": len(workload.dataset) if workload.dataset is not None else None,
         "output_tokens": _lengths(workload.output_tokens),
         "unique_prompts": workload.unique_prompts,
+        "metric_convention": workload.metric_convention,
         "extra_body": dict(workload.extra_body),
         "headers": redact_headers(dict(session.headers)),
         "api_key": "<redacted>" if session.api_key else None,

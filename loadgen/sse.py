@@ -117,6 +117,19 @@ class Chunk(NamedTuple):
     completion_tokens: int | None  # usage.completion_tokens, when the chunk has usage
     prompt_tokens: int | None
     error: str | None = None  # an in-stream {"error": ...} object
+    token: bool = False  # a token event: a delta for an output token, even one with empty text
+
+
+Convention = Literal["tokens", "text"]
+"""Which chunks time the stream (``--metric-convention``).
+
+``tokens`` (default): every token event (DESIGN.md): a chunk carrying a
+choice delta for an output token, including vLLM's empty-content chunks for
+a token that does not yet decode to complete text; the role-only first
+chunk is not one. ``text``: only chunks carrying text, as some tools do;
+each held-back token then merges two engine steps into one gap. Results
+record which, and comparisons never mix them.
+"""
 
 
 def parse_chunk(data: str, api: Api) -> Chunk:
@@ -148,26 +161,29 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedChunk("chunk choice is not an object")
-    text = _choice_text(choice, api)
+    text, token = _choice_text(choice, api)
     finish = choice.get("finish_reason")
-    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt)
+    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt, token=token)
 
 
-def _choice_text(choice: dict[str, Any], api: Api) -> str:
+def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:
+    """The output text of a choice, and whether it is a token event (see ``Convention``)."""
     if api == "completions":
         text = choice.get("text")
-        return text if isinstance(text, str) else ""
+        return (text, True) if isinstance(text, str) else ("", False)
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         raise MalformedChunk("chat chunk has no 'delta' object")
     content = delta.get("content")
     text = content if type(content) is str else ""
+    token = type(content) is str and (text != "" or "role" not in delta)  # the role chunk is no token
     if len(delta) > ("content" in delta) + ("role" in delta):  # keys beyond role/content: reasoning?
         for key in ("reasoning_content", "reasoning"):
             extra = delta.get(key)
             if type(extra) is str:
                 text += extra
-    return text
+                token = True
+    return text, token
 
 
 def _int_or_none(value: Any) -> int | None:

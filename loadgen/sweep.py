@@ -16,6 +16,7 @@ from loadgen.quantity import PER_REQUEST
 from loadgen.results import Load
 from loadgen.runner import LevelPlan
 from loadgen.session import Scrape, Session
+from loadgen.sse import Convention
 from loadgen.workload import Lengths, Workload, load_dataset
 
 
@@ -28,6 +29,7 @@ class TargetOptions:
     http: HttpOptions = HttpOptions()
     workers: int = 1
     scrape: Scrape = "auto"
+    metric_convention: Convention = "tokens"
 
 
 def _lengths(spec: LengthSpec) -> Lengths:
@@ -45,6 +47,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         dataset=load_dataset(Path(w.dataset)) if w.dataset else None,
         unique_prompts=not w.shared_prefix,
         extra_body=dict(profile.extra_body),
+        metric_convention=target.metric_convention,
     )
     plans = []
     floor = ld.min_requests or max((s.samples_needed for s in profile.slo if s.metric in PER_REQUEST), default=None)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from loadgen.errors import UsageError
-from loadgen.sse import Api
+from loadgen.sse import Api, Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
 
@@ -107,6 +107,7 @@ class Workload:
     dataset: tuple[DatasetEntry, ...] | None = None
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
 
     @property
     def path(self) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
 
 BatchSource = Literal["server", "littles_law", "concurrency"]
 LITTLE_TOLERANCE = 0.05
@@ -106,12 +106,9 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
             server_waiting=lv.server.waiting_mean if lv.server else None, littles_ratio=ratio,
             client_bound=lv.client_bound, tokens_estimated=lv.tokens_estimated,
         ))
-    completed = sum(lv.completed for lv in levels)
-    reported = sum(lv.prompt_tokens_reported for lv in levels)
     return Observations(
         levels=tuple(rows), results=levels, batch_source=source,
-        prompt_tokens_mean=sum(lv.prompt_tokens for lv in levels) / reported if reported else None,
-        output_tokens_mean=sum(lv.output_tokens for lv in levels) / completed if completed else None,
+        prompt_tokens_mean=mean_prompt_tokens(levels), output_tokens_mean=mean_output_tokens(levels),
         warnings=tuple(warnings),
     )
 

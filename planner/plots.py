@@ -6,9 +6,7 @@ embedded in the HTML report as a data URI, so the file opens offline.
 
 from __future__ import annotations
 
-import base64
 import io
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -21,19 +19,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from loadgen.results import Metric  # noqa: E402
 from planner.plan import CapacityPlan  # noqa: E402
+from planner.report import Plot  # noqa: E402
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
-
-
-@dataclass(frozen=True, slots=True)
-class Plot:
-    name: str
-    caption: str
-    png: bytes
-
-    @property
-    def data_uri(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
 def _png(fig: Figure) -> bytes:

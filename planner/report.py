@@ -8,6 +8,7 @@ estimated token counts, extrapolated answers, incomplete runs.
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import io
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
 from planner.plan import CapacityPlan
-from planner.plots import Plot
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
 from planner.stepmodel import StepModel
@@ -24,8 +24,9 @@ from planner.verdicts import Verdicts, judge
 
 DEFINITIONS = (
     "TTFT is the time from when a request was due (its scheduled arrival, or the moment its client became free) "
-    "to the first chunk carrying output text, so client-side queueing counts; TPOT is a request's mean gap "
-    "between output tokens, (t_last - t_first) / (tokens - 1); ITL is every gap between consecutive chunks, "
+    "to the first token event (a chunk carrying an output token's delta, empty-content ones included, unless "
+    "the run used the text convention), so client-side queueing counts; TPOT is a request's mean gap "
+    "between output tokens, (t_last - t_first) / (tokens - 1); ITL is every gap between consecutive token events, "
     "pooled; E2E runs from due time to the end of the stream. Percentiles come from HdrHistograms (3 significant "
     "digits). Throughput counts output tokens that arrived inside the measured window (warm-up and drain "
     "excluded); failed requests count in the error rate and stay out of the latencies. Goodput is the share of "
@@ -49,6 +50,19 @@ class Section:
     paragraphs: tuple[str, ...] = ()
     table: Table | None = None
     bullets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    """One figure for the HTML report (drawn by ``planner.plots``, which alone imports matplotlib)."""
+
+    name: str
+    caption: str
+    png: bytes
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)

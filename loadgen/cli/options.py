@@ -19,4 +19,6 @@ ScrapeOpt = Annotated[str, typer.Option(help="Scrape the server's /metrics: auto
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Results file (JSON).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(help="No live progress.")]
+ConventionOpt = Annotated[str, typer.Option(help="Which chunks time the stream: tokens (every token event, "
+                                                 "empty-content ones included: DESIGN.md) | text (text chunks only).")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model id (default: first from /models).")]

@@ -17,14 +17,13 @@ from loadgen.cli.common import consoles, friendly_errors
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
-from planner import PlanRequest, plan_from_results
+from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.compare import Delta, compare_results, fingerprint_differences
 from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
 from planner.gate_report import to_markdown as gate_markdown
-from planner.plots import all_plots
-from planner.report import Report, build_report, to_csv, to_html, to_markdown
+from planner.report import Plot, Report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = (".md", ".html", ".csv")
 
@@ -51,6 +50,16 @@ def rich_report(report: Report) -> RenderableType:
     return Group(*parts)
 
 
+def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
+    """The HTML report's plots; matplotlib is imported only here (the ``html`` extra)."""
+    try:
+        from planner.plots import all_plots
+    except ImportError:
+        raise UsageError("-o *.html draws plots with matplotlib, which is not installed: "
+                         "pip install 'loadgen[html]' (or write .md or .csv)") from None
+    return all_plots(capacity)
+
+
 @friendly_errors
 def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")],
@@ -74,7 +83,7 @@ def report(
     capacity = plan_from_results(results, PlanRequest(
         slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens"),
     )) if results.levels else None
-    plots = all_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
+    plots = html_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
     doc = build_report(results, capacity, slos, plots)
     if output is None:
         consoles().out.print(rich_report(doc))

@@ -29,6 +29,7 @@ from loadgen.cli.options import (
     ScrapeOpt,
     TimeoutOpt,
     TransportOpt,
+    ConventionOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import level_table, throughput_table
@@ -72,6 +73,7 @@ def run(
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
+    metric_convention: ConventionOpt = "tokens",
     workers: WorkersOpt = 1,
     scrape_metrics: ScrapeOpt = "auto",
     lag_threshold_ms: Annotated[float, typer.Option(help="p99 generator lag that flags a level client-bound.")] = 10.0,
@@ -98,6 +100,7 @@ def run(
             dataset=load_dataset(dataset) if dataset else None,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
+            metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

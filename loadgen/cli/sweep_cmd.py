@@ -22,6 +22,7 @@ from loadgen.cli.options import (
     ScrapeOpt,
     TimeoutOpt,
     TransportOpt,
+    ConventionOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import sweep_table
@@ -70,6 +71,7 @@ def sweep(
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
+    metric_convention: ConventionOpt = "tokens",
     workers: WorkersOpt = 1,
     scrape_metrics: ScrapeOpt = "auto",
     output: OutputOpt = Path("sweep.json"),
@@ -95,6 +97,7 @@ def sweep(
     target = TargetOptions(
         api_key=api_key, headers=parse_headers(header or []), http=http_options(timeout, insecure, transport),
         workers=workers, scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+        metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
     )
     if min_requests is not None and min_requests < 1:
         raise UsageError(f"--min-requests: expected a positive integer, got {min_requests}")

@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 from aiohttp import web
 
+from loadgen.sse import Api
 from loadgen.sim.driver import EngineDriver
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import Fault, FaultConfig
 from loadgen.sim.framing import (
-    Api,
     BadRequest,
     ChunkFramer,
     SimRequest,
@@ -207,7 +207,10 @@ async def _stream(
                 await write(framer.MALFORMED)
             last = sent + pending == req.max_tokens
             if not last and merge_prob and rng.random() < merge_prob:
-                continue  # as engines do when a token decodes to no complete text yet
+                # as vLLM does when a token decodes to no complete text yet: the token's chunk
+                # goes out empty, and its text rides with the next one
+                await write(framer.text("", last=False))
+                continue
             text = output_text(sent, pending)
             if at_half and fault is Fault.OVERSIZED:
                 text += "x" * OVERSIZED_BYTES

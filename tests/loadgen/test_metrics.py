@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.client import RequestRecord
+from loadgen.records import RequestRecord
 from loadgen.errors import ErrorKind
 from loadgen.metrics import LevelRecorder
 from loadgen.results import Load, Metric

@@ -115,3 +115,20 @@ def test_in_stream_error_object_is_reported() -> None:
 def test_malformed_chunks_raise(data: str) -> None:
     with pytest.raises(MalformedChunk):
         parse_chunk(data, "chat")
+
+
+@pytest.mark.parametrize(
+    ("delta", "token"),
+    [
+        ({"role": "assistant", "content": ""}, False),  # vLLM's first chunk: the role, no token
+        ({"content": ""}, True),  # a token that does not decode to complete text yet
+        ({"content": "Hi"}, True),
+        ({"role": "assistant", "content": "Hi"}, True),  # role and first token together
+        ({"reasoning_content": ""}, True),
+        ({}, False),  # a finish-only chunk
+        ({"content": None}, False),
+    ],
+)
+def test_token_events_include_empty_content_but_not_the_role_chunk(delta: dict[str, object], token: bool) -> None:
+    chunk = parse_chunk(json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), "chat")
+    assert chunk.token is token

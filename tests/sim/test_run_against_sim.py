@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,21 @@ async def test_interrupt_stops_admitting_and_marks_the_level_incomplete(sim: Sim
     assert not result.complete
     assert result.window_s == pytest.approx(1.0, abs=0.3)
     assert result.completed > 0
+
+
+@pytest.mark.asyncio
+async def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
+    # As vLLM does, the simulator sends an empty-content chunk for a token that does not decode to
+    # text yet (merge_prob). Timing token events keeps every ITL gap one engine step; timing text
+    # chunks only merges two steps into one gap, which is the named "text" convention.
+    with SimProcess(SimOptions(merge_prob=0.2)) as server:
+        plan = LevelPlan(Load("concurrency", 1), duration_s=2.5, warmup_s=0.5)
+        tokens = await measure(server.base_url, plan, workload(32, api="chat"))
+        text = await measure(server.base_url, plan, replace(workload(32, api="chat"), metric_convention="text"))
+    step = 25.4
+    for result in (tokens, text):
+        assert result.failed == 0 and not result.tokens_estimated and result.output_tokens == 32 * result.completed
+    p50, p99 = tokens.percentile_ms(Metric.ITL, 50), tokens.percentile_ms(Metric.ITL, 99)
+    assert p50 == pytest.approx(step, rel=0.1) and p99 is not None and p99 < p50 + step
+    assert text.percentile_ms(Metric.ITL, 99) == pytest.approx(2 * step, rel=0.15)  # merged: two steps
+    assert tokens.percentile_ms(Metric.TPOT, 50) == pytest.approx(step, rel=0.05)
