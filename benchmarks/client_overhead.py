@@ -31,6 +31,7 @@ def pin(cpu: int):  # type: ignore[no-untyped-def]
     def apply() -> None:
         if hasattr(os, "sched_setaffinity") and cpu < (os.cpu_count() or 1):
             os.sched_setaffinity(0, {cpu})
+
     return apply
 
 
@@ -38,7 +39,9 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     cpus = os.cpu_count() or 1
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "mock_stream_server.py"), "--ttft-ms", str(TTFT_MS), "--gap-ms", str(GAP_MS)],
-        stdout=subprocess.PIPE, text=True, preexec_fn=pin(cpus - 1),
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=pin(cpus - 1),
     )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
@@ -47,10 +50,36 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 def run_level(url: str, concurrency: int, duration: float, workers: int, transport: str) -> dict[str, float]:
     expected_tok_s = concurrency * TOKENS / ((TTFT_MS + (TOKENS - 1) * GAP_MS) / 1000)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "loadgen", "run", "--url", url, "--api", "completions",
-               "--concurrency", str(concurrency), "--duration", str(duration), "--warmup", "2",
-               "--max-tokens", str(TOKENS), "--prompt-tokens", "8", "--workers", str(workers), "--transport",
-               transport, "--scrape-metrics", "off", "--json", "--quiet", "-o", str(Path(tmp) / "r.json")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            "--url",
+            url,
+            "--api",
+            "completions",
+            "--concurrency",
+            str(concurrency),
+            "--duration",
+            str(duration),
+            "--warmup",
+            "2",
+            "--max-tokens",
+            str(TOKENS),
+            "--prompt-tokens",
+            "8",
+            "--workers",
+            str(workers),
+            "--transport",
+            transport,
+            "--scrape-metrics",
+            "off",
+            "--json",
+            "--quiet",
+            "-o",
+            str(Path(tmp) / "r.json"),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120)
         if out.returncode != 0:
             raise SystemExit(f"loadgen failed at c={concurrency}: {out.stderr.strip()[-300:]}")
@@ -92,23 +121,29 @@ def main() -> None:
     args = parser.parse_args()
     server, url = start_server()
     try:
-        print(f"target: {url} (TTFT {TTFT_MS:g} ms, gap {GAP_MS:g} ms, {TOKENS} tokens); "
-              f"{os.cpu_count()} CPUs, client on CPU 0, server on CPU {(os.cpu_count() or 1) - 1}; "
-              f"transport {args.transport}")
-        header = (f"{'workers':>7} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
-                  f"{'TTFT p50 err':>12} {'TTFT p99 err':>12} {'TPOT p50 err':>12} {'TPOT p99 err':>12} "
-                  f"{'lag p99':>8} {'client CPU':>10} {'server late':>11}")
+        print(
+            f"target: {url} (TTFT {TTFT_MS:g} ms, gap {GAP_MS:g} ms, {TOKENS} tokens); "
+            f"{os.cpu_count()} CPUs, client on CPU 0, server on CPU {(os.cpu_count() or 1) - 1}; "
+            f"transport {args.transport}"
+        )
+        header = (
+            f"{'workers':>7} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
+            f"{'TTFT p50 err':>12} {'TTFT p99 err':>12} {'TPOT p50 err':>12} {'TPOT p99 err':>12} "
+            f"{'lag p99':>8} {'client CPU':>10} {'server late':>11}"
+        )
         print(header)
-        for workers in ([1] if args.no_workers else [1, 2]):
+        for workers in [1] if args.no_workers else [1, 2]:
             for c in (int(x) for x in args.levels.split(",")):
                 late_before = server_late(url)
                 r = run_level(url, c, args.duration, workers, args.transport)
                 late = server_late(url) - late_before
-                print(f"{workers:>7} {c:>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
-                      f"{r['expected_tok_s']:>9.0f} {r['ttft_p50_err']:>+10.1f}ms {r['ttft_p99_err']:>+10.1f}ms "
-                      f"{r['tpot_p50_err']:>+10.2f}ms {r['tpot_p99_err']:>+10.2f}ms {r['lag_p99']:>6.1f}ms"
-                      f" {r['cpu_busy']:>10.0%} {late:>11}"
-                      + ("  client-bound" if r["client_bound"] else ""), flush=True)
+                print(
+                    f"{workers:>7} {c:>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
+                    f"{r['expected_tok_s']:>9.0f} {r['ttft_p50_err']:>+10.1f}ms {r['ttft_p99_err']:>+10.1f}ms "
+                    f"{r['tpot_p50_err']:>+10.2f}ms {r['tpot_p99_err']:>+10.2f}ms {r['lag_p99']:>6.1f}ms"
+                    f" {r['cpu_busy']:>10.0%} {late:>11}" + ("  client-bound" if r["client_bound"] else ""),
+                    flush=True,
+                )
                 time.sleep(0.5)
     finally:
         server.terminate()

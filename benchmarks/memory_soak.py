@@ -37,9 +37,25 @@ def main() -> None:
     args = parser.parse_args()
     duration = args.minutes * 60
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "loadgen", "run", "--url", "sim", "--concurrency", str(args.concurrency),
-               "--duration", str(duration), "--max-tokens", "64", "--prompt-tokens", "16", "--quiet",
-               "-o", str(Path(tmp) / "r.json")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            "--url",
+            "sim",
+            "--concurrency",
+            str(args.concurrency),
+            "--duration",
+            str(duration),
+            "--max-tokens",
+            "64",
+            "--prompt-tokens",
+            "16",
+            "--quiet",
+            "-o",
+            str(Path(tmp) / "r.json"),
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         samples: list[tuple[float, float]] = []
         start = time.monotonic()
@@ -55,8 +71,10 @@ def main() -> None:
         proc.wait()
     steady = [r for t, r in samples if t >= 60] or [r for _, r in samples]
     if len(steady) >= 2:
-        print(f"growth after the first minute: {steady[-1] - steady[0]:+.1f} MiB "
-              f"({steady[0]:.1f} -> {steady[-1]:.1f} MiB, max {max(steady):.1f})")
+        print(
+            f"growth after the first minute: {steady[-1] - steady[0]:+.1f} MiB "
+            f"({steady[0]:.1f} -> {steady[-1]:.1f} MiB, max {max(steady):.1f})"
+        )
 
 
 if __name__ == "__main__":

@@ -23,12 +23,16 @@ HEAD = {"id": "bench", "object": "text_completion", "created": 0, "model": "benc
 
 def frames(tokens: int) -> tuple[bytes, bytes, bytes]:
     """(regular chunk, last chunk, usage + done), serialised once."""
+
     def chunk(finish: str | None) -> bytes:
         body = {**HEAD, "choices": [{"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}]}
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
-    usage = {**HEAD, "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": tokens,
-                                              "total_tokens": tokens + 1}}
+    usage = {
+        **HEAD,
+        "choices": [],
+        "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+    }
     return chunk(None), chunk("length"), b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
 
 

@@ -128,7 +128,7 @@ async def stream_request(
 class _StreamState:
     """Parsing state of one response body."""
 
-    __slots__ = ("done", "finish_reason", "completion_tokens", "prompt_tokens", "error", "by_token")
+    __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "prompt_tokens")
 
     def __init__(self, convention: Convention) -> None:
         self.by_token = convention == "tokens"

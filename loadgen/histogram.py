@@ -54,13 +54,15 @@ def _layout(config: HistogramConfig) -> _Layout:
     lowest = [h.get_value_from_index(i) for i in range(h.counts_len)]
     highest = [h.get_highest_equivalent_value(v) for v in lowest]
     median = [h._hdr_median_equiv_value(v) for v in lowest]
-    return _Layout(np.array(lowest, dtype=np.float64), np.array(highest, dtype=np.int64), np.array(median, dtype=np.float64))
+    return _Layout(
+        np.array(lowest, dtype=np.float64), np.array(highest, dtype=np.int64), np.array(median, dtype=np.float64)
+    )
 
 
 class LatencyHistogram:
     """Latency samples in integer microseconds, with an out-of-range count."""
 
-    __slots__ = ("_h", "out_of_range", "config")
+    __slots__ = ("_h", "config", "out_of_range")
 
     def __init__(self, config: HistogramConfig = DEFAULT_CONFIG) -> None:
         self.config = config
@@ -176,7 +178,7 @@ class LatencyHistogram:
         if text:
             try:
                 decoded = HdrHistogram.decode(text.encode("ascii"))
-            except Exception as exc:  # noqa: BLE001 - a third-party decoder of untrusted bytes: any failure means corrupt
+            except Exception as exc:
                 raise ValueError(f"corrupt histogram encoding ({type(exc).__name__})") from None
             if decoded.get_total_count():
                 hist._h.add(decoded)

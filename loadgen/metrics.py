@@ -153,8 +153,14 @@ class LevelRecorder:
             return None if v is None else v / 1000.0
 
         return LiveSnapshot(
-            self.completed, sum(self.errors.values()), self.in_flight, self.output_tokens,
-            ms(Metric.TTFT, 50), ms(Metric.TTFT, 95), ms(Metric.TPOT, 50), ms(Metric.TPOT, 95),
+            self.completed,
+            sum(self.errors.values()),
+            self.in_flight,
+            self.output_tokens,
+            ms(Metric.TTFT, 50),
+            ms(Metric.TTFT, 95),
+            ms(Metric.TPOT, 50),
+            ms(Metric.TPOT, 95),
         )
 
     def finish(self, t_end: float, *, server: ServerSample | None = None, complete: bool = True) -> LevelResult:
@@ -207,8 +213,11 @@ class RequestMetrics:
     def meets(self, limits_ms: Mapping[Metric, float]) -> bool:
         """Whether this request met every per-request limit (goodput); ITL is its largest gap."""
         values = {
-            Metric.TTFT: self.ttft_s, Metric.TTFT_SENT: self.ttft_sent_s, Metric.E2E: self.e2e_s,
-            Metric.TPOT: self.tpot_s, Metric.ITL: float(self.itl_s.max()) if self.itl_s.size else None,
+            Metric.TTFT: self.ttft_s,
+            Metric.TTFT_SENT: self.ttft_sent_s,
+            Metric.E2E: self.e2e_s,
+            Metric.TPOT: self.tpot_s,
+            Metric.ITL: float(self.itl_s.max()) if self.itl_s.size else None,
         }
         for metric, limit_ms in limits_ms.items():
             value = values.get(metric)

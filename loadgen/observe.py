@@ -21,7 +21,7 @@ class LevelObserver(Protocol):
 class LoadSnapshot:
     """A progress tick: the live numbers plus the level's elapsed time."""
 
-    __slots__ = ("load", "elapsed_s", "live")
+    __slots__ = ("elapsed_s", "live", "load")
 
     def __init__(self, load: Load, elapsed_s: float, live: LiveSnapshot) -> None:
         self.load = load

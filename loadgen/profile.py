@@ -132,7 +132,8 @@ def find_profile(name_or_path: str) -> Path:
     names = sorted({p.stem for folder in PROFILE_DIRS if folder.is_dir() for p in folder.glob("*.yaml")})
     hint = difflib.get_close_matches(name_or_path, names, n=1)
     raise ProfileError(
-        f"--profile {name_or_path}: no such profile" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        f"--profile {name_or_path}: no such profile"
+        + (f"; did you mean {hint[0]!r}?" if hint else "")
         + (f" (known: {', '.join(names)})" if names else "")
     )
 
@@ -166,8 +167,21 @@ def parse_profile(data: Any, source: str) -> Profile:
     root = _Node(source, "", data if data is not None else {})
     root.require_mapping()
     root.known(
-        "schema_version", "name", "description", "target", "api", "model", "headers", "extra_body",
-        "workload", "load", "slo", "stop", "plan", "gate", "seed",
+        "schema_version",
+        "name",
+        "description",
+        "target",
+        "api",
+        "model",
+        "headers",
+        "extra_body",
+        "workload",
+        "load",
+        "slo",
+        "stop",
+        "plan",
+        "gate",
+        "seed",
     )
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
     if version > SCHEMA_VERSION:
@@ -210,8 +224,18 @@ def _target(node: _Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
     if law.value is None:
         return None, EngineConfig(), FaultConfig()
     law.require_mapping()
-    names = ("base_ms", "per_seq_ms", "prefill_ms_per_token", "max_num_seqs", "mode", "static_batch",
-             "static_wait_ms", "noise_cv", "seed", "faults")
+    names = (
+        "base_ms",
+        "per_seq_ms",
+        "prefill_ms_per_token",
+        "max_num_seqs",
+        "mode",
+        "static_batch",
+        "static_wait_ms",
+        "noise_cv",
+        "seed",
+        "faults",
+    )
     law.known(*names)
     d = EngineConfig()
     return None, _engine(law, d), _faults(law.child("faults"))
@@ -253,8 +277,11 @@ def _lengths(node: _Node, default: int) -> LengthSpec:
         return LengthSpec(node.value)
     node.require_mapping()
     node.known("mean", "dist", "spread")
-    return LengthSpec(node.integer("mean", default, minimum=1), node.choice("dist", "fixed", DISTS),
-                      node.number("spread", 0.0, minimum=0))
+    return LengthSpec(
+        node.integer("mean", default, minimum=1),
+        node.choice("dist", "fixed", DISTS),
+        node.number("spread", 0.0, minimum=0),
+    )
 
 
 def _workload(node: _Node) -> WorkloadSpec:
@@ -291,8 +318,9 @@ def _levels(node: _Node, mode: str) -> tuple[float, ...]:
 
 def _load(node: _Node) -> LoadSpec:
     node.require_mapping()
-    node.known("mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight",
-               "min_requests")
+    node.known(
+        "mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight", "min_requests"
+    )
     d = LoadSpec()
     mode = node.choice("mode", d.mode, ("closed", "open"))
     duration = node.optional_number("duration_s", minimum=0, exclusive=True)
@@ -365,8 +393,13 @@ class _Node:
 
     def child(self, key: str) -> _Node:
         value = self.value.get(key) if isinstance(self.value, dict) else None
-        return _Node(self.source, f"{self.path}.{key}" if self.path else key, value if value is not None else (
-            {} if key in ("workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body") else None))
+        return _Node(
+            self.source,
+            f"{self.path}.{key}" if self.path else key,
+            value
+            if value is not None
+            else ({} if key in ("workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body") else None),
+        )
 
     def item(self, index: int) -> _Node:
         return _Node(self.source, f"{self.path}[{index}]", self.value[index])
@@ -381,8 +414,8 @@ class _Node:
                 hint = difflib.get_close_matches(str(key), keys, n=1)
                 where = f"{self.path}.{key}" if self.path else str(key)
                 raise ProfileError(
-                    f"{self.source}: {where}: unknown key" + (f"; did you mean {hint[0]!r}?" if hint else
-                                                              f" (known: {', '.join(keys)})")
+                    f"{self.source}: {where}: unknown key"
+                    + (f"; did you mean {hint[0]!r}?" if hint else f" (known: {', '.join(keys)})")
                 )
 
     def _get(self, key: str) -> tuple[_Node, Any]:
@@ -420,13 +453,27 @@ class _Node:
             node.fail(f"must be true or false, got {_show(raw)}")
         return bool(raw)
 
-    def number(self, key: str, default: float, *, minimum: float | None = None, exclusive: bool = False,
-               maximum: float | None = None) -> float:
+    def number(
+        self,
+        key: str,
+        default: float,
+        *,
+        minimum: float | None = None,
+        exclusive: bool = False,
+        maximum: float | None = None,
+    ) -> float:
         value = self.optional_number(key, minimum=minimum, exclusive=exclusive, maximum=maximum)
         return default if value is None else value
 
-    def optional_number(self, key: str, *, minimum: float | None = None, exclusive: bool = False,
-                        maximum: float | None = None, default: float | None = None) -> float | None:
+    def optional_number(
+        self,
+        key: str,
+        *,
+        minimum: float | None = None,
+        exclusive: bool = False,
+        maximum: float | None = None,
+        default: float | None = None,
+    ) -> float | None:
         node, raw = self._get(key)
         if raw is _MISSING:
             return default

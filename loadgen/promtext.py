@@ -15,8 +15,12 @@ class GaugeNames:
 
 
 KNOWN: Final = (
-    GaugeNames("vllm", "vllm:num_requests_running", "vllm:num_requests_waiting",
-               ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+    GaugeNames(
+        "vllm",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    ),
     GaugeNames("sglang", "sglang:num_running_reqs", "sglang:num_queue_reqs", ("sglang:token_usage",)),
     GaugeNames("tgi", "tgi_batch_current_size", "tgi_queue_size"),
     GaugeNames("loadgen_sim", "loadgen_sim:num_requests_running", "loadgen_sim:num_requests_waiting"),

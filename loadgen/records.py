@@ -49,9 +49,6 @@ class RequestRecord:
         return self.error is None
 
 
-
-
-
 class RecordsWriter:
     def __init__(self, path: Path) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()

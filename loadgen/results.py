@@ -83,7 +83,10 @@ class ServerSample:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ServerSample:
         return cls(
-            str(raw["source"]), int(raw["samples"]), raw.get("running_mean"), raw.get("waiting_mean"),
+            str(raw["source"]),
+            int(raw["samples"]),
+            raw.get("running_mean"),
+            raw.get("waiting_mean"),
             raw.get("kv_usage_mean"),
         )
 
@@ -388,7 +391,7 @@ class Results:
         except json.JSONDecodeError as exc:
             raise ResultsError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-            raise ResultsError(f"{source}: not a loadgen results file (no \"schema\": \"{SCHEMA}\")")
+            raise ResultsError(f'{source}: not a loadgen results file (no "schema": "{SCHEMA}")')
         version = raw.get("schema_version")
         if not isinstance(version, int) or version < 1:
             raise ResultsError(f"{source}: schema_version must be a positive integer, got {version!r}")

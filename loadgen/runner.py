@@ -29,12 +29,12 @@ import httpx
 import numpy as np
 
 from loadgen.client import stream_request
-from loadgen.records import Clock, RequestRecord
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
+from loadgen.records import Clock, RequestRecord
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
-from loadgen.scrape import MetricsScraper
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
+from loadgen.scrape import MetricsScraper
 from loadgen.workload import RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
@@ -86,8 +86,17 @@ async def run_level(
 
     ``on_record`` sees every finished request (e.g. to write raw records).
     """
-    level = _Level(plan, workload, http, clock or time.monotonic,
-                   observer or NullObserver(), stop or asyncio.Event(), scraper, t0, on_record)
+    level = _Level(
+        plan,
+        workload,
+        http,
+        clock or time.monotonic,
+        observer or NullObserver(),
+        stop or asyncio.Event(),
+        scraper,
+        t0,
+        on_record,
+    )
     return await level.run()
 
 
@@ -118,7 +127,10 @@ class _Level:
         self.t0 = clock() if t0 is None else t0
         self.t_stop = math.inf if plan.duration_s is None else self.t0 + plan.warmup_s + plan.duration_s
         self.recorder = LevelRecorder(
-            plan.load, self.t0 + plan.warmup_s, window_end=self.t_stop, lag_threshold_ms=plan.lag_threshold_ms,
+            plan.load,
+            self.t0 + plan.warmup_s,
+            window_end=self.t_stop,
+            lag_threshold_ms=plan.lag_threshold_ms,
             goodput_limits_ms=dict(plan.goodput_limits_ms) or None,
         )
         self.tickets = itertools.count() if plan.requests is None else iter(range(plan.requests))
@@ -169,8 +181,9 @@ class _Level:
         drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
         helpers = [asyncio.create_task(self._progress()), asyncio.create_task(self._cpu_window())]
         if self.scraper is not None:
-            helpers.append(asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop,
-                                                                self.clock)))
+            helpers.append(
+                asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop, self.clock))
+            )
         try:
             await self._supervise(drive)
         finally:
@@ -192,8 +205,11 @@ class _Level:
         stop_wait = asyncio.create_task(self.stop.wait())
         t_interrupt = math.inf
         try:
+
             def limit() -> float:  # read afresh: a request floor may move t_stop while we wait
-                return t_interrupt + self.plan.interrupt_grace_s if self.interrupted else self.t_stop + self.plan.drain_s
+                return (
+                    t_interrupt + self.plan.interrupt_grace_s if self.interrupted else self.t_stop + self.plan.drain_s
+                )
 
             while not drive.done():
                 timeout = None if math.isinf(limit()) else max(0.0, limit() - self.clock())
@@ -234,7 +250,9 @@ class _Level:
             if self.plan.requests is not None:
                 offsets = offsets[: self.plan.requests]
         else:
-            offsets = arrival_offsets(load.value, self.plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng)
+            offsets = arrival_offsets(
+                load.value, self.plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng
+            )
         cap = asyncio.Semaphore(load.max_in_flight) if load.max_in_flight else None
         async with asyncio.TaskGroup() as tg:
             for offset in offsets.tolist():
@@ -256,8 +274,14 @@ class _Level:
         self.recorder.started(self.clock())
         try:
             record = await stream_request(
-                self.http, self.path, prepared.body, self.api,
-                t_intended=t_intended, t_slot=t_slot, clock=self.clock, timeout_s=self.plan.timeout_s,
+                self.http,
+                self.path,
+                prepared.body,
+                self.api,
+                t_intended=t_intended,
+                t_slot=t_slot,
+                clock=self.clock,
+                timeout_s=self.plan.timeout_s,
                 convention=self.convention,
             )
         except asyncio.CancelledError:

@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
-from loadgen.records import RequestRecord
 from loadgen.errors import EndpointError
 from loadgen.observe import LevelObserver, NullObserver
+from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Results, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
@@ -85,8 +85,12 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
             session.scrape == "auto" and await probe(http, metrics_url(session.base_url))
         )
         info = RunInfo(
-            id=uuid.uuid4().hex[:12], started_at=started_at, tool_version=__version__,
-            python=platform.python_version(), platform=platform.platform(), cpu_count=os.cpu_count(),
+            id=uuid.uuid4().hex[:12],
+            started_at=started_at,
+            tool_version=__version__,
+            python=platform.python_version(),
+            platform=platform.platform(),
+            cpu_count=os.cpu_count(),
             command=session.command,
         )
         target = Target(base_url=shown, model=model, api=workload.api)
@@ -134,8 +138,14 @@ async def _one_level(
         )
     hooks.observer.on_level_start(plan.load, plan.planned_s)
     outcome = await run_level_in_processes(
-        plan, workload, base_url=session.base_url, headers=headers, http=session.http,
-        workers=session.workers, scrape=scrape, stop=stop,
+        plan,
+        workload,
+        base_url=session.base_url,
+        headers=headers,
+        http=session.http,
+        workers=session.workers,
+        scrape=scrape,
+        stop=stop,
     )
     hooks.notes.extend(f"{plan.load.label}: {line}" for line in outcome.lost_workers)
     hooks.observer.on_level_end(outcome.result)
@@ -158,7 +168,12 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str) ->
     for attempt in range(1, PROBE_ATTEMPTS + 1):
         t = clock()
         record = await stream_request(
-            http, workload.path, prepared.body, workload.api, t_intended=t, clock=clock,
+            http,
+            workload.path,
+            prepared.body,
+            workload.api,
+            t_intended=t,
+            clock=clock,
             timeout_s=session.http.timeout_s,
         )
         if record.error is None:
@@ -228,8 +243,12 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "scrape_metrics": scrape,
         "levels": [
             {
-                "load": p.load.to_json(), "duration_s": p.duration_s, "requests": p.requests,
-                "warmup_s": p.warmup_s, "seed": p.seed, "lag_threshold_ms": p.lag_threshold_ms,
+                "load": p.load.to_json(),
+                "duration_s": p.duration_s,
+                "requests": p.requests,
+                "warmup_s": p.warmup_s,
+                "seed": p.seed,
+                "lag_threshold_ms": p.lag_threshold_ms,
                 "min_requests": p.min_requests,
             }
             for p in session.levels

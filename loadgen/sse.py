@@ -39,7 +39,7 @@ class SSEEvent(NamedTuple):
 class SSEDecoder:
     """Incremental event-stream decoder."""
 
-    __slots__ = ("_utf8", "_buf", "_data", "_event", "_pending_cr")
+    __slots__ = ("_buf", "_data", "_event", "_pending_cr", "_utf8")
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")

@@ -7,7 +7,7 @@ CLI, so a level is saturated by the same verdict everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.client import HttpOptions
@@ -26,7 +26,7 @@ class TargetOptions:
 
     api_key: str | None = None
     headers: Mapping[str, str] | None = None
-    http: HttpOptions = HttpOptions()
+    http: HttpOptions = field(default_factory=HttpOptions)
     workers: int = 1
     scrape: Scrape = "auto"
     metric_convention: Convention = "tokens"
@@ -53,14 +53,34 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
     floor = ld.min_requests or max((s.samples_needed for s in profile.slo if s.metric in PER_REQUEST), default=None)
     goodput = tuple((s.metric, s.limit) for s in profile.slo if s.metric is not None)
     for i, value in enumerate(ld.levels):
-        load = (Load("concurrency", int(value)) if ld.mode == "closed"
-                else Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight))
-        plans.append(LevelPlan(load, duration_s=ld.duration_s, requests=ld.requests, warmup_s=ld.warmup_s,
-                               timeout_s=target.http.timeout_s, seed=profile.seed + i, goodput_limits_ms=goodput,
-                               min_requests=floor))
+        load = (
+            Load("concurrency", int(value))
+            if ld.mode == "closed"
+            else Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight)
+        )
+        plans.append(
+            LevelPlan(
+                load,
+                duration_s=ld.duration_s,
+                requests=ld.requests,
+                warmup_s=ld.warmup_s,
+                timeout_s=target.http.timeout_s,
+                seed=profile.seed + i,
+                goodput_limits_ms=goodput,
+                min_requests=floor,
+            )
+        )
     headers = {**profile.headers, **(target.headers or {})}
     return Session(
-        base_url=base_url, workload=workload, levels=tuple(plans), api_key=target.api_key, headers=headers,
-        http=target.http, workers=target.workers, scrape=target.scrape, auto_ramp=ld.mode == "closed",
-        command="sweep", extra_settings={"profile": profile.to_json()},
+        base_url=base_url,
+        workload=workload,
+        levels=tuple(plans),
+        api_key=target.api_key,
+        headers=headers,
+        http=target.http,
+        workers=target.workers,
+        scrape=target.scrape,
+        auto_ramp=ld.mode == "closed",
+        command="sweep",
+        extra_settings={"profile": profile.to_json()},
     )

@@ -71,7 +71,9 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
     try:
         ids = [m["id"] for m in response.json()["data"]]
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise EndpointError(f"{shown_url}: /models did not return an OpenAI model list: not an OpenAI-compatible server?") from None
+        raise EndpointError(
+            f"{shown_url}: /models did not return an OpenAI model list: not an OpenAI-compatible server?"
+        ) from None
     if model:
         return model  # servers behind gateways may list fewer models than they route
     if not ids:

@@ -22,12 +22,76 @@ from loadgen.sse import Api, Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
 
-VOCABULARY = (
-    "time year people way day man thing woman life child world school state family student group country "
-    "problem hand part place case week company system program question work government number night point "
-    "home water room mother area money story fact month lot right study book eye job word business issue "
-    "side kind head house service friend father power hour game line end member law car city community name"
-).split()
+VOCABULARY = [
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +148,9 @@ def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)):
+        if not isinstance(obj, dict) or not (
+            isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)
+        ):
             raise UsageError(f'{path}:{no}: expected {{"prompt": "..."}} or {{"messages": [...]}}')
         max_tokens = obj.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -138,7 +204,9 @@ class RequestFactory:
             max_tokens = entry.max_tokens or max_tokens
             body["max_tokens"] = max_tokens
             if w.api == "chat":
-                body["messages"] = list(entry.messages) if entry.messages else [{"role": "user", "content": entry.prompt}]
+                body["messages"] = (
+                    list(entry.messages) if entry.messages else [{"role": "user", "content": entry.prompt}]
+                )
             else:
                 body["prompt"] = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
         else:

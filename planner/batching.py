@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy.typing as npt
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,12 +80,11 @@ def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float
         worse = b > a if better == "lower" else b < a
         ia, ib = _interval(base, quantity), _interval(cand, quantity)
         significant = ia is not None and ib is not None and (ib[0] > ia[1] or ib[1] < ia[0])
-        if quantity == "error_rate":
-            big = b - a > max_regression * max(a, 0.01)  # rates near zero: compare in points, not ratios
-        else:
-            big = abs(change) > max_regression
-        out.append(Delta(base.load.label, quantity, better, a, b, change, worse, significant,
-                         worse and big and significant))
+        # an error rate near zero is compared in points, not as a ratio
+        big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
+        out.append(
+            Delta(base.load.label, quantity, better, a, b, change, worse, significant, worse and big and significant)
+        )
     return out
 
 
@@ -107,8 +106,9 @@ def workload_fingerprint(results: Results) -> dict[str, Any]:
     """
     s = results.settings
     kinds = sorted({lv.load.kind for lv in results.levels})
-    arrivals = sorted({(lv.load.arrival, lv.load.burstiness) for lv in results.levels if lv.load.kind == "rate"},
-                      key=str)
+    arrivals = sorted(
+        {(lv.load.arrival, lv.load.burstiness) for lv in results.levels if lv.load.kind == "rate"}, key=str
+    )
     return {
         "api": results.target.api,
         "model": results.target.model,

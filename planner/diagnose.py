@@ -35,24 +35,39 @@ def diagnose(
     """
     findings = []
     if floor is not None:
-        findings.append(Finding("slo_below_floor", "faster_step", f"{slo_key} <= {slo_ms:g} ms: {floor}. "
-                                "Neither a smaller batch nor more replicas can meet it."))
-    elif (current_batch is not None and step_ms_at_current is not None and slo_ms is not None
-            and step_ms_at_current > slo_ms):
+        findings.append(
+            Finding(
+                "slo_below_floor",
+                "faster_step",
+                f"{slo_key} <= {slo_ms:g} ms: {floor}. Neither a smaller batch nor more replicas can meet it.",
+            )
+        )
+    elif (
+        current_batch is not None
+        and step_ms_at_current is not None
+        and slo_ms is not None
+        and step_ms_at_current > slo_ms
+    ):
         target = f"--max-num-seqs {max_batch}" if max_batch else "a batch the SLO allows (none was measured)"
-        findings.append(Finding(
-            "latency_breach", "shrink_batch",
-            f"latency breach: at batch {current_batch} a step takes {step_ms_at_current:.1f} ms, over the "
-            f"{slo_key} SLO of {slo_ms:g} ms. Shrink the batch: set {target}. More replicas would not make "
-            "any stream faster.",
-        ))
+        findings.append(
+            Finding(
+                "latency_breach",
+                "shrink_batch",
+                f"latency breach: at batch {current_batch} a step takes {step_ms_at_current:.1f} ms, over the "
+                f"{slo_key} SLO of {slo_ms:g} ms. Shrink the batch: set {target}. More replicas would not make "
+                "any stream faster.",
+            )
+        )
     if current_replicas is not None and needed_replicas is not None and needed_replicas > current_replicas:
-        findings.append(Finding(
-            "capacity_shortfall", "add_replicas",
-            f"capacity shortfall: the target load needs {needed_replicas} replicas at the SLO batch, "
-            f"{current_replicas} run now. Add {needed_replicas - current_replicas}; a smaller batch would only "
-            "lower each replica's throughput.",
-        ))
+        findings.append(
+            Finding(
+                "capacity_shortfall",
+                "add_replicas",
+                f"capacity shortfall: the target load needs {needed_replicas} replicas at the SLO batch, "
+                f"{current_replicas} run now. Add {needed_replicas - current_replicas}; a smaller batch would only "
+                "lower each replica's throughput.",
+            )
+        )
     if not findings:
         findings.append(Finding("ok", "none", "no latency breach or capacity shortfall found for the inputs given"))
     return tuple(findings)

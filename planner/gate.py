@@ -32,8 +32,12 @@ from planner.verdicts import UNTRUSTED_ERROR_RATE, judge
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
 
-_OPS: dict[str, Callable[[float, float], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt,
-                                                   ">=": operator.ge}
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _CHECK = re.compile(
     r"^\s*(?P<q>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
@@ -137,12 +141,14 @@ def evaluate_gate(
     for check in checks:
         targets = [levels[check.level]] if check.level in levels else [] if check.level else list(levels.values())
         if check.level and check.level not in levels:
-            untrusted.append(f"{check.text}: no level {check.level} in the results "
-                             f"(levels: {', '.join(levels) or 'none'})")
+            untrusted.append(
+                f"{check.text}: no level {check.level} in the results (levels: {', '.join(levels) or 'none'})"
+            )
         for lv in targets:
             value = quantity_value(lv, check.quantity)
-            results.append(CheckResult(check, lv.load.label, value,
-                                       value is not None and _OPS[check.op](value, check.threshold)))
+            results.append(
+                CheckResult(check, lv.load.label, value, value is not None and _OPS[check.op](value, check.threshold))
+            )
     if current.levels:
         asked = [q for c in checks if (q := latency_quantity(c.quantity)) is not None]
         verdicts = judge(current.levels, asked, untrusted_error_rate=untrusted_error_rate)

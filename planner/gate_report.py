@@ -25,8 +25,10 @@ def _threshold(result: CheckResult) -> str:
 
 def _delta_text(d: Delta) -> str:
     change = "n/a" if d.change is None else f"{d.change:+.1%}"
-    return (f"{d.quantity}: {_value(d.quantity, d.baseline)} -> {_value(d.quantity, d.candidate)} ({change}"
-            f"{', significant' if d.significant else ', within noise'})")
+    return (
+        f"{d.quantity}: {_value(d.quantity, d.baseline)} -> {_value(d.quantity, d.candidate)} ({change}"
+        f"{', significant' if d.significant else ', within noise'})"
+    )
 
 
 def to_junit(verdict: GateVerdict) -> str:
@@ -70,17 +72,25 @@ def to_markdown(verdict: GateVerdict) -> str:
     if verdict.checks:
         out += ["| level | check | value | result |", "|---|---|---:|---|"]
         for r in verdict.checks:
-            out.append(f"| {r.level} | `{r.check.text}` | {_value(r.check.quantity, r.value)} | "
-                       f"{'pass' if r.passed else '**FAIL**'} |")
+            out.append(
+                f"| {r.level} | `{r.check.text}` | {_value(r.check.quantity, r.value)} | "
+                f"{'pass' if r.passed else '**FAIL**'} |"
+            )
         out.append("")
     if verdict.deltas:
-        out += [f"Baseline comparison (regression: worse by more than {verdict.max_regression:.0%} and outside the noise):",
-                "", "| level | quantity | baseline | candidate | change | verdict |", "|---|---|---:|---:|---:|---|"]
+        out += [
+            f"Baseline comparison (regression: worse by more than {verdict.max_regression:.0%} and outside the noise):",
+            "",
+            "| level | quantity | baseline | candidate | change | verdict |",
+            "|---|---|---:|---:|---:|---|",
+        ]
         for d in verdict.deltas:
             change = "-" if d.change is None else f"{d.change:+.1%}"
             mark = "**REGRESSION**" if d.regression else ("worse (noise)" if d.worse else "ok")
-            out.append(f"| {d.level} | {d.quantity} | {_value(d.quantity, d.baseline)} | "
-                       f"{_value(d.quantity, d.candidate)} | {change} | {mark} |")
+            out.append(
+                f"| {d.level} | {d.quantity} | {_value(d.quantity, d.baseline)} | "
+                f"{_value(d.quantity, d.candidate)} | {change} | {mark} |"
+            )
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -91,13 +101,28 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
         "exit_code": verdict.exit_code,
         "untrusted": list(verdict.untrusted),
         "checks": [
-            {"level": r.level, "check": r.check.text, "quantity": r.check.quantity, "op": r.check.op,
-             "threshold": r.check.threshold, "value": r.value, "passed": r.passed}
+            {
+                "level": r.level,
+                "check": r.check.text,
+                "quantity": r.check.quantity,
+                "op": r.check.op,
+                "threshold": r.check.threshold,
+                "value": r.value,
+                "passed": r.passed,
+            }
             for r in verdict.checks
         ],
         "regressions": [
-            {"level": d.level, "quantity": d.quantity, "baseline": d.baseline, "candidate": d.candidate,
-             "change": d.change, "worse": d.worse, "significant": d.significant, "regression": d.regression}
+            {
+                "level": d.level,
+                "quantity": d.quantity,
+                "baseline": d.baseline,
+                "candidate": d.candidate,
+                "change": d.change,
+                "worse": d.worse,
+                "significant": d.significant,
+                "regression": d.regression,
+            }
             for d in verdict.deltas
         ],
         "max_regression": verdict.max_regression,

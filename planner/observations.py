@@ -85,30 +85,53 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
         source = "concurrency"
     rows, warnings = [], []
     for lv in levels:
-        batch = (lv.server.running_mean if source == "server" and lv.server else
-                 _littles_batch(lv) if source == "littles_law" else lv.achieved_concurrency)
+        batch = (
+            lv.server.running_mean
+            if source == "server" and lv.server
+            else _littles_batch(lv)
+            if source == "littles_law"
+            else lv.achieved_concurrency
+        )
         e2e = _mean_ms(lv, Metric.E2E)
         ratio = None
         if e2e and lv.requests_per_s:
             ratio = lv.achieved_concurrency / (lv.requests_per_s * e2e / 1000.0)
             if abs(ratio - 1) > LITTLE_TOLERANCE:
-                warnings.append(f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
-                                f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
-                                "requests lost from the window, errors, or a client bottleneck")
-        rows.append(LevelObservation(
-            label=lv.load.label, concurrency=lv.achieved_concurrency, batch=float(batch or 0.0),
-            completed=lv.completed, error_rate=lv.error_rate, requests_per_s=lv.requests_per_s,
-            tokens_per_s=lv.output_tokens_per_s, tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
-            tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50), tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
-            tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99), ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
-            ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95), itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
-            itl_p99_ms=lv.percentile_ms(Metric.ITL, 99), e2e_mean_ms=e2e,
-            server_waiting=lv.server.waiting_mean if lv.server else None, littles_ratio=ratio,
-            client_bound=lv.client_bound, tokens_estimated=lv.tokens_estimated,
-        ))
+                warnings.append(
+                    f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
+                    f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
+                    "requests lost from the window, errors, or a client bottleneck"
+                )
+        rows.append(
+            LevelObservation(
+                label=lv.load.label,
+                concurrency=lv.achieved_concurrency,
+                batch=float(batch or 0.0),
+                completed=lv.completed,
+                error_rate=lv.error_rate,
+                requests_per_s=lv.requests_per_s,
+                tokens_per_s=lv.output_tokens_per_s,
+                tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
+                tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50),
+                tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
+                tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99),
+                ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
+                ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95),
+                itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
+                itl_p99_ms=lv.percentile_ms(Metric.ITL, 99),
+                e2e_mean_ms=e2e,
+                server_waiting=lv.server.waiting_mean if lv.server else None,
+                littles_ratio=ratio,
+                client_bound=lv.client_bound,
+                tokens_estimated=lv.tokens_estimated,
+            )
+        )
     return Observations(
-        levels=tuple(rows), results=levels, batch_source=source,
-        prompt_tokens_mean=mean_prompt_tokens(levels), output_tokens_mean=mean_output_tokens(levels),
+        levels=tuple(rows),
+        results=levels,
+        batch_source=source,
+        prompt_tokens_mean=mean_prompt_tokens(levels),
+        output_tokens_mean=mean_output_tokens(levels),
         warnings=tuple(warnings),
     )
 

@@ -85,8 +85,11 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     verdicts = judge(results.levels, [q for slo in request.slos if (q := slo.quantity) is not None])
     obs, saturation = verdicts.observations, verdicts.saturation
     warnings = list(obs.warnings) + list(verdicts.problems)
-    line = [i for i in saturation.unsaturated
-            if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None]
+    line = [
+        i
+        for i in saturation.unsaturated
+        if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None
+    ]
     fit = _fit(obs, line, SloTarget(Metric.TPOT, 50, 0.0), request.seed)
     if fit is None:
         warnings.append(f"only {len(line)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
@@ -109,16 +112,22 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
     """What-if planning from a stated law (no sweep): the chapter's arithmetic, exactly."""
-    limits = tuple(model_limit(model, slo, cap=request.current_batch)
-                   for slo in request.slos if slo.metric in (Metric.TPOT, Metric.ITL))
+    limits = tuple(
+        model_limit(model, slo, cap=request.current_batch)
+        for slo in request.slos
+        if slo.metric in (Metric.TPOT, Metric.ITL)
+    )
     return _finish("law", None, model, limits, request, request.output_tokens, [])
 
 
 def _fit(obs: Observations, line: list[int], slo: SloTarget, seed: int) -> StepModel | None:
     """The step law on ``slo``'s percentile of TPOT over the unsaturated levels (None: fewer than 2 batches)."""
     assert slo.percentile is not None
-    points = [(obs.levels[i].batch, v) for i in line
-              if (v := obs.results[i].percentile_ms(Metric.TPOT, slo.percentile)) is not None]
+    points = [
+        (obs.levels[i].batch, v)
+        for i in line
+        if (v := obs.results[i].percentile_ms(Metric.TPOT, slo.percentile)) is not None
+    ]
     if len({x for x, _ in points}) < 2:
         return None
     return fit_step_model([x for x, _ in points], [y for _, y in points], seed=seed)
@@ -148,8 +157,14 @@ def _finish(
     recommended, method = None, None
     if request.qps and output_tokens and fit is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(fit, max_batch, request, output_tokens, step, warnings)
-    floor = next((floor_note(lim.model, lim.slo) for lim in limits
-                  if lim.model is not None and lim.quality == "below the floor"), None)
+    floor = next(
+        (
+            floor_note(lim.model, lim.slo)
+            for lim in limits
+            if lim.model is not None and lim.quality == "below the floor"
+        ),
+        None,
+    )
     tpot_slo = next((lim.slo for lim in limits if lim.slo.metric == Metric.TPOT), None)
     findings = diagnose(
         slo_key=tpot_slo.key if tpot_slo else None,
@@ -162,9 +177,24 @@ def _finish(
         needed_replicas=recommended,
     )
     return CapacityPlan(
-        source, verdicts, fit, limits, max_batch, lower_bound, how, step, per_replica,
-        1000.0 / step if step else None, sizing, simulated, below, recommended, method,
-        batch_utilization(request.lengths) if request.lengths else None, findings, tuple(warnings),
+        source,
+        verdicts,
+        fit,
+        limits,
+        max_batch,
+        lower_bound,
+        how,
+        step,
+        per_replica,
+        1000.0 / step if step else None,
+        sizing,
+        simulated,
+        below,
+        recommended,
+        method,
+        batch_utilization(request.lengths) if request.lengths else None,
+        findings,
+        tuple(warnings),
     )
 
 
@@ -182,10 +212,16 @@ def _decide_batch(
     if bounded:
         batch = min(lim.batch for lim in bounded if lim.batch is not None)
         deciding = [lim for lim in bounded if lim.batch == batch]
-        limits = tuple(dataclasses.replace(lim, quality="not binding", note=f"met at every measured batch up to "
-                                           f"{lim.batch}, above the {batch} the other SLOs allow")
-                       if lim.quality == "lower bound" and lim.batch is not None and lim.batch > batch else lim
-                       for lim in limits)
+        limits = tuple(
+            dataclasses.replace(
+                lim,
+                quality="not binding",
+                note=f"met at every measured batch up to {lim.batch}, above the {batch} the other SLOs allow",
+            )
+            if lim.quality == "lower bound" and lim.batch is not None and lim.batch > batch
+            else lim
+            for lim in limits
+        )
         lower = all(lim.is_lower_bound for lim in deciding)
         return limits, batch, lower, "the largest batch under " + ", ".join(model_name(lim.slo) for lim in deciding)
     if saturation is not None and saturation.max_batch is not None:
@@ -203,8 +239,15 @@ def _respect_laws(batch: int, limits: tuple[BatchLimit, ...], fit: StepModel | N
     that breaks the SLO it answers.
     """
     laws = [(lim.slo, lim.model) for lim in limits if lim.slo.metric == Metric.TPOT and lim.model is not None]
-    laws += [(lim.slo, fit) for lim in limits if lim.slo.metric == Metric.TPOT and fit is not None
-             and lim.slo.percentile is not None and lim.slo.percentile >= 50 and lim.model is not fit]
+    laws += [
+        (lim.slo, fit)
+        for lim in limits
+        if lim.slo.metric == Metric.TPOT
+        and fit is not None
+        and lim.slo.percentile is not None
+        and lim.slo.percentile >= 50
+        and lim.model is not fit
+    ]
     b = batch
     for slo, law in laws:
         assert law is not None
@@ -212,56 +255,89 @@ def _respect_laws(batch: int, limits: tuple[BatchLimit, ...], fit: StepModel | N
             b -= 1
     if b == batch:
         return batch, ""
-    return max(b, 1), (f"the batch was lowered from {batch} to {max(b, 1)}: at {batch} a fitted TPOT law "
-                       "breaks its SLO (the measured curve and the laws disagree; sweep more levels)")
+    return max(b, 1), (
+        f"the batch was lowered from {batch} to {max(b, 1)}: at {batch} a fitted TPOT law "
+        "breaks its SLO (the measured curve and the laws disagree; sweep more levels)"
+    )
 
 
 def _missing_for_what_if(request: PlanRequest) -> str:
     if not request.slos:
-        return ("nothing to plan from the law alone: give --slo tpot_pNN<MS for the largest batch, "
-                "or --current-batch with --qps to size replicas")
-    return ("no TPOT SLO bounds the batch, so it is the server's cap: give --current-batch (its --max-num-seqs) "
-            "to size replicas, or a --slo tpot_pNN<MS")
+        return (
+            "nothing to plan from the law alone: give --slo tpot_pNN<MS for the largest batch, "
+            "or --current-batch with --qps to size replicas"
+        )
+    return (
+        "no TPOT SLO bounds the batch, so it is the server's cap: give --current-batch (its --max-num-seqs) "
+        "to size replicas, or a --slo tpot_pNN<MS"
+    )
 
 
 def _size(
-    fit: StepModel, max_batch: int, request: PlanRequest, output_tokens: float, step: float | None,
+    fit: StepModel,
+    max_batch: int,
+    request: PlanRequest,
+    output_tokens: float,
+    step: float | None,
     warnings: list[str],
 ) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int, str]:
     """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins."""
     assert request.qps is not None
     e2e_s = step * output_tokens / 1000.0 if step else None
-    sizing = replicas_for(request.qps, output_tokens, fit.tokens_per_s_exact(max_batch),
-                          max_utilization=request.max_utilization, e2e_s=e2e_s)
+    sizing = replicas_for(
+        request.qps,
+        output_tokens,
+        fit.tokens_per_s_exact(max_batch),
+        max_utilization=request.max_utilization,
+        e2e_s=e2e_s,
+    )
     rule = f"utilization target {request.max_utilization:g}"
     judged = tuple(s for s in request.slos if s.metric in SIMULATED_METRICS and s.metric != Metric.TPOT)
     if not request.simulate or not judged:
         if not judged:
-            warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by "
-                            "simulation")
+            warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
     law = ReplicaLaw(fit.base_ms, max(fit.per_seq_ms, 0.0), max_batch)
     simulated, below = replicas_by_simulation(
-        law, request.qps, max(1, round(output_tokens)), judged, start=sizing.replicas_no_headroom,
-        arrival=request.arrival, burstiness=request.burstiness, seed=request.seed,
+        law,
+        request.qps,
+        max(1, round(output_tokens)),
+        judged,
+        start=sizing.replicas_no_headroom,
+        arrival=request.arrival,
+        burstiness=request.burstiness,
+        seed=request.seed,
     )
     shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
     sim = f"simulation ({shape} arrivals, batch capped at {max_batch})"
     if simulated.replicas > sizing.replicas_at_utilization:
-        return sizing, simulated, below, simulated.replicas, f"{sim}; above the {rule}'s {sizing.replicas_at_utilization}"
-    return (sizing, simulated, below, sizing.replicas_at_utilization,
-            f"{rule}; the {sim} needs {simulated.replicas}")
+        return (
+            sizing,
+            simulated,
+            below,
+            simulated.replicas,
+            f"{sim}; above the {rule}'s {sizing.replicas_at_utilization}",
+        )
+    return (sizing, simulated, below, sizing.replicas_at_utilization, f"{rule}; the {sim} needs {simulated.replicas}")
 
 
 def _mix_warnings(obs: Observations, line: list[int]) -> list[str]:
     out = []
-    mix = (f"prompt ~{obs.prompt_tokens_mean:.0f} / output ~{obs.output_tokens_mean:.0f} tokens"
-           if obs.prompt_tokens_mean and obs.output_tokens_mean else "the swept prompt/output mix")
-    ratios = [obs.levels[i].itl_p95_ms / obs.levels[i].tpot_p50_ms for i in line  # type: ignore[operator]
-              if obs.levels[i].concurrency >= 2 and obs.levels[i].itl_p95_ms and obs.levels[i].tpot_p50_ms]
+    mix = (
+        f"prompt ~{obs.prompt_tokens_mean:.0f} / output ~{obs.output_tokens_mean:.0f} tokens"
+        if obs.prompt_tokens_mean and obs.output_tokens_mean
+        else "the swept prompt/output mix"
+    )
+    ratios = [
+        itl / tpot
+        for lv in (obs.levels[i] for i in line)
+        if lv.concurrency >= 2 and (itl := lv.itl_p95_ms) and (tpot := lv.tpot_p50_ms)
+    ]
     if ratios and statistics.median(ratios) > PREFILL_ITL_RATIO:
-        out.append(f"steps that admit prompts are slower (ITL p95 ~{statistics.median(ratios):.2f}x TPOT): "
-                   f"prefill cost is mixed into the slope, which therefore holds only for {mix}")
+        out.append(
+            f"steps that admit prompts are slower (ITL p95 ~{statistics.median(ratios):.2f}x TPOT): "
+            f"prefill cost is mixed into the slope, which therefore holds only for {mix}"
+        )
     else:
         out.append(f"the law is fitted for {mix}; another mix needs another sweep")
     return out
@@ -271,12 +347,18 @@ def _model_json(m: StepModel | None, statistic: str) -> dict[str, Any] | None:
     if m is None:
         return None
     return {
-        "statistic": statistic, "base_ms": m.base_ms, "per_seq_ms": m.per_seq_ms,
-        "fitted_batch_range": list(m.fitted_batch_range) if m.n_levels else None, "n_levels": m.n_levels,
-        "r_squared": m.r_squared, "residual_mad_ms": m.residual_mad_ms,
+        "statistic": statistic,
+        "base_ms": m.base_ms,
+        "per_seq_ms": m.per_seq_ms,
+        "fitted_batch_range": list(m.fitted_batch_range) if m.n_levels else None,
+        "n_levels": m.n_levels,
+        "r_squared": m.r_squared,
+        "residual_mad_ms": m.residual_mad_ms,
         "base_ci_ms": list(m.base_ci_ms) if m.base_ci_ms else None,
         "per_seq_ci_ms": list(m.per_seq_ci_ms) if m.per_seq_ci_ms else None,
-        "outlier_levels": list(m.outlier_levels), "extrapolates": m.extrapolates, "warnings": list(m.warnings),
+        "outlier_levels": list(m.outlier_levels),
+        "extrapolates": m.extrapolates,
+        "warnings": list(m.warnings),
     }
 
 
@@ -296,10 +378,19 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "fit": _model_json(p.fit, "tpot_p50" if p.source == "sweep" else "law"),
         "saturation": None,
         "slo": [
-            {"key": lim.slo.key, "limit": lim.slo.limit, "measured": lim.measured, "measured_batch": lim.measured_batch,
-             "model_batch": lim.model_batch, "batch": lim.batch, "lower_bound": lim.is_lower_bound,
-             "quality": lim.quality, "more_requests": lim.more_requests, "note": lim.note,
-             "law": _model_json(lim.model, model_name(lim.slo) if p.source == "sweep" else "law")}
+            {
+                "key": lim.slo.key,
+                "limit": lim.slo.limit,
+                "measured": lim.measured,
+                "measured_batch": lim.measured_batch,
+                "model_batch": lim.model_batch,
+                "batch": lim.batch,
+                "lower_bound": lim.is_lower_bound,
+                "quality": lim.quality,
+                "more_requests": lim.more_requests,
+                "note": lim.note,
+                "law": _model_json(lim.model, model_name(lim.slo) if p.source == "sweep" else "law"),
+            }
             for lim in p.limits
         ],
         "sizing": dataclasses.asdict(p.sizing) if p.sizing else None,
@@ -314,7 +405,15 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         out["saturation"] = {
             "max_batch": p.verdicts.saturation.max_batch,
             "signals": list(p.verdicts.saturation.agreed),
-            "levels": [{"label": v.label, "state": v.state, "signals": list(v.signals), "trusted": v.trusted,
-                        "problems": list(v.problems)} for v in p.verdicts.levels],
+            "levels": [
+                {
+                    "label": v.label,
+                    "state": v.state,
+                    "signals": list(v.signals),
+                    "trusted": v.trusted,
+                    "problems": list(v.problems),
+                }
+                for v in p.verdicts.levels
+            ],
         }
     return out

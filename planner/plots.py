@@ -13,13 +13,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: never look for a display
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
 
-from loadgen.results import Metric  # noqa: E402
-from planner.plan import CapacityPlan  # noqa: E402
-from planner.report import Plot  # noqa: E402
+from loadgen.results import Metric
+from planner.plan import CapacityPlan
+from planner.report import Plot
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
@@ -48,8 +48,13 @@ def tpot_vs_batch(plan: CapacityPlan) -> Plot:
             ax.plot(x, y, marker, label=label)
         if plan.fit is not None and batch:
             grid = np.linspace(0, max(batch) * 1.1, 100)
-            ax.plot(grid, plan.fit.step_ms(grid), "-", color="C2",
-                    label=f"fit {plan.fit.base_ms:.1f} + {plan.fit.per_seq_ms:.3f}*b")
+            ax.plot(
+                grid,
+                plan.fit.step_ms(grid),
+                "-",
+                color="C2",
+                label=f"fit {plan.fit.base_ms:.1f} + {plan.fit.per_seq_ms:.3f}*b",
+            )
         for lim in plan.limits:
             if lim.slo.metric == Metric.TPOT:
                 ax.axhline(lim.slo.limit, color="C3", ls="--", label=f"SLO {lim.slo.key} {lim.slo.limit:g} ms")
@@ -91,8 +96,12 @@ def throughput_vs_load(plan: CapacityPlan) -> Plot:
             grid = np.linspace(1, max(x), 100)
             ax.plot(grid, plan.fit.tokens_per_s(grid), "--", label="law: b*1000/step(b)")
         if plan.tokens_per_s_per_replica and plan.max_batch:
-            ax.axhline(plan.tokens_per_s_per_replica, color="C3", ls=":",
-                       label=f"per replica at the SLO batch {plan.max_batch}")
+            ax.axhline(
+                plan.tokens_per_s_per_replica,
+                color="C3",
+                ls=":",
+                label=f"per replica at the SLO batch {plan.max_batch}",
+            )
         ax.set_xlabel("load (achieved concurrency)")
         ax.set_ylabel("output tokens/s")
         ax.set_title("Throughput vs load")

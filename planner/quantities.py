@@ -30,6 +30,11 @@ def quantity_value(level: LevelResult, name: str) -> float | None:
         return value
     q = Quantity.parse(name)
     hist = level.histograms[q.metric]
-    value = (hist.mean_us() if q.aggregate == Aggregate.MEAN else hist.max_us() if q.aggregate == Aggregate.MAX
-             else hist.percentile_us(q.percentile or 0.0))
+    value = (
+        hist.mean_us()
+        if q.aggregate == Aggregate.MEAN
+        else hist.max_us()
+        if q.aggregate == Aggregate.MAX
+        else hist.percentile_us(q.percentile or 0.0)
+    )
     return None if value is None else value / 1000.0

@@ -65,8 +65,9 @@ class Timeline:
     def tpot_ms(self) -> np.ndarray:
         """Mean decode interval per request; requests with one token have none (NaN)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            out: np.ndarray = np.where(self.output_tokens > 1, (self.last_ms - self.first_ms)
-                                       / np.maximum(self.output_tokens - 1, 1), np.nan)
+            out: np.ndarray = np.where(
+                self.output_tokens > 1, (self.last_ms - self.first_ms) / np.maximum(self.output_tokens - 1, 1), np.nan
+            )
         return out
 
 
@@ -120,10 +121,7 @@ def simulate(
         j = heap[0][0] - steps  # steps until the next sequence finishes
         if free and nxt < n:
             wait = arr[nxt] - end0  # the arrival joins at the first step start at or after it
-            if wait > 0:
-                j = min(j, 1 + math.ceil(wait / d))
-            else:
-                j = 1
+            j = min(j, 1 + math.ceil(wait / d)) if wait > 0 else 1
         t = end0 + (j - 1) * d
         steps += j
         while heap and heap[0][0] <= steps:

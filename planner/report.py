@@ -85,8 +85,10 @@ def law_text(m: StepModel, statistic: str) -> str:
         return text
     ci = f", slope 95% CI {m.per_seq_ci_ms[0]:.3f}..{m.per_seq_ci_ms[1]:.3f}" if m.per_seq_ci_ms else ""
     r2 = f", R^2 {m.r_squared:.3f}" if m.r_squared is not None else ""
-    text += (f", fitted on {statistic} over b = {m.fitted_batch_range[0]:.1f}..{m.fitted_batch_range[1]:.1f} "
-             f"({m.n_levels} levels{r2}{ci})")
+    text += (
+        f", fitted on {statistic} over b = {m.fitted_batch_range[0]:.1f}..{m.fitted_batch_range[1]:.1f} "
+        f"({m.n_levels} levels{r2}{ci})"
+    )
     return text if m.extrapolates else text + f"; not used beyond the measured levels ({m.trust_note})"
 
 
@@ -98,8 +100,10 @@ def _batch_text(batch: int | None, lower_bound: bool) -> str:
 
 def _estimate_text(e: Estimate) -> str:
     op = "<=" if e.verdict == "pass" else ">" if e.verdict == "fail" else "~"
-    return (f"{e.key.removesuffix('_ms')} {e.value_ms:,.0f} ms (95% CI {e.low_ms:,.0f}..{e.high_ms:,.0f}) "
-            f"{op} {e.limit_ms:g}")
+    return (
+        f"{e.key.removesuffix('_ms')} {e.value_ms:,.0f} ms (95% CI {e.low_ms:,.0f}..{e.high_ms:,.0f}) "
+        f"{op} {e.limit_ms:g}"
+    )
 
 
 def _sim_text(o: SimOutcome) -> str:
@@ -119,10 +123,14 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
         if lim.model is not None and lim.model is not plan.fit:
             lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")
     if plan.saturation is not None and plan.saturation.max_batch is not None:
-        lines.append(f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
-                     f"(signals: {', '.join(plan.saturation.agreed)})")
+        lines.append(
+            f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
+            f"(signals: {', '.join(plan.saturation.agreed)})"
+        )
     for lim in plan.limits:
-        shown = "any" if lim.quality == "any batch" and lim.batch is None else _batch_text(lim.batch, lim.is_lower_bound)
+        shown = (
+            "any" if lim.quality == "any batch" and lim.batch is None else _batch_text(lim.batch, lim.is_lower_bound)
+        )
         parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
         if lim.measured_batch is not None or lim.model_batch is not None:
             measured = lim.measured_batch if lim.measured_batch is not None else "-"
@@ -133,18 +141,24 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             parts.append(f"~{lim.more_requests} more requests per level would resolve it")
         lines.append(" ".join(parts) + (f"; {lim.note}" if lim.note else ""))
     if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
-        text = (f"at batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): "
-                f"step {plan.step_ms_at_max_batch:.1f} ms")
+        text = (
+            f"at batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): "
+            f"step {plan.step_ms_at_max_batch:.1f} ms"
+        )
         for lim in plan.limits:
             if lim.model is not None and lim.model is not plan.fit:
                 text += f", {model_name(lim.slo)} {float(lim.model.step_ms(plan.max_batch)):.1f} ms"
-        lines.append(f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
-                     f"{fmt(plan.tokens_per_s_per_user)} tok/s per user")
+        lines.append(
+            f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
+            f"{fmt(plan.tokens_per_s_per_user)} tok/s per user"
+        )
     if plan.sizing is not None:
         s = plan.sizing
-        lines.append(f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
-                     f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
-                     f"utilization <= {s.max_utilization:g}")
+        lines.append(
+            f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
+            f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
+            f"utilization <= {s.max_utilization:g}"
+        )
         if plan.simulated is not None:
             text = f"simulated: {_sim_text(plan.simulated)}"
             if plan.simulated_below is not None:
@@ -153,8 +167,10 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
         lines.append(f"recommended: {plan.recommended_replicas} replicas ({plan.replicas_method})")
     if plan.batching is not None:
         b = plan.batching
-        lines.append(f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
-                     f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps")
+        lines.append(
+            f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
+            f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps"
+        )
     return lines
 
 
@@ -165,25 +181,53 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
         if lv.tokens_estimated:
             flags.append("tokens estimated")
         rate, good = lv.error_rate, lv.goodput_ratio
-        rows.append((
-            lv.load.label, fmt(lv.achieved_concurrency), fmt(lv.percentile_ms(Metric.TTFT, 50)),
-            fmt(lv.percentile_ms(Metric.TTFT, 95)), fmt(lv.percentile_ms(Metric.TPOT, 50)),
-            fmt(lv.percentile_ms(Metric.TPOT, 95)), fmt(lv.percentile_ms(Metric.ITL, 99)),
-            fmt(lv.output_tokens_per_s, 0), fmt(lv.requests_per_s, 2), "-" if good is None else f"{good:.1%}",
-            "-" if rate is None else f"{rate:.2%}", ", ".join(flags) or "ok",
-        ))
-    return Table(("load", "conc", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms", "ITL p99 ms", "tok/s",
-                  "req/s", "goodput", "errors", "flags"), tuple(rows))
+        rows.append(
+            (
+                lv.load.label,
+                fmt(lv.achieved_concurrency),
+                fmt(lv.percentile_ms(Metric.TTFT, 50)),
+                fmt(lv.percentile_ms(Metric.TTFT, 95)),
+                fmt(lv.percentile_ms(Metric.TPOT, 50)),
+                fmt(lv.percentile_ms(Metric.TPOT, 95)),
+                fmt(lv.percentile_ms(Metric.ITL, 99)),
+                fmt(lv.output_tokens_per_s, 0),
+                fmt(lv.requests_per_s, 2),
+                "-" if good is None else f"{good:.1%}",
+                "-" if rate is None else f"{rate:.2%}",
+                ", ".join(flags) or "ok",
+            )
+        )
+    return Table(
+        (
+            "load",
+            "conc",
+            "TTFT p50 ms",
+            "TTFT p95 ms",
+            "TPOT p50 ms",
+            "TPOT p95 ms",
+            "ITL p99 ms",
+            "tok/s",
+            "req/s",
+            "goodput",
+            "errors",
+            "flags",
+        ),
+        tuple(rows),
+    )
 
 
 def goodput_rule(slos: Sequence[SloTarget]) -> str:
     """How goodput was counted, naming each SLO's percentile: the threshold applies per request."""
-    limits = [f"{s.metric.value} <= {s.limit:g} ms (from {s.key.removesuffix('_ms')})" for s in slos
-              if s.metric is not None]
+    limits = [
+        f"{s.metric.value} <= {s.limit:g} ms (from {s.key.removesuffix('_ms')})" for s in slos if s.metric is not None
+    ]
     if not limits:
         return "goodput: no latency SLO, so every completed request counts"
-    return ("goodput: the share of requests (failures included) whose own numbers met every SLO threshold: "
-            + ", ".join(limits) + "; ITL is a request's largest gap")
+    return (
+        "goodput: the share of requests (failures included) whose own numbers met every SLO threshold: "
+        + ", ".join(limits)
+        + "; ITL is a request's largest gap"
+    )
 
 
 def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
@@ -222,15 +266,18 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
-        out += [f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
-                for lim in plan.limits if lim.quality in ("extrapolated", "unresolved", "insufficient range",
-                                                          "lower bound")]
+        out += [
+            f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
+            for lim in plan.limits
+            if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound")
+        ]
         out += list(plan.warnings)
     return tuple(dict.fromkeys(out))
 
 
-def build_report(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget],
-                 plots: tuple[Plot, ...] = ()) -> Report:
+def build_report(
+    results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget], plots: tuple[Plot, ...] = ()
+) -> Report:
     profile = (results.settings.get("profile") or {}).get("name", "-")
     meta = (
         ("tool", f"loadgen {results.run.tool_version}"),
@@ -238,8 +285,11 @@ def build_report(results: Results, plan: CapacityPlan | None, slos: Sequence[Slo
         ("target", f"{results.target.base_url} ({results.target.api} API)"),
         ("model", results.target.model),
         ("profile", str(profile)),
-        ("run", f"{results.run.command} {results.run.id}, {len(results.levels)} level(s), "
-                f"{'complete' if results.complete else 'INCOMPLETE'}"),
+        (
+            "run",
+            f"{results.run.command} {results.run.id}, {len(results.levels)} level(s), "
+            f"{'complete' if results.complete else 'INCOMPLETE'}",
+        ),
     )
     sections = [Section("Levels", table=level_rows(results, level_verdicts(results, plan, slos)))]
     verdicts = slo_verdicts(results, slos)
@@ -292,16 +342,25 @@ FAIL_TD = '<td class="fail">'
 
 def to_html(report: Report) -> str:
     e = html.escape
-    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">", f"<title>{e(report.title)}</title>",
-           f"<style>{CSS}</style></head><body>", f"<h1>{e(report.title)}</h1>", "<dl class=\"meta\">"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(report.title)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{e(report.title)}</h1>",
+        '<dl class="meta">',
+    ]
     out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report.meta]
     out.append("</dl>")
     for section in report.sections:
         out.append(f"<h2>{e(section.title)}</h2>")
         out += [f"<p>{e(p)}</p>" for p in section.paragraphs]
         if section.table is not None:
-            out.append("<table><thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in section.table.columns)
-                       + "</tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr>"
+                + "".join(f"<th>{e(c)}</th>" for c in section.table.columns)
+                + "</tr></thead><tbody>"
+            )
             for row in section.table.rows:
                 cells = "".join((FAIL_TD if c.startswith("FAIL") else "<td>") + f"{e(c)}</td>" for c in row)
                 out.append(f"<tr>{cells}</tr>")
@@ -309,18 +368,33 @@ def to_html(report: Report) -> str:
         if section.bullets:
             out.append("<ul>" + "".join(f"<li>{e(b)}</li>" for b in section.bullets) + "</ul>")
     if report.plots:
-        out.append("<h2>Plots</h2><div class=\"plots\">")
+        out.append('<h2>Plots</h2><div class="plots">')
         for plot in report.plots:
-            out.append(f"<figure id=\"{e(plot.name)}\"><img alt=\"{e(plot.caption)}\" src=\"{plot.data_uri}\">"
-                       f"<figcaption>{e(plot.caption)}</figcaption></figure>")
+            out.append(
+                f'<figure id="{e(plot.name)}"><img alt="{e(plot.caption)}" src="{plot.data_uri}">'
+                f"<figcaption>{e(plot.caption)}</figcaption></figure>"
+            )
         out.append("</div>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
-CSV_COLUMNS = ("load_kind", "load_value", "window_s", "completed", "failed", "error_rate", "achieved_concurrency",
-               "output_tokens_per_s", "requests_per_s", "prompt_tokens_mean", "output_tokens_mean", "tokens_estimated",
-               "client_bound", "goodput_ratio")
+CSV_COLUMNS = (
+    "load_kind",
+    "load_value",
+    "window_s",
+    "completed",
+    "failed",
+    "error_rate",
+    "achieved_concurrency",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+    "tokens_estimated",
+    "client_bound",
+    "goodput_ratio",
+)
 
 
 def to_csv(results: Results) -> str:
@@ -336,10 +410,22 @@ def to_csv(results: Results) -> str:
 
 def _csv_row(lv: LevelResult) -> list[object]:
     s = lv.summary()
-    row: list[object] = [lv.load.kind, lv.load.value, round(lv.window_s, 3), lv.completed, lv.failed,
-                         lv.error_rate, s["achieved_concurrency"], s["output_tokens_per_s"], s["requests_per_s"],
-                         s["prompt_tokens_mean"], s["output_tokens_mean"], lv.tokens_estimated, lv.client_bound,
-                         lv.goodput_ratio]
+    row: list[object] = [
+        lv.load.kind,
+        lv.load.value,
+        round(lv.window_s, 3),
+        lv.completed,
+        lv.failed,
+        lv.error_rate,
+        s["achieved_concurrency"],
+        s["output_tokens_per_s"],
+        s["requests_per_s"],
+        s["prompt_tokens_mean"],
+        s["output_tokens_mean"],
+        lv.tokens_estimated,
+        lv.client_bound,
+        lv.goodput_ratio,
+    ]
     for m in Metric:
         stats = s[f"{m.value}_ms"]
         row += [stats[k] for k in ("mean", "p50", "p90", "p95", "p99", "max")]

@@ -48,7 +48,11 @@ class ReplicaPlan:
 
 
 def replicas_for(
-    qps: float, output_tokens: float, per_replica_tok_s: float | Fraction, *, max_utilization: float = 0.8,
+    qps: float,
+    output_tokens: float,
+    per_replica_tok_s: float | Fraction,
+    *,
+    max_utilization: float = 0.8,
     e2e_s: float | None = None,
 ) -> ReplicaPlan:
     """Replica counts from token throughput, on exact decimals.
@@ -73,7 +77,12 @@ def replicas_for(
     r0 = max(1, math.ceil(need / per_replica))
     r_util = max(1, math.ceil(need / (exact(max_utilization) * per_replica)))
     return ReplicaPlan(
-        float(need), float(per_replica), r0, float(need / (r0 * per_replica)), max_utilization, r_util,
+        float(need),
+        float(per_replica),
+        r0,
+        float(need / (r0 * per_replica)),
+        max_utilization,
+        r_util,
         qps / r_util * e2e_s if e2e_s is not None else None,
     )
 
@@ -172,8 +181,11 @@ def simulate_replicas(
 
 def _percentile(timeline: Timeline, slo: SloTarget, warmup: int) -> float:
     assert slo.metric is not None and slo.percentile is not None
-    values = {Metric.TTFT: timeline.ttft_ms, Metric.TPOT: timeline.tpot_ms,
-              Metric.E2E: timeline.last_ms - timeline.arrival_ms}[slo.metric][warmup:]
+    values = {
+        Metric.TTFT: timeline.ttft_ms,
+        Metric.TPOT: timeline.tpot_ms,
+        Metric.E2E: timeline.last_ms - timeline.arrival_ms,
+    }[slo.metric][warmup:]
     values = values[~np.isnan(values)]
     return float(np.percentile(values, slo.percentile)) if len(values) else math.nan
 
@@ -221,8 +233,18 @@ def replicas_by_simulation(
     """The smallest R (searching up from ``start``) whose SLO percentiles settle below their limits, and R-1."""
 
     def outcome(r: int) -> SimOutcome:
-        return simulate_replicas(law, r, qps, output_tokens, slos, prompt_tokens=prompt_tokens, arrival=arrival,
-                                 burstiness=burstiness, seed=seed, size=size)
+        return simulate_replicas(
+            law,
+            r,
+            qps,
+            output_tokens,
+            slos,
+            prompt_tokens=prompt_tokens,
+            arrival=arrival,
+            burstiness=burstiness,
+            seed=seed,
+            size=size,
+        )
 
     r = max(1, start)
     tried = {r: outcome(r)}

@@ -40,15 +40,19 @@ Quality = Literal[
     "insufficient range",  # no unsaturated level measured it
     "model only",  # what-if: the stated law alone
 ]
-_SLO = re.compile(r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$")
+_SLO = re.compile(
+    r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$"
+)
 EPS = 1e-9
 SLO_METRICS = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL, Metric.E2E)
 
 
 def parse_slo(text: str) -> SloTarget:
     """``"tpot_p95<50ms"`` -> SloTarget(TPOT, 95, 50.0). Raises ValueError naming what was expected."""
-    expected = (f"--slo {text!r}: expected METRIC_pNN<VALUE[ms|s] (METRIC: "
-                f"{', '.join(m.value for m in SLO_METRICS)}), e.g. tpot_p95<50ms, ttft_p99.9<2s, or error_rate<1%")
+    expected = (
+        f"--slo {text!r}: expected METRIC_pNN<VALUE[ms|s] (METRIC: "
+        f"{', '.join(m.value for m in SLO_METRICS)}), e.g. tpot_p95<50ms, ttft_p99.9<2s, or error_rate<1%"
+    )
     m = _SLO.match(text)
     if not m:
         raise ValueError(expected)
@@ -103,8 +107,16 @@ def model_limit(model: StepModel, slo: SloTarget, *, cap: int | None = None) -> 
     """The answer from a law alone (what-if planning)."""
     if model.per_seq_ms <= 0 and model.step_ms(1) <= slo.limit + EPS:
         bound = f"--current-batch {cap}" if cap is not None else "the server's cap (give --current-batch)"
-        return BatchLimit(slo, None, None, cap, cap, "any batch", model=model,
-                          note=f"any batch meets this SLO; the batch is bounded by {bound}")
+        return BatchLimit(
+            slo,
+            None,
+            None,
+            cap,
+            cap,
+            "any batch",
+            model=model,
+            note=f"any batch meets this SLO; the batch is bounded by {bound}",
+        )
     b = model.max_batch(slo.limit, cap=cap)
     if b is None:
         return BatchLimit(slo, None, None, None, None, "below the floor", model=model, note=floor_note(model, slo))
@@ -113,9 +125,11 @@ def model_limit(model: StepModel, slo: SloTarget, *, cap: int | None = None) -> 
 
 def floor_note(model: StepModel, slo: SloTarget) -> str:
     """Why no batch can meet a TPOT SLO below the law's batch-1 step, and what can move that floor."""
-    return (f"no batch meets it: even batch 1 takes {float(model.step_ms(1)):.1f} ms per step (base "
-            f"{model.base_ms:g} ms); only a faster step moves that floor: faster hardware, a smaller or quantised "
-            "model, or more tensor parallelism")
+    return (
+        f"no batch meets it: even batch 1 takes {float(model.step_ms(1)):.1f} ms per step (base "
+        f"{model.base_ms:g} ms); only a faster step moves that floor: faster hardware, a smaller or quantised "
+        "model, or more tensor parallelism"
+    )
 
 
 def max_batch_under_slo(
@@ -134,8 +148,14 @@ def max_batch_under_slo(
     model_b = model.max_batch(slo.limit, cap=cap) if model is not None else None
     trusted_b = model_b if trusted is not None else None
 
-    def limit(measured: float | None, measured_b: int | None, batch: int | None, quality: Quality,
-              more: int | None = None, note: str = "") -> BatchLimit:
+    def limit(
+        measured: float | None,
+        measured_b: int | None,
+        batch: int | None,
+        quality: Quality,
+        more: int | None = None,
+        note: str = "",
+    ) -> BatchLimit:
         return BatchLimit(slo, measured, measured_b, model_b, batch, quality, more, note, model)
 
     if not idx:
@@ -145,8 +165,13 @@ def max_batch_under_slo(
     meets = ys <= slo.limit + EPS
     if not meets[0]:
         below_first = trusted_b if trusted_b is not None and trusted_b < xs[0] else None
-        return limit(None, None, below_first, "breached at every level",
-                     note=f"the smallest level ({obs.levels[idx[0]].label}) already breaches")
+        return limit(
+            None,
+            None,
+            below_first,
+            "breached at every level",
+            note=f"the smallest level ({obs.levels[idx[0]].label}) already breaches",
+        )
     k = int(np.flatnonzero(meets)[-1])
     if k < len(xs) - 1:
         b_star = xs[k] + (slo.limit - ys[k]) * (xs[k + 1] - xs[k]) / (ys[k + 1] - ys[k])
@@ -156,24 +181,48 @@ def max_batch_under_slo(
         return limit(float(b_star), measured_b, batch, quality, more, _disagreement(measured_b, model_b))
     if cap is not None:
         batch = min(cap, model_b) if model_b is not None else cap
-        return limit(None, cap, batch, "capped at max batch",
-                     note=f"every unsaturated level meets the SLO; the server saturates at B = {cap}")
+        return limit(
+            None,
+            cap,
+            batch,
+            "capped at max batch",
+            note=f"every unsaturated level meets the SLO; the server saturates at B = {cap}",
+        )
     largest = obs.levels[idx[-1]].label
     top = max(1, math.floor(xs[-1] + EPS))
     if trusted_b is None:
-        why = "no law was fitted" if model is None else f"the {model_name(slo)} law does not extrapolate ({model.trust_note})"
-        return limit(None, top, top, "lower bound",
-                     note=f"the SLO was not reached in the sweep (every level up to {largest} meets it) and {why}; "
-                          "extend the sweep to find the limit")
+        why = (
+            "no law was fitted"
+            if model is None
+            else f"the {model_name(slo)} law does not extrapolate ({model.trust_note})"
+        )
+        return limit(
+            None,
+            top,
+            top,
+            "lower bound",
+            note=f"the SLO was not reached in the sweep (every level up to {largest} meets it) and {why}; "
+            "extend the sweep to find the limit",
+        )
     next_step = xs[-1] * (xs[-1] / xs[-2]) if len(xs) >= 2 and xs[-2] > 0 else xs[-1]
     if trusted_b <= next_step:
-        return limit(None, None, trusted_b, "extrapolated",
-                     note=f"the sweep never crossed the SLO; the law's answer lies within one step of the largest "
-                          f"level ({largest})")
+        return limit(
+            None,
+            None,
+            trusted_b,
+            "extrapolated",
+            note=f"the sweep never crossed the SLO; the law's answer lies within one step of the largest "
+            f"level ({largest})",
+        )
     held = max(top, math.floor(next_step + EPS))
-    return limit(None, top, held, "lower bound",
-                 note=f"the SLO was not reached in the sweep; the law puts the limit at {trusted_b}, more than one "
-                      f"sweep step past the largest level ({largest}); extend the sweep to confirm")
+    return limit(
+        None,
+        top,
+        held,
+        "lower bound",
+        note=f"the SLO was not reached in the sweep; the law puts the limit at {trusted_b}, more than one "
+        f"sweep step past the largest level ({largest}); extend the sweep to confirm",
+    )
 
 
 def model_name(slo: SloTarget) -> str:

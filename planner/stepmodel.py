@@ -171,8 +171,9 @@ def fit_step_model(
     base_ci = slope_ci = None
     if bootstrap and len(x) >= 3:
         base_ci, slope_ci = _bootstrap(x, y, bootstrap, seed)
-    return StepModel(base, slope, (float(x.min()), float(x.max())), len(x), r2, mad, outliers, base_ci, slope_ci,
-                     warnings, bends)
+    return StepModel(
+        base, slope, (float(x.min()), float(x.max())), len(x), r2, mad, outliers, base_ci, slope_ci, warnings, bends
+    )
 
 
 def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[tuple[str, ...], bool]:
@@ -188,8 +189,10 @@ def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[tuple[str, ..
         hi = _theil_sen(xs[half:], ys[half:])[1]
         if lo > 0 and (hi / lo > CURVATURE_RATIO or hi / lo < 1 / CURVATURE_RATIO):
             bends = True
-            out.append(f"the data bend: slope {lo:.3g} ms/seq on the lower levels, {hi:.3g} on the upper "
-                       "(a second regime, or a knee the classifier missed)")
+            out.append(
+                f"the data bend: slope {lo:.3g} ms/seq on the lower levels, {hi:.3g} on the upper "
+                "(a second regime, or a knee the classifier missed)"
+            )
     if slope <= 0:
         out.append("TPOT does not grow with the batch: the law has no slope (client-bound, or too few levels)")
     return tuple(out), bends

@@ -41,8 +41,10 @@ def stop_reason(
         for slo in slos:
             value = slo.value(last)
             if value is not None and value > slo.limit * slo_breach_factor:
-                return (f"stopped after {last.load.label}: {slo.key} = {value:.4g} breaches the SLO "
-                        f"({slo.limit:g}) by more than {slo_breach_factor:g}x")
+                return (
+                    f"stopped after {last.load.label}: {slo.key} = {value:.4g} breaches the SLO "
+                    f"({slo.limit:g}) by more than {slo_breach_factor:g}x"
+                )
     if not stop_on_saturation or len(levels) < 2:
         return None
     verdict = judge(levels).of(last.load.label)
@@ -51,6 +53,8 @@ def stop_reason(
     if min_throughput_gain is not None and len(levels) >= 3:
         gains = [throughput_gain(a, b) for a, b in zip(levels[-3:], levels[-2:])]
         if all(g is not None and g < min_throughput_gain for g in gains):
-            return (f"stopped after {last.load.label}: the throughput heuristic (two levels in a row gained less "
-                    f"than {min_throughput_gain:.0%}: {', '.join(f'{g:+.1%}' for g in gains if g is not None)})")
+            return (
+                f"stopped after {last.load.label}: the throughput heuristic (two levels in a row gained less "
+                f"than {min_throughput_gain:.0%}: {', '.join(f'{g:+.1%}' for g in gains if g is not None)})"
+            )
     return None

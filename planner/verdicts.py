@@ -43,8 +43,9 @@ class LevelVerdict:
     @property
     def flags(self) -> tuple[str, ...]:
         """Short words for a table cell: the state when it is not plain, then ``untrusted``."""
-        return tuple(f for f in (self.state if self.state != "unsaturated" else "",
-                                 "" if self.trusted else "untrusted") if f)
+        return tuple(
+            f for f in (self.state if self.state != "unsaturated" else "", "" if self.trusted else "untrusted") if f
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +83,18 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
     label = level.load.label
     out = []
     if level.client_bound:
-        out.append(f"{label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or its CPU "
-                   "saturated): its latencies measure the load generator; try --workers")
+        out.append(
+            f"{label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or its CPU "
+            "saturated): its latencies measure the load generator; try --workers"
+        )
     if not level.complete:
         out.append(f"{label}: interrupted; a partial level")
     rate = level.error_rate
     if rate is not None and rate > untrusted_error_rate:
-        out.append(f"{label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): the latencies "
-                   "describe a biased subset")
+        out.append(
+            f"{label}: {rate:.0%} of requests failed (above {untrusted_error_rate:.0%}): the latencies "
+            "describe a biased subset"
+        )
     if level.completed == 0:
         out.append(f"{label}: no request completed in the measured window; lengthen the duration")
         return tuple(out)
@@ -97,10 +102,14 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
         assert q.percentile is not None
         n, need = level.histograms[q.metric].count, samples_needed(q.percentile)
         if n < need:
-            out.append(f"{label}: {n} {q.metric.value} samples cannot bound a p{q.percentile:g} (needs at least "
-                       f"{need}); run the level longer or give it a request floor")
+            out.append(
+                f"{label}: {n} {q.metric.value} samples cannot bound a p{q.percentile:g} (needs at least "
+                f"{need}); run the level longer or give it a request floor"
+            )
     e2e_us = level.histograms[Metric.E2E].mean_us()
     if e2e_us is not None and level.window_s < WINDOW_LIFETIMES * e2e_us / 1e6:
-        out.append(f"{label}: the measured window ({level.window_s:.1f} s) is shorter than {WINDOW_LIFETIMES:g} "
-                   f"request lifetimes (E2E mean {e2e_us / 1e6:.1f} s): counts and throughput are quantised")
+        out.append(
+            f"{label}: the measured window ({level.window_s:.1f} s) is shorter than {WINDOW_LIFETIMES:g} "
+            f"request lifetimes (E2E mean {e2e_us / 1e6:.1f} s): counts and throughput are quantised"
+        )
     return tuple(out)

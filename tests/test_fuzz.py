@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -15,16 +16,51 @@ from loadgen.results import Results
 from planner.gate import parse_check
 from planner.slo import parse_slo
 
-KEYS = ["schema_version", "name", "target", "api", "model", "workload", "load", "slo", "stop", "plan", "seed",
-        "levels", "mode", "duration_s", "warmup_s", "sim", "url", "prompt_tokens", "output_tokens", "mean", "dist",
-        "tpot_p95_ms", "error_rate", "max_num_seqs", "start", "stop", "factor", "headers", "extra_body"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.sampled_from(["sim", "closed", "open", "chat", "http://x/v1", "auto"]))
+KEYS = [
+    "schema_version",
+    "name",
+    "target",
+    "api",
+    "model",
+    "workload",
+    "load",
+    "slo",
+    "stop",
+    "plan",
+    "seed",
+    "levels",
+    "mode",
+    "duration_s",
+    "warmup_s",
+    "sim",
+    "url",
+    "prompt_tokens",
+    "output_tokens",
+    "mean",
+    "dist",
+    "tpot_p95_ms",
+    "error_rate",
+    "max_num_seqs",
+    "start",
+    "stop",
+    "factor",
+    "headers",
+    "extra_body",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["sim", "closed", "open", "chat", "http://x/v1", "auto"]),
+)
 documents = st.recursive(
     scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4),
-                               st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), children,
-                                               max_size=5)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), children, max_size=5),
+    ),
     max_leaves=25,
 )
 
@@ -43,19 +79,15 @@ def test_random_yaml_text_never_escapes(text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.yaml"
         path.write_text(text, encoding="utf-8")
-        try:
+        with contextlib.suppress(ProfileError):
             load_profile(path)
-        except ProfileError:
-            pass
 
 
 @given(st.text(max_size=40))
 def test_slo_and_check_grammars_raise_only_value_errors(text: str) -> None:
     for parse in (parse_slo, parse_check):
-        try:
+        with contextlib.suppress(ValueError):
             parse(text)
-        except ValueError:
-            pass
 
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "results_v1.json").read_text())
@@ -90,7 +122,5 @@ def test_mutated_results_files_raise_only_results_errors(muts: list[tuple[str, i
             parent[path[-1]] = parent[path[-1]][::-1] + "!"
         else:
             parent[path[-1]] = json.loads(json.dumps(junk))  # a fresh copy: no shared or circular nodes
-    try:
+    with contextlib.suppress(ResultsError):
         Results.from_json(json.dumps(doc))
-    except ResultsError:
-        pass

@@ -11,7 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # The pure loadgen modules: data, quantities, histograms, errors, and the arrival schedules
 # that the planner's replica simulation draws in virtual time.
 PLANNER_ALLOWED_LOADGEN = {
-    "loadgen", "loadgen.results", "loadgen.quantity", "loadgen.histogram", "loadgen.errors", "loadgen.schedule",
+    "loadgen",
+    "loadgen.results",
+    "loadgen.quantity",
+    "loadgen.histogram",
+    "loadgen.errors",
+    "loadgen.schedule",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
 

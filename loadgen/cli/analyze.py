@@ -72,11 +72,15 @@ def stored_plan(results: Results) -> dict[str, Any]:
 def plan(
     results_file: Annotated[Path | None, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")] = None,
     law: Annotated[str | None, typer.Option(help="What-if without a sweep: the step law, e.g. 25+0.4b (ms).")] = None,
-    slo: Annotated[list[str] | None, typer.Option(help="SLO, e.g. tpot_p95<50ms, ttft_p95<1s (repeatable; "
-                                                        "default: the profile's).")] = None,
+    slo: Annotated[
+        list[str] | None,
+        typer.Option(help="SLO, e.g. tpot_p95<50ms, ttft_p95<1s (repeatable; default: the profile's)."),
+    ] = None,
     profile: Annotated[str | None, typer.Option(help="Take SLOs and the plan section from this profile.")] = None,
     qps: Annotated[float | None, typer.Option(help="Target peak requests per second.")] = None,
-    output_tokens: Annotated[float | None, typer.Option(help="Output tokens per request (default: the sweep's).")] = None,
+    output_tokens: Annotated[
+        float | None, typer.Option(help="Output tokens per request (default: the sweep's).")
+    ] = None,
     max_utilization: Annotated[float, typer.Option(help="Utilization target per replica, in (0, 1].")] = 0.8,
     current_batch: Annotated[int | None, typer.Option(help="The batch cap (--max-num-seqs) in use now.")] = None,
     replicas: Annotated[int | None, typer.Option(help="Replicas running now.")] = None,
@@ -108,10 +112,17 @@ def plan(
     if not burstiness > 0:
         raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
     request = PlanRequest(
-        slos=slos, qps=qps, output_tokens=output_tokens, max_utilization=max_utilization,
-        current_batch=current_batch, current_replicas=replicas,
+        slos=slos,
+        qps=qps,
+        output_tokens=output_tokens,
+        max_utilization=max_utilization,
+        current_batch=current_batch,
+        current_replicas=replicas,
         arrival=choice("--arrival", arrival, ("poisson", "gamma")),  # type: ignore[arg-type]
-        burstiness=burstiness, lengths=parse_lengths(lengths), simulate=not no_simulate, seed=seed,
+        burstiness=burstiness,
+        lengths=parse_lengths(lengths),
+        simulate=not no_simulate,
+        seed=seed,
     )
     if results is not None:
         if not results.levels:

@@ -26,16 +26,20 @@ def serve_sim(
     max_num_seqs: Annotated[int, typer.Option(min=1, help="Most sequences running at once.")] = 128,
     mode: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
     static_batch: Annotated[int, typer.Option(min=1, help="Static mode: batch size to collect.")] = 8,
-    static_wait_ms: Annotated[float, typer.Option(min=0.0, help="Static mode: longest wait to fill a batch, ms.")] = 50.0,
+    static_wait_ms: Annotated[
+        float, typer.Option(min=0.0, help="Static mode: longest wait to fill a batch, ms.")
+    ] = 50.0,
     noise_cv: Annotated[float, typer.Option(min=0.0, help="Lognormal step noise, coefficient of variation.")] = 0.0,
     merge_prob: Annotated[
         float, typer.Option(min=0.0, max=0.99, help="Chance a token is held and sent with the next one.")
     ] = 0.0,
     fault: Annotated[
         list[str] | None,
-        typer.Option(help="Inject a fault per request with probability P: KIND=P, KIND one of "
-                     "http_429, http_500, http_503, drop, malformed, reset, hang, stall, trickle, oversized. "
-                     "Repeatable."),
+        typer.Option(
+            help="Inject a fault per request with probability P: KIND=P, KIND one of "
+            "http_429, http_500, http_503, drop, malformed, reset, hang, stall, trickle, oversized. "
+            "Repeatable."
+        ),
     ] = None,
     stall_ms: Annotated[float, typer.Option(min=0.0, help="How long the 'stall' fault pauses a stream, ms.")] = 1000.0,
     seed: Annotated[int, typer.Option(help="Seed for noise, faults and chunk merging.")] = 0,
@@ -53,9 +57,15 @@ def serve_sim(
     try:
         options = SimOptions(
             engine=EngineConfig(
-                base_ms=base_ms, per_seq_ms=per_seq_ms, prefill_ms_per_token=prefill_ms_per_token,
-                max_num_seqs=max_num_seqs, mode=mode_t, static_batch=static_batch,
-                static_wait_ms=static_wait_ms, noise_cv=noise_cv, seed=seed,
+                base_ms=base_ms,
+                per_seq_ms=per_seq_ms,
+                prefill_ms_per_token=prefill_ms_per_token,
+                max_num_seqs=max_num_seqs,
+                mode=mode_t,
+                static_batch=static_batch,
+                static_wait_ms=static_wait_ms,
+                noise_cv=noise_cv,
+                seed=seed,
             ),
             faults=FaultConfig.parse(fault or []),
             model=model,
@@ -71,7 +81,9 @@ def serve_sim(
         law = f"step_ms = {base_ms:g} + {per_seq_ms:g}*running"
         if prefill_ms_per_token:
             law += f" + {prefill_ms_per_token:g}*prompt_tokens_admitted"
-        err.print(f"simulator ({mode}, {law}, max_num_seqs={max_num_seqs}) on http://{host}:{bound}/v1", highlight=False)
+        err.print(
+            f"simulator ({mode}, {law}, max_num_seqs={max_num_seqs}) on http://{host}:{bound}/v1", highlight=False
+        )
         # stdout gets the bare URL so scripts can read it
         typer.echo(f"http://{host}:{bound}/v1")
 

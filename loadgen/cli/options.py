@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
-ApiKeyOpt = Annotated[str | None, typer.Option(envvar="OPENAI_API_KEY", show_default=False,
-                                               help="Bearer key (default: $OPENAI_API_KEY). Never stored.")]
-HeaderOpt = Annotated[list[str] | None, typer.Option(help="Extra request header NAME:VALUE (repeatable); "
-                                                          "values are never stored.")]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="OPENAI_API_KEY", show_default=False, help="Bearer key (default: $OPENAI_API_KEY). Never stored."
+    ),
+]
+HeaderOpt = Annotated[
+    list[str] | None, typer.Option(help="Extra request header NAME:VALUE (repeatable); values are never stored.")
+]
 TimeoutOpt = Annotated[float, typer.Option(help="Per-request limit, s.")]
 InsecureOpt = Annotated[bool, typer.Option(help="Skip TLS verification (self-signed certificates).")]
 TransportOpt = Annotated[str, typer.Option(help="aiohttp | httpx")]
@@ -19,6 +24,11 @@ ScrapeOpt = Annotated[str, typer.Option(help="Scrape the server's /metrics: auto
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Results file (JSON).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(help="No live progress.")]
-ConventionOpt = Annotated[str, typer.Option(help="Which chunks time the stream: tokens (every token event, "
-                                                 "empty-content ones included: DESIGN.md) | text (text chunks only).")]
+ConventionOpt = Annotated[
+    str,
+    typer.Option(
+        help="Which chunks time the stream: tokens (every token event, "
+        "empty-content ones included: DESIGN.md) | text (text chunks only)."
+    ),
+]
 ModelOpt = Annotated[str | None, typer.Option(help="Model id (default: first from /models).")]

@@ -15,8 +15,11 @@ def observations_table(plan: CapacityPlan) -> Table | None:
     if plan.verdicts is None:
         return None
     obs = plan.verdicts.observations
-    axis = {"server": "server's running batch", "littles_law": "Little's law X*(E2E-TTFT)",
-            "concurrency": "achieved concurrency"}[obs.batch_source]
+    axis = {
+        "server": "server's running batch",
+        "littles_law": "Little's law X*(E2E-TTFT)",
+        "concurrency": "achieved concurrency",
+    }[obs.batch_source]
     table = Table(title=f"levels (batch axis: {axis})", title_justify="left")
     for col in ("load", "conc", "batch", "TPOT p50", "TPOT p95", "TTFT p95", "tok/s", "X*E2E/c", "state"):
         table.add_column(col, justify="left" if col in ("load", "state") else "right")
@@ -27,8 +30,17 @@ def observations_table(plan: CapacityPlan) -> Table | None:
             mark += f" ({len(verdict.signals)} signals)"
         if not verdict.trusted:
             mark += ", [yellow]untrusted[/]"
-        table.add_row(lv.label, fmt(lv.concurrency), fmt(lv.batch), fmt(lv.tpot_p50_ms), fmt(lv.tpot_p95_ms),
-                      fmt(lv.ttft_p95_ms), fmt(lv.tokens_per_s, 0), fmt(ratio, 2), mark)
+        table.add_row(
+            lv.label,
+            fmt(lv.concurrency),
+            fmt(lv.batch),
+            fmt(lv.tpot_p50_ms),
+            fmt(lv.tpot_p95_ms),
+            fmt(lv.ttft_p95_ms),
+            fmt(lv.tokens_per_s, 0),
+            fmt(ratio, 2),
+            mark,
+        )
     return table
 
 

@@ -22,8 +22,9 @@ def list_cmd() -> None:
     table = Table("name", "target", "levels", "description")
     for path in list_profiles():
         p = load_profile(path)
-        table.add_row(p.name, "simulator" if p.url is None else p.url,
-                      ", ".join(f"{v:g}" for v in p.load.levels), p.description)
+        table.add_row(
+            p.name, "simulator" if p.url is None else p.url, ", ".join(f"{v:g}" for v in p.load.levels), p.description
+        )
     consoles().out.print(table)
 
 

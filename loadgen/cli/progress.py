@@ -24,8 +24,7 @@ class RichProgress:
 
     def on_level_start(self, load: Load, planned_s: float | None) -> None:
         self._planned_s = planned_s
-        self._live = Live(Text(f"{load.label}  starting…"), console=self._console, transient=True,
-                          refresh_per_second=4)
+        self._live = Live(Text(f"{load.label}  starting…"), console=self._console, transient=True, refresh_per_second=4)
         self._live.start()
 
     def on_progress(self, snap: LoadSnapshot) -> None:

@@ -54,8 +54,12 @@ def throughput_table(level: LevelResult) -> Table:
     if level.errors:
         rows.append(("errors by kind", ", ".join(f"{k.value}={v}" for k, v in sorted(level.errors.items()))))
     if level.server is not None:
-        rows.append((f"server batch ({level.server.source})",
-                     f"running {fmt(level.server.running_mean)}, waiting {fmt(level.server.waiting_mean)}"))
+        rows.append(
+            (
+                f"server batch ({level.server.source})",
+                f"running {fmt(level.server.running_mean)}, waiting {fmt(level.server.waiting_mean)}",
+            )
+        )
     for row in rows:
         table.add_row(*row)
     return table
@@ -63,10 +67,23 @@ def throughput_table(level: LevelResult) -> Table:
 
 def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
     """One row per level; cells that breach an SLO in red; each level's verdict (``planner.verdicts``)."""
-    table = Table(title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None,
-                  caption_justify="left")
-    for name in ("load", "conc", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "ITL p99", "tok/s", "req/s",
-                 "goodput", "errors", "flags"):
+    table = Table(
+        title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None, caption_justify="left"
+    )
+    for name in (
+        "load",
+        "conc",
+        "TTFT p50",
+        "TTFT p95",
+        "TPOT p50",
+        "TPOT p95",
+        "ITL p99",
+        "tok/s",
+        "req/s",
+        "goodput",
+        "errors",
+        "flags",
+    ):
         table.add_column(name, justify="left" if name in ("load", "flags") else "right")
     cells = ((Metric.TTFT, 50), (Metric.TTFT, 95), (Metric.TPOT, 50), (Metric.TPOT, 95), (Metric.ITL, 99))
     verdicts = judge(results.levels, [q for s in slos if (q := s.quantity) is not None]) if results.levels else None
@@ -85,7 +102,12 @@ def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
         if verdicts is not None:
             style = {"saturated": "red", "knee": "yellow", "untrusted": "yellow"}
             flags += [f"[{style[f]}]{f}[/]" for f in verdicts.of(level.load.label).flags]
-        row += [fmt(level.output_tokens_per_s, 0), fmt(level.requests_per_s, 2),
-                "-" if good is None else f"{good:.0%}", errors, ", ".join(flags)]
+        row += [
+            fmt(level.output_tokens_per_s, 0),
+            fmt(level.requests_per_s, 2),
+            "-" if good is None else f"{good:.0%}",
+            errors,
+            ", ".join(flags),
+        ]
         table.add_row(*row)
     return table

@@ -55,16 +55,22 @@ def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
     try:
         from planner.plots import all_plots
     except ImportError:
-        raise UsageError("-o *.html draws plots with matplotlib, which is not installed: "
-                         "pip install 'loadgen[html]' (or write .md or .csv)") from None
+        raise UsageError(
+            "-o *.html draws plots with matplotlib, which is not installed: "
+            "pip install 'loadgen[html]' (or write .md or .csv)"
+        ) from None
     return all_plots(capacity)
 
 
 @friendly_errors
 def report(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write report.md, report.html or report.csv "
-                                                                       "(default: print to the terminal).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write report.md, report.html or report.csv (default: print to the terminal)."
+        ),
+    ] = None,
     slo: Annotated[list[str] | None, typer.Option(help="SLO, e.g. tpot_p95<50ms (default: the profile's).")] = None,
     profile: Annotated[str | None, typer.Option(help="Take SLOs from this profile.")] = None,
     qps: Annotated[float | None, typer.Option(help="Target QPS for the replica plan.")] = None,
@@ -80,9 +86,18 @@ def report(
         return
     slos = _slos(results, slo, profile)
     plan_doc = stored_plan(results)
-    capacity = plan_from_results(results, PlanRequest(
-        slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens"),
-    )) if results.levels else None
+    capacity = (
+        plan_from_results(
+            results,
+            PlanRequest(
+                slos=slos,
+                qps=qps or plan_doc.get("qps"),
+                output_tokens=output_tokens or plan_doc.get("output_tokens"),
+            ),
+        )
+        if results.levels
+        else None
+    )
     plots = html_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
     doc = build_report(results, capacity, slos, plots)
     if output is None:
@@ -96,15 +111,30 @@ def report(
 def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="The candidate run's results.")],
     baseline: Annotated[Path | None, typer.Option(help="Results of the baseline build to compare against.")] = None,
-    require: Annotated[list[str] | None, typer.Option(help="A condition that must hold, e.g. 'tpot_p95 < 50ms', "
-                                                           "'error_rate < 1%', 'output_tokens_per_s > 1200 @c=32'.")] = None,
-    fail_if: Annotated[list[str] | None, typer.Option(help="A condition that fails the gate, e.g. 'ttft_p99 > 2s'.")] = None,
-    profile: Annotated[str | None, typer.Option(help="Take SLO thresholds from this profile "
-                                                     "(default: the profile stored in the results).")] = None,
-    max_regression: Annotated[float, typer.Option(help="Largest tolerated change against the baseline (0.10 = 10%).")] = 0.10,
-    untrusted_error_rate: Annotated[float, typer.Option(help="A level failing more requests than this is untrusted.")] = 0.20,
+    require: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A condition that must hold, e.g. 'tpot_p95 < 50ms', "
+            "'error_rate < 1%', 'output_tokens_per_s > 1200 @c=32'."
+        ),
+    ] = None,
+    fail_if: Annotated[
+        list[str] | None, typer.Option(help="A condition that fails the gate, e.g. 'ttft_p99 > 2s'.")
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(help="Take SLO thresholds from this profile (default: the profile stored in the results)."),
+    ] = None,
+    max_regression: Annotated[
+        float, typer.Option(help="Largest tolerated change against the baseline (0.10 = 10%).")
+    ] = 0.10,
+    untrusted_error_rate: Annotated[
+        float, typer.Option(help="A level failing more requests than this is untrusted.")
+    ] = 0.20,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report (one test case per check).")] = None,
-    summary_md: Annotated[Path | None, typer.Option(help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    summary_md: Annotated[
+        Path | None, typer.Option(help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
@@ -121,8 +151,11 @@ def gate(
     if profile:
         prof = load_profile(find_profile(profile))
         slos = prof.slo
-        labels = tuple(Load("rate" if prof.load.mode == "open" else "concurrency", v).label
-                       for v in prof.gate.levels) if prof.gate.levels else None
+        labels = (
+            tuple(Load("rate" if prof.load.mode == "open" else "concurrency", v).label for v in prof.gate.levels)
+            if prof.gate.levels
+            else None
+        )
     else:
         slos, labels = profile_slos(results), profile_gate_levels(results)
     checks += [check_from_slo(s, level) for s in slos for level in (labels or (None,))]
@@ -131,8 +164,9 @@ def gate(
     reference = load(baseline) if baseline else None
     if reference is not None and baseline is not None:
         refuse_mismatch(baseline, reference, results_file, results, allow_mismatch)
-    verdict = evaluate_gate(results, checks, baseline=reference,
-                            max_regression=max_regression, untrusted_error_rate=untrusted_error_rate)
+    verdict = evaluate_gate(
+        results, checks, baseline=reference, max_regression=max_regression, untrusted_error_rate=untrusted_error_rate
+    )
     if junit is not None:
         junit.write_text(to_junit(verdict), encoding="utf-8")
     if summary_md is not None:
@@ -148,9 +182,12 @@ def gate(
 
 @friendly_errors
 def compare(
-    files: Annotated[list[Path], typer.Argument(metavar="A B [...]", help="Results files; the first is the reference.")],
-    max_regression: Annotated[float, typer.Option(help="Changes beyond this fraction (and outside the noise) "
-                                                       "are marked.")] = 0.10,
+    files: Annotated[
+        list[Path], typer.Argument(metavar="A B [...]", help="Results files; the first is the reference.")
+    ],
+    max_regression: Annotated[
+        float, typer.Option(help="Changes beyond this fraction (and outside the noise) are marked.")
+    ] = 0.10,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
@@ -183,16 +220,20 @@ def compare(
     consoles().err.print("* outside the noise; red worse, green better (direction-aware)", highlight=False)
 
 
-AllowMismatchOpt = Annotated[bool, typer.Option(help="Compare runs of different workloads anyway (API, model, "
-                                                       "prompt/output lengths, load mode).")]
+AllowMismatchOpt = Annotated[
+    bool,
+    typer.Option(help="Compare runs of different workloads anyway (API, model, prompt/output lengths, load mode)."),
+]
 
 
 def refuse_mismatch(base_path: Path, base: Results, path: Path, run: Results, allowed: bool) -> None:
     """A comparison of different workloads reads as regressions that are not: refuse it unless asked."""
     differences = fingerprint_differences(base, run)
     if differences and not allowed:
-        raise UsageError(f"{base_path} and {path} measured different workloads ({'; '.join(differences)}); "
-                         "compare like with like, or pass --allow-mismatch")
+        raise UsageError(
+            f"{base_path} and {path} measured different workloads ({'; '.join(differences)}); "
+            "compare like with like, or pass --allow-mismatch"
+        )
 
 
 def _num(value: float | None) -> str:
@@ -202,7 +243,9 @@ def _num(value: float | None) -> str:
 def _delta_cell(d: Delta) -> str:
     if d.candidate is None or d.change is None:
         return _num(d.candidate)
-    colour = "red" if d.worse and abs(d.change) > 0.005 else "green" if not d.worse and abs(d.change) > 0.005 else "white"
+    colour = (
+        "red" if d.worse and abs(d.change) > 0.005 else "green" if not d.worse and abs(d.change) > 0.005 else "white"
+    )
     mark = "*" if d.significant else ""
     return f"{_num(d.candidate)} [{colour}]({d.change:+.1%}{mark})[/]"
 

@@ -20,6 +20,7 @@ from loadgen.cli.execute import (
 )
 from loadgen.cli.options import (
     ApiKeyOpt,
+    ConventionOpt,
     HeaderOpt,
     InsecureOpt,
     JsonOpt,
@@ -29,7 +30,6 @@ from loadgen.cli.options import (
     ScrapeOpt,
     TimeoutOpt,
     TransportOpt,
-    ConventionOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import level_table, throughput_table
@@ -42,10 +42,16 @@ from loadgen.target import parse_headers
 from loadgen.workload import Lengths, Workload, load_dataset
 from planner.report import caveats
 
+
 @friendly_errors
 def run(
-    url: Annotated[str, typer.Option(help="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; "
-                                          "'sim' starts the built-in simulator.")],
+    url: Annotated[
+        str,
+        typer.Option(
+            help="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; "
+            "'sim' starts the built-in simulator."
+        ),
+    ],
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: number of concurrent clients.")] = None,
     rate: Annotated[float | None, typer.Option(help="Open loop: requests per second.")] = None,
     arrival: Annotated[str, typer.Option(help="Open loop arrivals: constant | poisson | gamma.")] = "poisson",
@@ -54,19 +60,26 @@ def run(
     duration: Annotated[float | None, typer.Option(help="Measured duration after warm-up, s.")] = None,
     requests: Annotated[int | None, typer.Option(help="Request budget (warm-up included).")] = None,
     warmup: Annotated[float, typer.Option(help="Warm-up excluded from the measurement, s.")] = 0.0,
-    ramp_up: Annotated[float | None, typer.Option(help="Closed loop: start clients staggered over this span, s "
-                                                       "(default: one probe request's duration).")] = None,
+    ramp_up: Annotated[
+        float | None,
+        typer.Option(
+            help="Closed loop: start clients staggered over this span, s (default: one probe request's duration)."
+        ),
+    ] = None,
     api: Annotated[str, typer.Option(help="chat | completions")] = "chat",
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
     header: HeaderOpt = None,
-    extra_body: Annotated[str | None, typer.Option(help="JSON merged into every request body, "
-                                                        "e.g. '{\"ignore_eos\": true}' for vLLM.")] = None,
+    extra_body: Annotated[
+        str | None, typer.Option(help="JSON merged into every request body, e.g. '{\"ignore_eos\": true}' for vLLM.")
+    ] = None,
     prompt_tokens: Annotated[int, typer.Option(help="Synthetic prompt length, tokens.")] = 128,
     prompt_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
     prompt_spread: Annotated[float, typer.Option(help="Relative spread of the prompt length.")] = 0.0,
-    dataset: Annotated[Path | None, typer.Option(help="JSONL prompts: {\"prompt\": ...} or {\"messages\": [...]}.")] = None,
-    shared_prompts: Annotated[bool, typer.Option(help="Let prompts share prefixes (default: unique per request).")] = False,
+    dataset: Annotated[Path | None, typer.Option(help='JSONL prompts: {"prompt": ...} or {"messages": [...]}.')] = None,
+    shared_prompts: Annotated[
+        bool, typer.Option(help="Let prompts share prefixes (default: unique per request).")
+    ] = False,
     max_tokens: Annotated[int, typer.Option(help="Output tokens per request (max_tokens).")] = 128,
     output_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
     output_spread: Annotated[float, typer.Option(help="Relative spread of the output length.")] = 0.0,
@@ -90,8 +103,16 @@ def run(
     if records is not None and workers > 1:
         raise UsageError("--records works with one worker process only")
     try:
-        plan = LevelPlan(load, duration_s=duration, requests=requests, warmup_s=warmup,
-                         ramp_up_s=ramp_up or 0.0, timeout_s=timeout, lag_threshold_ms=lag_threshold_ms, seed=seed)
+        plan = LevelPlan(
+            load,
+            duration_s=duration,
+            requests=requests,
+            warmup_s=warmup,
+            ramp_up_s=ramp_up or 0.0,
+            timeout_s=timeout,
+            lag_threshold_ms=lag_threshold_ms,
+            seed=seed,
+        )
         workload = Workload(
             api=choice("--api", api, ("chat", "completions")),  # type: ignore[arg-type]
             model=model or "",
@@ -111,13 +132,21 @@ def run(
     writer = RecordsWriter(records) if records else None
     with resolved_url(url) as base_url:
         session = Session(
-            base_url=base_url, workload=workload, levels=(plan,), api_key=api_key,
-            headers=parse_headers(header or []), http=http, workers=workers,
+            base_url=base_url,
+            workload=workload,
+            levels=(plan,),
+            api_key=api_key,
+            headers=parse_headers(header or []),
+            http=http,
+            workers=workers,
             scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
             auto_ramp=ramp_up is None and load.kind == "concurrency",
         )
-        hooks = SessionHooks(observer=progress, on_record=writer.write if writer else None,
-                             on_level_plan=(lambda plan: writer.set_level(plan.load)) if writer else None)
+        hooks = SessionHooks(
+            observer=progress,
+            on_record=writer.write if writer else None,
+            on_level_plan=(lambda plan: writer.set_level(plan.load)) if writer else None,
+        )
         try:
             result = run_with_interrupt(session, hooks)
         finally:
@@ -140,8 +169,9 @@ def run(
 DISTS = ("fixed", "uniform", "normal", "lognormal")
 
 
-def _load(concurrency: int | None, rate: float | None, arrival: str, burstiness: float,
-          max_in_flight: int | None) -> Load:
+def _load(
+    concurrency: int | None, rate: float | None, arrival: str, burstiness: float, max_in_flight: int | None
+) -> Load:
     if (concurrency is None) == (rate is None):
         raise UsageError("give exactly one of --concurrency (closed loop) or --rate (open loop)")
     if concurrency is not None:
@@ -161,4 +191,3 @@ def _load(concurrency: int | None, rate: float | None, arrival: str, burstiness:
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
-

@@ -10,9 +10,17 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
-from loadgen.cli.execute import check_writable, choice, http_options, progress_observer, resolved_url, run_with_interrupt
+from loadgen.cli.execute import (
+    check_writable,
+    choice,
+    http_options,
+    progress_observer,
+    resolved_url,
+    run_with_interrupt,
+)
 from loadgen.cli.options import (
     ApiKeyOpt,
+    ConventionOpt,
     HeaderOpt,
     InsecureOpt,
     JsonOpt,
@@ -22,7 +30,6 @@ from loadgen.cli.options import (
     ScrapeOpt,
     TimeoutOpt,
     TransportOpt,
-    ConventionOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import sweep_table
@@ -53,15 +60,21 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 @friendly_errors
 def sweep(
     profile: Annotated[str, typer.Option("--profile", "-p", help="Profile name (profiles/NAME.yaml) or path.")],
-    url: Annotated[str | None, typer.Option(help="Base URL (overrides the profile's target; 'sim' for the "
-                                                 "built-in simulator).")] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Base URL (overrides the profile's target; 'sim' for the built-in simulator).")
+    ] = None,
     levels: Annotated[str | None, typer.Option(help="Override the levels, e.g. 1,2,4,8.")] = None,
     duration: Annotated[float | None, typer.Option(help="Override the measured duration per level, s.")] = None,
     warmup: Annotated[float | None, typer.Option(help="Override the warm-up per level, s.")] = None,
     requests: Annotated[int | None, typer.Option(help="Override the request budget per level.")] = None,
-    min_requests: Annotated[int | None, typer.Option(help="Request floor per level: a level runs past its duration "
-                                                          "until this many completed (default: what the SLOs' "
-                                                          "percentiles need, e.g. 59 for a p95).")] = None,
+    min_requests: Annotated[
+        int | None,
+        typer.Option(
+            help="Request floor per level: a level runs past its duration "
+            "until this many completed (default: what the SLOs' "
+            "percentiles need, e.g. 59 for a p95)."
+        ),
+    ] = None,
     model: ModelOpt = None,
     seed: Annotated[int | None, typer.Option(help="Override the profile's seed.")] = None,
     sim_mode: Annotated[str | None, typer.Option(help="Simulator target only: continuous | static.")] = None,
@@ -85,7 +98,12 @@ def sweep(
         raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {levels!r}")
     prof = prof.with_overrides(
         levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
-        duration_s=duration, warmup_s=warmup, requests=requests, min_requests=min_requests, model=model, seed=seed,
+        duration_s=duration,
+        warmup_s=warmup,
+        requests=requests,
+        min_requests=min_requests,
+        model=model,
+        seed=seed,
     )
     if sim_mode is not None:
         if prof.sim is None:
@@ -95,8 +113,11 @@ def sweep(
     if no_stop:
         prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
     target = TargetOptions(
-        api_key=api_key, headers=parse_headers(header or []), http=http_options(timeout, insecure, transport),
-        workers=workers, scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+        api_key=api_key,
+        headers=parse_headers(header or []),
+        http=http_options(timeout, insecure, transport),
+        workers=workers,
+        scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
         metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
     )
     if min_requests is not None and min_requests < 1:
@@ -104,16 +125,25 @@ def sweep(
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
-        out.err.print(f"starting the built-in simulator ({prof.sim.mode}, step_ms = {prof.sim.base_ms:g} + "
-                      f"{prof.sim.per_seq_ms:g}*running, max_num_seqs={prof.sim.max_num_seqs})", highlight=False)
+        out.err.print(
+            f"starting the built-in simulator ({prof.sim.mode}, step_ms = {prof.sim.base_ms:g} + "
+            f"{prof.sim.per_seq_ms:g}*running, max_num_seqs={prof.sim.max_num_seqs})",
+            highlight=False,
+        )
     hooks = SessionHooks(
         observer=progress_observer(out.err, quiet),
         checkpoint=lambda partial: save_atomic(partial, output),
         stop_policy=lambda done: stop_reason(
-            done, prof.slo, slo_breach_factor=prof.stop.slo_breach_factor,
-            stop_on_saturation=prof.stop.stop_on_saturation, min_throughput_gain=prof.stop.min_throughput_gain),
+            done,
+            prof.slo,
+            slo_breach_factor=prof.stop.slo_breach_factor,
+            stop_on_saturation=prof.stop.stop_on_saturation,
+            min_throughput_gain=prof.stop.min_throughput_gain,
+        ),
     )
-    with resolved_url(url or prof.url, SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None) as base_url:
+    with resolved_url(
+        url or prof.url, SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None
+    ) as base_url:
         session = session_from_profile(prof, base_url, target)
         results = run_with_interrupt(session, hooks)
     save_atomic(results, output)
@@ -128,16 +158,23 @@ def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
     """The plan's headline, when the profile says what the sweep was for (an SLO)."""
     if not prof.slo or not results.levels:
         return None
-    request = PlanRequest(slos=prof.slo, qps=prof.plan.qps, output_tokens=prof.plan.output_tokens,
-                          max_utilization=prof.plan.max_utilization, seed=prof.seed)
+    request = PlanRequest(
+        slos=prof.slo,
+        qps=prof.plan.qps,
+        output_tokens=prof.plan.output_tokens,
+        max_utilization=prof.plan.max_utilization,
+        seed=prof.seed,
+    )
     return plan_from_results(results, request)
 
 
 def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capacity: CapacityPlan | None) -> None:
     out = consoles()
     if json_out:
-        doc = {"levels": [level.summary() for level in results.levels],
-               "plan": capacity.to_json() if capacity else None}
+        doc = {
+            "levels": [level.summary() for level in results.levels],
+            "plan": capacity.to_json() if capacity else None,
+        }
         typer.echo(json.dumps(doc, indent=2))
     else:
         out.out.print(sweep_table(results, slos))

@@ -14,6 +14,7 @@ schedule restart from now, rather than firing a burst of catch-up steps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,7 +91,5 @@ class EngineDriver:
         if wake_at is None:
             await self._wake.wait()
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, wake_at - now_ms) / 1000.0)
-        except TimeoutError:
-            pass

@@ -59,11 +59,7 @@ class EngineConfig:
 
     def step_ms(self, running: int, admitted_prompt_tokens: int = 0) -> float:
         """The noiseless duration of one step with ``running`` sequences."""
-        return (
-            self.base_ms
-            + self.per_seq_ms * running
-            + self.prefill_ms_per_token * admitted_prompt_tokens
-        )
+        return self.base_ms + self.per_seq_ms * running + self.prefill_ms_per_token * admitted_prompt_tokens
 
 
 @dataclass(slots=True)

@@ -19,7 +19,6 @@ from typing import Any
 
 from loadgen.sse import Api
 
-
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again")
 
 
@@ -48,7 +47,9 @@ def _content_words(content: Any) -> int:
         return count_words(content)
     if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
         return sum(
-            count_words(p.get("text", "")) for p in content if isinstance(p, dict) and isinstance(p.get("text", ""), str)
+            count_words(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text", ""), str)
         )
     raise BadRequest("'content' must be a string or a list of content parts")
 
@@ -119,7 +120,9 @@ class ChunkFramer:
 
     def role(self) -> bytes:
         """The chat role chunk (empty content); completions have none."""
-        return self._frame(',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}')
+        return self._frame(
+            ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+        )
 
     def text(self, text: str, *, last: bool) -> bytes:
         finish = '"length"' if last else "null"
@@ -137,7 +140,7 @@ class ChunkFramer:
         return f"data: {self._head}{tail}\n\n".encode()
 
     DONE = b"data: [DONE]\n\n"
-    MALFORMED = b"data: {\"id\": \"broken\", \"choices\": [\n\n"
+    MALFORMED = b'data: {"id": "broken", "choices": [\n\n'
 
 
 def completion_body(req: SimRequest, request_id: str, created: int) -> dict[str, Any]:

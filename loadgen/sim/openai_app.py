@@ -12,15 +12,15 @@ dependency, and it streams thousands of small chunks per second on one core.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 from aiohttp import web
 
-from loadgen.sse import Api
 from loadgen.sim.driver import EngineDriver
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import Fault, FaultConfig
@@ -33,6 +33,7 @@ from loadgen.sim.framing import (
     output_text,
     parse_request,
 )
+from loadgen.sse import Api
 
 METRIC_PREFIX = "loadgen_sim:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -88,10 +89,8 @@ async def _engine_loop(app: web.Application):  # type: ignore[no-untyped-def]
     task = asyncio.create_task(driver.run(), name="sim-engine")
     yield
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -116,7 +115,12 @@ async def _metrics(request: web.Request) -> web.Response:
         ("steps_total", "counter", "Engine steps run.", c.steps),
         ("generation_tokens_total", "counter", "Tokens generated (useful slot-steps).", c.tokens),
         ("slot_steps_total", "counter", "Occupied slots summed over steps (static mode counts padding).", c.slot_steps),
-        ("engine_overruns_total", "counter", "Steps that started late: the simulator missed its law.", driver.stats.overruns),
+        (
+            "engine_overruns_total",
+            "counter",
+            "Steps that started late: the simulator missed its law.",
+            driver.stats.overruns,
+        ),
         ("engine_max_late_ms", "gauge", "Worst lateness of a step start, in ms.", round(driver.stats.max_late_ms, 3)),
     ]
     lines = []
@@ -166,8 +170,9 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
                 await tokens.get()
             return web.json_response(completion_body(req, request_id, created))
         merge = options.merge_prob if options.merge_prob > 0 else 0.0
-        return await _stream(request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge,
-                             options.stall_ms)
+        return await _stream(
+            request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge, options.stall_ms
+        )
     finally:
         driver.release(seq_id)
 

@@ -111,11 +111,33 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
     """The ``loadgen serve-sim`` flags that reproduce ``options``."""
     e, f = options.engine, options.faults
     argv = [
-        "serve-sim", "--host", host, "--port", str(port), "--model", options.model,
-        "--base-ms", repr(e.base_ms), "--per-seq-ms", repr(e.per_seq_ms),
-        "--prefill-ms-per-token", repr(e.prefill_ms_per_token), "--max-num-seqs", str(e.max_num_seqs),
-        "--mode", e.mode, "--static-batch", str(e.static_batch), "--static-wait-ms", repr(e.static_wait_ms),
-        "--noise-cv", repr(e.noise_cv), "--merge-prob", repr(options.merge_prob), "--seed", str(e.seed),
+        "serve-sim",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--model",
+        options.model,
+        "--base-ms",
+        repr(e.base_ms),
+        "--per-seq-ms",
+        repr(e.per_seq_ms),
+        "--prefill-ms-per-token",
+        repr(e.prefill_ms_per_token),
+        "--max-num-seqs",
+        str(e.max_num_seqs),
+        "--mode",
+        e.mode,
+        "--static-batch",
+        str(e.static_batch),
+        "--static-wait-ms",
+        repr(e.static_wait_ms),
+        "--noise-cv",
+        repr(e.noise_cv),
+        "--merge-prob",
+        repr(options.merge_prob),
+        "--seed",
+        str(e.seed),
     ]
     if options.api_key:
         argv += ["--require-api-key", options.api_key]

@@ -15,10 +15,14 @@ runner = CliRunner()
 
 
 def write(path: Path, output_tokens: int, api: str = "chat") -> Path:
-    levels = tuple(closed_level(c, law_tpots(25, 0.4, c, 300, cv=0.01, seed=c), output_tokens=output_tokens)
-                   for c in (4, 16))
-    settings = {"api": api, "prompt_tokens": {"mean": 64, "dist": "fixed", "spread": 0.0},
-                "output_tokens": {"mean": output_tokens, "dist": "fixed", "spread": 0.0}}
+    levels = tuple(
+        closed_level(c, law_tpots(25, 0.4, c, 300, cv=0.01, seed=c), output_tokens=output_tokens) for c in (4, 16)
+    )
+    settings = {
+        "api": api,
+        "prompt_tokens": {"mean": 64, "dist": "fixed", "spread": 0.0},
+        "output_tokens": {"mean": output_tokens, "dist": "fixed", "spread": 0.0},
+    }
     save_atomic(sweep_results(levels, settings), path)
     return path
 
@@ -26,7 +30,9 @@ def write(path: Path, output_tokens: int, api: str = "chat") -> Path:
 @pytest.mark.parametrize("command", [["compare"], ["gate", "--baseline"]])
 def test_a_baseline_of_another_workload_is_refused_naming_the_difference(tmp_path: Path, command: list[str]) -> None:
     quick, chat = write(tmp_path / "quick.json", 16), write(tmp_path / "chat.json", 200)
-    args = [*command, str(quick), str(chat)] if command == ["compare"] else ["gate", str(chat), "--baseline", str(quick)]
+    args = (
+        [*command, str(quick), str(chat)] if command == ["compare"] else ["gate", str(chat), "--baseline", str(quick)]
+    )
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     line = result.stderr.strip()

@@ -16,18 +16,57 @@ runner = CliRunner()
 
 
 def test_what_if_prints_the_chapters_whole_example() -> None:
-    result = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--qps", "40",
-                                 "--output-tokens", "200", "--current-batch", "128", "--lengths", "3,3,3,10"])
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--law",
+            "25+0.4b",
+            "--slo",
+            "tpot_p95<60ms",
+            "--qps",
+            "40",
+            "--output-tokens",
+            "200",
+            "--current-batch",
+            "128",
+            "--lengths",
+            "3,3,3,10",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
-    for expected in ("max batch 87", "step 59.8 ms", "1,454.8 tok/s per replica", "6 with no headroom",
-                     "7 at utilization <= 0.8", "76.2 ms", "--max-num-seqs 87", "19 useful of 40 slot-steps (47.5%)"):
+    for expected in (
+        "max batch 87",
+        "step 59.8 ms",
+        "1,454.8 tok/s per replica",
+        "6 with no headroom",
+        "7 at utilization <= 0.8",
+        "76.2 ms",
+        "--max-num-seqs 87",
+        "19 useful of 40 slot-steps (47.5%)",
+    ):
         assert expected in text, expected
 
 
 def test_plan_json_has_the_stable_keys() -> None:
-    result = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--slo", "ttft_p95<1s",
-                                 "--qps", "40", "--output-tokens", "200", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--law",
+            "25+0.4b",
+            "--slo",
+            "tpot_p95<60ms",
+            "--slo",
+            "ttft_p95<1s",
+            "--qps",
+            "40",
+            "--output-tokens",
+            "200",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["max_batch"] == 87 and doc["replicas_no_headroom"] == 6
@@ -40,8 +79,21 @@ def test_plan_json_has_the_stable_keys() -> None:
 
 
 def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_deterministically() -> None:
-    args = ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--slo", "ttft_p95<1s", "--qps", "40",
-            "--output-tokens", "200", "--seed", "3"]
+    args = [
+        "plan",
+        "--law",
+        "25+0.4b",
+        "--slo",
+        "tpot_p95<60ms",
+        "--slo",
+        "ttft_p95<1s",
+        "--qps",
+        "40",
+        "--output-tokens",
+        "200",
+        "--seed",
+        "3",
+    ]
     first, second = runner.invoke(app, args), runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
@@ -55,20 +107,58 @@ def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_determ
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--law", "25+0b", "--slo", "tpot_p95<40ms"],
-         ["max batch any [any batch]", "any batch meets this SLO; the batch is bounded by the server's cap"]),
-        (["--law", "25+0b", "--slo", "tpot_p95<40ms", "--current-batch", "64"],
-         ["max batch 64 (measured -, model 64) [any batch]", "bounded by --current-batch 64"]),
-        (["--law", "25+0.4b", "--slo", "tpot_p95<25ms", "--current-batch", "64"],
-         ["[below the floor]", "even batch 1 takes 25.4 ms per step", "faster hardware",
-          "Neither a smaller batch nor more replicas"]),
-        (["--law", "25+0.4b", "--slo", "ttft_p95<1s", "--qps", "40", "--output-tokens", "200"],
-         ["no TPOT SLO bounds the batch", "give --current-batch"]),
-        (["--law", "25+0.4b", "--slo", "ttft_p95<1s", "--qps", "40", "--output-tokens", "200", "--current-batch", "87"],
-         ["at batch 87 (--current-batch", "recommended: 7 replicas"]),
+        (
+            ["--law", "25+0b", "--slo", "tpot_p95<40ms"],
+            ["max batch any [any batch]", "any batch meets this SLO; the batch is bounded by the server's cap"],
+        ),
+        (
+            ["--law", "25+0b", "--slo", "tpot_p95<40ms", "--current-batch", "64"],
+            ["max batch 64 (measured -, model 64) [any batch]", "bounded by --current-batch 64"],
+        ),
+        (
+            ["--law", "25+0.4b", "--slo", "tpot_p95<25ms", "--current-batch", "64"],
+            [
+                "[below the floor]",
+                "even batch 1 takes 25.4 ms per step",
+                "faster hardware",
+                "Neither a smaller batch nor more replicas",
+            ],
+        ),
+        (
+            ["--law", "25+0.4b", "--slo", "ttft_p95<1s", "--qps", "40", "--output-tokens", "200"],
+            ["no TPOT SLO bounds the batch", "give --current-batch"],
+        ),
+        (
+            [
+                "--law",
+                "25+0.4b",
+                "--slo",
+                "ttft_p95<1s",
+                "--qps",
+                "40",
+                "--output-tokens",
+                "200",
+                "--current-batch",
+                "87",
+            ],
+            ["at batch 87 (--current-batch", "recommended: 7 replicas"],
+        ),
         (["--law", "25+0.4b"], ["nothing to plan from the law alone"]),
-        (["--law", "20+0.125b", "--slo", "tpot_p95<25ms", "--qps", "46.4", "--output-tokens", "200",
-          "--max-utilization", "0.58"], ["10 at utilization <= 0.58", "recommended: 10 replicas"]),
+        (
+            [
+                "--law",
+                "20+0.125b",
+                "--slo",
+                "tpot_p95<25ms",
+                "--qps",
+                "46.4",
+                "--output-tokens",
+                "200",
+                "--max-utilization",
+                "0.58",
+            ],
+            ["10 at utilization <= 0.58", "recommended: 10 replicas"],
+        ),
     ],
 )
 def test_what_if_corner_cases(args: list[str], expected: list[str]) -> None:

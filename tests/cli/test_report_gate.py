@@ -69,11 +69,32 @@ def test_csv_has_one_row_per_level(ci_sweep: Path, tmp_path: Path) -> None:
 
 def test_lenient_gate_passes_and_impossible_fails(ci_sweep: Path, tmp_path: Path) -> None:
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
-    ok = invoke("gate", str(ci_sweep), "--require", "tpot_p95 < 200ms", "--require", "error_rate < 1%",
-                "--fail-if", "ttft_p95 > 5s", "--junit", str(junit), "--summary-md", str(summary))
+    ok = invoke(
+        "gate",
+        str(ci_sweep),
+        "--require",
+        "tpot_p95 < 200ms",
+        "--require",
+        "error_rate < 1%",
+        "--fail-if",
+        "ttft_p95 > 5s",
+        "--junit",
+        str(junit),
+        "--summary-md",
+        str(summary),
+    )
     assert ok.exit_code == 0, ok.output
-    bad = invoke("gate", str(ci_sweep), "--require", "tpot_p95 < 5ms", "--junit", str(junit),
-                 "--summary-md", str(summary), "--json")
+    bad = invoke(
+        "gate",
+        str(ci_sweep),
+        "--require",
+        "tpot_p95 < 5ms",
+        "--junit",
+        str(junit),
+        "--summary-md",
+        str(summary),
+        "--json",
+    )
     assert bad.exit_code == 1
     assert json.loads(bad.stdout)["status"] == "fail"
     assert summary.read_text().count("### loadgen gate") == 2  # appended, not overwritten
@@ -109,8 +130,9 @@ def test_untrustworthy_runs_exit_3(ci_sweep: Path, tmp_path: Path) -> None:
     assert result.exit_code == 3 and "client-bound" in result.stdout
 
 
-@pytest.mark.parametrize(("text", "flag"), [("tpot_p95 <", "--require"), ("latency < 3ms", "--require"),
-                                            ("error_rate < 5ms", "--fail-if")])
+@pytest.mark.parametrize(
+    ("text", "flag"), [("tpot_p95 <", "--require"), ("latency < 3ms", "--require"), ("error_rate < 5ms", "--fail-if")]
+)
 def test_bad_check_grammar_is_a_usage_error(ci_sweep: Path, text: str, flag: str) -> None:
     result = invoke("gate", str(ci_sweep), flag, text)
     assert result.exit_code == 2 and flag in result.stderr and "Traceback" not in result.output

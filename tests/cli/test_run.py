@@ -32,8 +32,24 @@ def invoke(args: list[str], env: dict[str, str] | None = None):  # type: ignore[
 def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -> None:
     out, records = tmp_path / "r.json", tmp_path / "rec.jsonl"
     result = invoke(
-        ["run", "--url", sim.base_url, "--concurrency", "4", "--requests", "12", "--max-tokens", "8",
-         "--header", f"X-Secret-Token:{KEY}-hdr", "-o", str(out), "--records", str(records), "--json"],
+        [
+            "run",
+            "--url",
+            sim.base_url,
+            "--concurrency",
+            "4",
+            "--requests",
+            "12",
+            "--max-tokens",
+            "8",
+            "--header",
+            f"X-Secret-Token:{KEY}-hdr",
+            "-o",
+            str(out),
+            "--records",
+            str(records),
+            "--json",
+        ],
         env={"OPENAI_API_KEY": KEY},
     )
     assert result.exit_code == 0, result.output
@@ -50,8 +66,26 @@ def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -
 
 def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    result = invoke(["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "4", "--duration", "2",
-                     "--max-tokens", "8", "--workers", "2", "-o", str(out), "--quiet"])
+    result = invoke(
+        [
+            "run",
+            "--url",
+            sim.base_url,
+            "--api-key",
+            KEY,
+            "--concurrency",
+            "4",
+            "--duration",
+            "2",
+            "--max-tokens",
+            "8",
+            "--workers",
+            "2",
+            "-o",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert result.exit_code == 0, result.output
     level = load(out).levels[0]
     assert level.workers == 2 and level.completed > 0
@@ -59,8 +93,21 @@ def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
 
 
 def test_wrong_key_is_one_line_exit_3(sim: SimProcess, tmp_path: Path) -> None:
-    result = invoke(["run", "--url", sim.base_url, "--api-key", "nope", "--concurrency", "1", "--requests", "1",
-                     "-o", str(tmp_path / "r.json")])
+    result = invoke(
+        [
+            "run",
+            "--url",
+            sim.base_url,
+            "--api-key",
+            "nope",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert result.exit_code == 3
     assert "401" in result.stderr and "--api-key" in result.stderr
     assert "Traceback" not in result.output
@@ -68,8 +115,9 @@ def test_wrong_key_is_one_line_exit_3(sim: SimProcess, tmp_path: Path) -> None:
 
 def test_wrong_path_is_explained(sim: SimProcess, tmp_path: Path) -> None:
     url = sim.base_url.removesuffix("/v1") + "/api"
-    result = invoke(["run", "--url", url, "--api-key", KEY, "--concurrency", "1", "--requests", "1",
-                     "-o", str(tmp_path / "r.json")])
+    result = invoke(
+        ["run", "--url", url, "--api-key", KEY, "--concurrency", "1", "--requests", "1", "-o", str(tmp_path / "r.json")]
+    )
     assert result.exit_code == 3 and "404" in result.stderr
 
 
@@ -80,8 +128,19 @@ def free_port() -> int:
 
 
 def test_unreachable_url_is_one_line_exit_3(tmp_path: Path) -> None:
-    result = invoke(["run", "--url", f"http://127.0.0.1:{free_port()}/v1", "--concurrency", "1", "--requests", "1",
-                     "-o", str(tmp_path / "r.json")])
+    result = invoke(
+        [
+            "run",
+            "--url",
+            f"http://127.0.0.1:{free_port()}/v1",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert result.exit_code == 3
     assert "cannot connect" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -108,8 +167,19 @@ def test_bad_flags_exit_2_with_the_flag_named(args: list[str], message: str, tmp
 
 
 def test_unwritable_output_fails_before_the_run(tmp_path: Path) -> None:
-    result = invoke(["run", "--url", "http://127.0.0.1:9/v1", "--concurrency", "1", "--requests", "1",
-                     "-o", str(tmp_path / "missing-dir" / "r.json")])
+    result = invoke(
+        [
+            "run",
+            "--url",
+            "http://127.0.0.1:9/v1",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "-o",
+            str(tmp_path / "missing-dir" / "r.json"),
+        ]
+    )
     assert result.exit_code == 2 and "-o" in result.stderr
 
 
@@ -118,16 +188,50 @@ def test_no_artefact_or_message_ever_contains_the_key(sim: SimProcess, tmp_path:
     outputs = []
     env = {"OPENAI_API_KEY": KEY}
     for args in (
-        ["run", "--url", sim.base_url, "--concurrency", "2", "--requests", "6", "--max-tokens", "4",
-         "--header", f"X-Token:{KEY}", "-o", str(out), "--records", str(tmp_path / "rec.jsonl")],
+        [
+            "run",
+            "--url",
+            sim.base_url,
+            "--concurrency",
+            "2",
+            "--requests",
+            "6",
+            "--max-tokens",
+            "4",
+            "--header",
+            f"X-Token:{KEY}",
+            "-o",
+            str(out),
+            "--records",
+            str(tmp_path / "rec.jsonl"),
+        ],
         ["report", str(out), "-o", str(tmp_path / "r.md")],
         ["report", str(out), "-o", str(tmp_path / "r.html")],
         ["report", str(out), "-o", str(tmp_path / "r.csv")],
-        ["gate", str(out), "--require", "tpot_p50 < 1s", "--junit", str(tmp_path / "j.xml"),
-         "--summary-md", str(tmp_path / "s.md")],
+        [
+            "gate",
+            str(out),
+            "--require",
+            "tpot_p50 < 1s",
+            "--junit",
+            str(tmp_path / "j.xml"),
+            "--summary-md",
+            str(tmp_path / "s.md"),
+        ],
         ["plan", str(out), "--json"],
-        ["run", "--url", sim.base_url, "--api-key", KEY + "-wrong", "--concurrency", "1", "--requests", "1",
-         "-o", str(tmp_path / "bad.json")],  # an error path: its message must not echo the key either
+        [
+            "run",
+            "--url",
+            sim.base_url,
+            "--api-key",
+            KEY + "-wrong",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "-o",
+            str(tmp_path / "bad.json"),
+        ],  # an error path: its message must not echo the key either
     ):
         result = runner.invoke(app, args, env=env)
         outputs.append(result.output)

@@ -41,7 +41,9 @@ def test_serve_sim_rejects_bad_fault_spec() -> None:
 def test_serve_sim_serves_on_an_ephemeral_port() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen", "serve-sim", "--port", "0", "--model", "m1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None

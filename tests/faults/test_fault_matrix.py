@@ -35,8 +35,13 @@ async def level_with(faults: FaultConfig, **sim: float) -> LevelResult:
 
 
 def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
-    results = Results(RunInfo("x", "2026-11-29T00:00:00Z", "0.1.0", "3.11", "linux", 2, "run"),
-                      Target("http://127.0.0.1/v1/", "sim-model", "chat"), {}, (level,), True)
+    results = Results(
+        RunInfo("x", "2026-11-29T00:00:00Z", "0.1.0", "3.11", "linux", 2, "run"),
+        Target("http://127.0.0.1/v1/", "sim-model", "chat"),
+        {},
+        (level,),
+        True,
+    )
     path = tmp_path / "r.json"
     save_atomic(results, path)
     assert load(path).levels[0].errors == level.errors
@@ -84,8 +89,23 @@ def test_failures_are_visible_in_table_summary_report_and_gate(tmp_path: Path) -
     runner = CliRunner()
     with SimProcess(SimOptions(faults=FaultConfig(http_500=0.3), engine=EngineConfig(seed=2))) as server:
         out = tmp_path / "r.json"
-        result = runner.invoke(app, ["run", "--url", server.base_url, "--concurrency", "4", "--requests", "30",
-                                     "--max-tokens", "8", "-o", str(out), "--quiet"])
+        result = runner.invoke(
+            app,
+            [
+                "run",
+                "--url",
+                server.base_url,
+                "--concurrency",
+                "4",
+                "--requests",
+                "30",
+                "--max-tokens",
+                "8",
+                "-o",
+                str(out),
+                "--quiet",
+            ],
+        )
         assert result.exit_code == 0, result.output
     assert "http_5xx=" in result.stdout  # the terminal table
     summary = load(out).levels[0].summary()

@@ -53,9 +53,26 @@ def test_profile_fault_keys_are_validated() -> None:
 def test_ctrl_c_inside_a_level_leaves_a_valid_incomplete_file(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "run", "--url", "sim", "--concurrency", "4", "--duration", "60",
-         "--max-tokens", "8", "-o", str(out), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            "--url",
+            "sim",
+            "--concurrency",
+            "4",
+            "--duration",
+            "60",
+            "--max-tokens",
+            "8",
+            "-o",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
     )
     time.sleep(4)  # the simulator starts, the probe runs, the level is under way
     proc.send_signal(signal.SIGINT)
@@ -112,8 +129,9 @@ def html_url() -> Iterator[str]:
 
 
 def test_a_non_openai_server_is_one_clear_line(html_url: str, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["run", "--url", html_url, "--concurrency", "1", "--requests", "1",
-                                 "-o", str(tmp_path / "r.json")])
+    result = runner.invoke(
+        app, ["run", "--url", html_url, "--concurrency", "1", "--requests", "1", "-o", str(tmp_path / "r.json")]
+    )
     assert result.exit_code == 3
     assert "not an OpenAI-compatible server" in result.stderr and "Traceback" not in result.output
 

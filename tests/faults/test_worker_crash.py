@@ -21,10 +21,18 @@ from loadgen.workload import Lengths, Workload
 async def test_one_dead_worker_leaves_the_others_data() -> None:
     with SimProcess() as sim:
         workload = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
-        task = asyncio.create_task(run_level_in_processes(
-            LevelPlan(Load("concurrency", 4), duration_s=3.0), workload, base_url=sim.base_url + "/", headers={},
-            http=HttpOptions(timeout_s=10), workers=2, scrape=False, stop=asyncio.Event(),
-        ))
+        task = asyncio.create_task(
+            run_level_in_processes(
+                LevelPlan(Load("concurrency", 4), duration_s=3.0),
+                workload,
+                base_url=sim.base_url + "/",
+                headers={},
+                http=HttpOptions(timeout_s=10),
+                workers=2,
+                scrape=False,
+                stop=asyncio.Event(),
+            )
+        )
         victims: list[int] = []
         for _ in range(100):  # wait (bounded) until both workers run, then kill one
             await asyncio.sleep(0.1)

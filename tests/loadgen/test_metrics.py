@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.records import RequestRecord
 from loadgen.errors import ErrorKind
 from loadgen.metrics import LevelRecorder
+from loadgen.records import RequestRecord
 from loadgen.results import Load, Metric
 
 
@@ -21,12 +21,19 @@ def record(
     chunk_tokens: tuple[int, ...] | None = None,
 ) -> RequestRecord:
     return RequestRecord(
-        t_intended=t_intended, t_slot=t_slot, t_sent=t_sent,
-        t_first=chunks[0] if chunks else None, t_last=chunks[-1] if chunks else None,
+        t_intended=t_intended,
+        t_slot=t_slot,
+        t_sent=t_sent,
+        t_first=chunks[0] if chunks else None,
+        t_last=chunks[-1] if chunks else None,
         t_done=t_done if t_done is not None else (chunks[-1] + 0.001 if chunks else t_sent + 0.01),
-        chunk_times=chunks, chunk_tokens=chunk_tokens,
+        chunk_times=chunks,
+        chunk_tokens=chunk_tokens,
         output_tokens=len(chunks) if output_tokens is None else output_tokens,
-        output_tokens_estimated=output_tokens is None, prompt_tokens=7, error=error, http_status=200,
+        output_tokens_estimated=output_tokens is None,
+        prompt_tokens=7,
+        error=error,
+        http_status=200,
     )
 
 
@@ -78,11 +85,24 @@ def test_single_token_output_has_ttft_but_no_tpot() -> None:
 
 def test_window_rule_and_error_denominator() -> None:
     rec = LevelRecorder(Load("concurrency", 2), window_start=10.0, window_end=20.0)
-    for t_done, error in [(9.9, None), (12.0, None), (13.0, ErrorKind.HTTP_5XX), (14.0, ErrorKind.HTTP_429),
-                          (15.0, None), (20.5, None)]:
+    for t_done, error in [
+        (9.9, None),
+        (12.0, None),
+        (13.0, ErrorKind.HTTP_5XX),
+        (14.0, ErrorKind.HTTP_429),
+        (15.0, None),
+        (20.5, None),
+    ]:
         rec.started(t_done - 1)
-        rec.add(record(t_intended=t_done - 1, t_sent=t_done - 1, chunks=(t_done - 0.5, t_done - 0.01),
-                       t_done=t_done, error=error))
+        rec.add(
+            record(
+                t_intended=t_done - 1,
+                t_sent=t_done - 1,
+                chunks=(t_done - 0.5, t_done - 0.01),
+                t_done=t_done,
+                error=error,
+            )
+        )
     result = rec.finish(25.0)
     assert result.window_s == 10.0
     assert result.completed == 2  # 9.9 is warm-up, 20.5 is drain

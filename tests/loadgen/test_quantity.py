@@ -12,8 +12,10 @@ from planner.gate import check_from_slo, evaluate_gate, parse_check
 from planner.slo import parse_slo
 from tests.planner.synthetic import closed_level, sweep_results
 
-percentiles = st.one_of(st.sampled_from([5.0, 50.0, 90.0, 95.0, 99.0, 99.9, 99.99]),
-                        st.decimals(min_value="0.1", max_value="99.9", places=1).map(float))
+percentiles = st.one_of(
+    st.sampled_from([5.0, 50.0, 90.0, 95.0, 99.0, 99.9, 99.99]),
+    st.decimals(min_value="0.1", max_value="99.9", places=1).map(float),
+)
 quantities = st.one_of(
     st.builds(lambda m, p: Quantity(m, percentile=p), st.sampled_from(list(Metric)), percentiles),
     st.builds(lambda m, a: Quantity(m, aggregate=a), st.sampled_from(list(Metric)), st.sampled_from(list(Aggregate))),
@@ -25,8 +27,17 @@ def test_parse_reads_back_every_key(q: Quantity) -> None:
     assert Quantity.parse(q.key) == q
 
 
-@pytest.mark.parametrize(("name", "percentile"), [("tpot_p95", 95.0), ("ttft_p99.9", 99.9), ("itl_p999", 99.9),
-                                                  ("e2e_p5", 5.0), ("ttft_sent_p50", 50.0), ("tpot_p995", 99.5)])
+@pytest.mark.parametrize(
+    ("name", "percentile"),
+    [
+        ("tpot_p95", 95.0),
+        ("ttft_p99.9", 99.9),
+        ("itl_p999", 99.9),
+        ("e2e_p5", 5.0),
+        ("ttft_sent_p50", 50.0),
+        ("tpot_p995", 99.5),
+    ],
+)
 def test_percentiles_mean_the_same_everywhere(name: str, percentile: float) -> None:
     q = Quantity.parse(name)
     assert q.percentile == percentile
@@ -39,7 +50,7 @@ def test_percentiles_mean_the_same_everywhere(name: str, percentile: float) -> N
 
 @pytest.mark.parametrize("name", ["tpot_p100", "tpot_p0", "tpot", "speed_p95", "tpot_p95x", "tpot_median"])
 def test_bad_names_are_refused_with_what_was_expected(name: str) -> None:
-    with pytest.raises(ValueError, match="expected|between 0 and 100"):
+    with pytest.raises(ValueError, match=r"expected|between 0 and 100"):
         Quantity.parse(name)
 
 

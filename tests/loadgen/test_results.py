@@ -11,28 +11,70 @@ from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
 from loadgen.histogram import LatencyHistogram
-from loadgen.results import SCHEMA_VERSION, LevelResult, Load, Metric, Results, RunInfo, Target, load, merge_levels, save_atomic
+from loadgen.results import (
+    SCHEMA_VERSION,
+    LevelResult,
+    Load,
+    Metric,
+    Results,
+    RunInfo,
+    Target,
+    load,
+    merge_levels,
+    save_atomic,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 SUMMARY_KEYS = {
-    "ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "lag_ms",
-    "output_tokens_per_s", "requests_per_s", "achieved_concurrency", "completed", "failed", "errors",
-    "prompt_tokens_mean", "output_tokens_mean", "tokens_estimated", "client_bound", "load",
+    "ttft_ms",
+    "ttft_sent_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2e_ms",
+    "queue_ms",
+    "lag_ms",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "achieved_concurrency",
+    "completed",
+    "failed",
+    "errors",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+    "tokens_estimated",
+    "client_bound",
+    "load",
 }
 STAT_KEYS = {"mean", "p50", "p90", "p95", "p99", "max", "count"}
 
 
-def level(values: dict[Metric, list[int]], *, completed: int = 3, errors: dict[ErrorKind, int] | None = None,
-          load: Load = Load("concurrency", 4)) -> LevelResult:
+C4 = Load("concurrency", 4)
+
+
+def level(
+    values: dict[Metric, list[int]],
+    *,
+    completed: int = 3,
+    errors: dict[ErrorKind, int] | None = None,
+    load: Load = C4,
+) -> LevelResult:
     hists = {m: LatencyHistogram() for m in Metric}
     for m, vs in values.items():
         for v in vs:
             hists[m].record_us(v)
     return LevelResult(
-        load=load, window_s=10.0, completed=completed, errors=errors or {}, output_tokens=100 * completed,
-        window_output_tokens=90.0 * completed, prompt_tokens=20 * completed, prompt_tokens_reported=completed,
-        tokens_estimated=False, achieved_concurrency=3.9, histograms=hists,
+        load=load,
+        window_s=10.0,
+        completed=completed,
+        errors=errors or {},
+        output_tokens=100 * completed,
+        window_output_tokens=90.0 * completed,
+        prompt_tokens=20 * completed,
+        prompt_tokens_reported=completed,
+        tokens_estimated=False,
+        achieved_concurrency=3.9,
+        histograms=hists,
     )
 
 
@@ -40,7 +82,9 @@ def results(levels: tuple[LevelResult, ...]) -> Results:
     return Results(
         run=RunInfo("abc", "2026-11-29T12:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "run"),
         target=Target("http://127.0.0.1:8000/v1/", "m", "chat"),
-        settings={"api": "chat"}, levels=levels, complete=True,
+        settings={"api": "chat"},
+        levels=levels,
+        complete=True,
     )
 
 
@@ -49,8 +93,9 @@ metric_values = st.dictionaries(st.sampled_from(list(Metric)), st.lists(st.integ
 
 @given(metric_values, st.integers(0, 50), st.dictionaries(st.sampled_from(list(ErrorKind)), st.integers(1, 9)))
 def test_round_trip(values: dict[Metric, list[int]], completed: int, errors: dict[ErrorKind, int]) -> None:
-    original = results((level(values, completed=completed, errors=errors),
-                        level({}, load=Load("rate", 2.5, "gamma", 0.5, 8))))
+    original = results(
+        (level(values, completed=completed, errors=errors), level({}, load=Load("rate", 2.5, "gamma", 0.5, 8)))
+    )
     assert Results.from_json(original.to_json()) == original
 
 
@@ -107,8 +152,11 @@ def test_newer_schema_is_rejected(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "match"),
-    [("{", "not valid JSON"), ("[]", "not a loadgen results file"),
-     ('{"schema": "loadgen.results", "schema_version": 1}', "corrupt results file")],
+    [
+        ("{", "not valid JSON"),
+        ("[]", "not a loadgen results file"),
+        ('{"schema": "loadgen.results", "schema_version": 1}', "corrupt results file"),
+    ],
 )
 def test_corrupt_files_get_one_clear_error(tmp_path: Path, text: str, match: str) -> None:
     path = tmp_path / "bad.json"

@@ -11,10 +11,15 @@ from loadgen.schedule import arrival_offsets, offsets_within
 
 
 @given(
-    rate=st.floats(0.1, 1000), n=st.integers(0, 300), arrival=st.sampled_from(["constant", "poisson", "gamma"]),
-    burstiness=st.floats(0.1, 10), seed=st.integers(0, 2**32 - 1),
+    rate=st.floats(0.1, 1000),
+    n=st.integers(0, 300),
+    arrival=st.sampled_from(["constant", "poisson", "gamma"]),
+    burstiness=st.floats(0.1, 10),
+    seed=st.integers(0, 2**32 - 1),
 )
-def test_offsets_sorted_nonnegative_and_reproducible(rate: float, n: int, arrival: str, burstiness: float, seed: int) -> None:
+def test_offsets_sorted_nonnegative_and_reproducible(
+    rate: float, n: int, arrival: str, burstiness: float, seed: int
+) -> None:
     a = arrival_offsets(rate, n, arrival=arrival, burstiness=burstiness, rng=np.random.default_rng(seed))  # type: ignore[arg-type]
     b = arrival_offsets(rate, n, arrival=arrival, burstiness=burstiness, rng=np.random.default_rng(seed))  # type: ignore[arg-type]
     assert len(a) == n
@@ -23,10 +28,18 @@ def test_offsets_sorted_nonnegative_and_reproducible(rate: float, n: int, arriva
 
 
 def test_constant_arrivals_are_exact() -> None:
-    assert arrival_offsets(4.0, 5, arrival="constant", rng=np.random.default_rng(0)).tolist() == [0, 0.25, 0.5, 0.75, 1.0]
+    assert arrival_offsets(4.0, 5, arrival="constant", rng=np.random.default_rng(0)).tolist() == [
+        0,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+    ]
 
 
-@pytest.mark.parametrize(("arrival", "burstiness", "cv"), [("poisson", 1.0, 1.0), ("gamma", 0.25, 2.0), ("gamma", 4.0, 0.5)])
+@pytest.mark.parametrize(
+    ("arrival", "burstiness", "cv"), [("poisson", 1.0, 1.0), ("gamma", 0.25, 2.0), ("gamma", 4.0, 0.5)]
+)
 def test_mean_rate_and_burstiness(arrival: str, burstiness: float, cv: float) -> None:
     gaps = np.diff(arrival_offsets(10.0, 20000, arrival=arrival, burstiness=burstiness, rng=np.random.default_rng(1)))  # type: ignore[arg-type]
     assert gaps.mean() == pytest.approx(0.1, rel=0.05)
@@ -39,7 +52,9 @@ def test_offsets_within_a_duration() -> None:
     assert len(offsets) == pytest.approx(500, rel=0.15)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [({"rate": 0.0}, "rate"), ({"rate": 1.0, "arrival": "gamma", "burstiness": 0.0}, "burstiness")])
+@pytest.mark.parametrize(
+    ("kwargs", "match"), [({"rate": 0.0}, "rate"), ({"rate": 1.0, "arrival": "gamma", "burstiness": 0.0}, "burstiness")]
+)
 def test_bad_parameters(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         arrival_offsets(n=3, rng=np.random.default_rng(0), **kwargs)

@@ -21,15 +21,13 @@ def encode(events: list[str], newline: str) -> bytes:
 
 def decode_in_pieces(raw: bytes, cuts: list[int]) -> list[SSEEvent]:
     decoder, events, prev = SSEDecoder(), [], 0
-    for cut in sorted(set(cuts)) + [len(raw)]:
+    for cut in [*sorted(set(cuts)), len(raw)]:
         events += decoder.feed(raw[prev:cut])
         prev = cut
     return events + decoder.flush()
 
 
-safe_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30
-)
+safe_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30)
 
 
 @given(

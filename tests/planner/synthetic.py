@@ -10,8 +10,9 @@ from loadgen.histogram import LatencyHistogram
 from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, ServerSample, Target
 
 
-def closed_level(concurrency: int, tpot_ms: np.ndarray, *, output_tokens: int = 32, window_s: float = 30.0,
-                 waiting: float = 0.0) -> LevelResult:
+def closed_level(
+    concurrency: int, tpot_ms: np.ndarray, *, output_tokens: int = 32, window_s: float = 30.0, waiting: float = 0.0
+) -> LevelResult:
     """A closed-loop level whose requests had these TPOTs; the server ran ``concurrency`` sequences."""
     n = len(tpot_ms)
     e2e_ms = tpot_ms * output_tokens
@@ -25,10 +26,17 @@ def closed_level(concurrency: int, tpot_ms: np.ndarray, *, output_tokens: int = 
     rate = concurrency / (float(np.mean(e2e_ms)) / 1000.0)
     completed = max(1, round(rate * window_s))
     return LevelResult(
-        load=Load("concurrency", concurrency), window_s=window_s, completed=completed, errors={},
-        output_tokens=completed * output_tokens, window_output_tokens=float(completed * output_tokens),
-        prompt_tokens=completed * 64, prompt_tokens_reported=completed, tokens_estimated=False,
-        achieved_concurrency=float(concurrency), histograms=hists,
+        load=Load("concurrency", concurrency),
+        window_s=window_s,
+        completed=completed,
+        errors={},
+        output_tokens=completed * output_tokens,
+        window_output_tokens=float(completed * output_tokens),
+        prompt_tokens=completed * 64,
+        prompt_tokens_reported=completed,
+        tokens_estimated=False,
+        achieved_concurrency=float(concurrency),
+        histograms=hists,
         server=ServerSample("loadgen_sim", 100, float(concurrency), waiting),
     )
 
@@ -36,8 +44,10 @@ def closed_level(concurrency: int, tpot_ms: np.ndarray, *, output_tokens: int = 
 def sweep_results(levels: tuple[LevelResult, ...], settings: dict[str, object] | None = None) -> Results:
     return Results(
         run=RunInfo("synthetic", "2026-11-30T00:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "sweep"),
-        target=Target("http://127.0.0.1:8000/v1/", "sim", "chat"), settings=settings or {"api": "chat"},
-        levels=levels, complete=True,
+        target=Target("http://127.0.0.1:8000/v1/", "sim", "chat"),
+        settings=settings or {"api": "chat"},
+        levels=levels,
+        complete=True,
     )
 
 
@@ -47,8 +57,16 @@ def law_tpots(base: float, slope: float, concurrency: int, n: int, *, cv: float,
     return (base + slope * concurrency) * rng.lognormal(0.0, cv, n)
 
 
-def law_sweep(base: float, slope: float, cap: int, levels: tuple[int, ...], *, output_tokens: int = 32,
-              n: int = 300, window_s: float = 30.0) -> tuple[LevelResult, ...]:
+def law_sweep(
+    base: float,
+    slope: float,
+    cap: int,
+    levels: tuple[int, ...],
+    *,
+    output_tokens: int = 32,
+    n: int = 300,
+    window_s: float = 30.0,
+) -> tuple[LevelResult, ...]:
     """A closed-loop sweep of an ideal continuous-batching server: ``cap`` slots, the rest queue."""
     out = []
     for c in levels:
@@ -66,7 +84,13 @@ def law_sweep(base: float, slope: float, cap: int, levels: tuple[int, ...], *, o
         e2e.__init__()  # type: ignore[misc]
         e2e.record_many_us(np.rint((tpots * output_tokens + queue_ms) * 1000).astype(np.int64))
         completed = max(1, round(rate * window_s))
-        out.append(replace(level, completed=completed, output_tokens=completed * output_tokens,
-                           window_output_tokens=float(completed * output_tokens),
-                           server=ServerSample("loadgen_sim", 100, float(batch), float(c - batch))))
+        out.append(
+            replace(
+                level,
+                completed=completed,
+                output_tokens=completed * output_tokens,
+                window_output_tokens=float(completed * output_tokens),
+                server=ServerSample("loadgen_sim", 100, float(batch), float(c - batch)),
+            )
+        )
     return tuple(out)

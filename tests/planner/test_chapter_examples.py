@@ -40,16 +40,28 @@ def test_static_batching_3_3_3_10() -> None:
 
 @pytest.mark.parametrize(
     ("base", "per_seq", "slo", "expected"),
-    [(25.0, 0.1, 25.7, 7), (25.0, 0.4, 45.0, 50), (25.0, 0.4, 25.4, 1), (25.0, 0.4, 25.3, None),
-     (0.3, 0.1, 0.6, 3), (25.0, 0.0, 30.0, None)],
+    [
+        (25.0, 0.1, 25.7, 7),
+        (25.0, 0.4, 45.0, 50),
+        (25.0, 0.4, 25.4, 1),
+        (25.0, 0.4, 25.3, None),
+        (0.3, 0.1, 0.6, 3),
+        (25.0, 0.0, 30.0, None),
+    ],
 )
 def test_float_traps_at_exact_boundaries(base: float, per_seq: float, slo: float, expected: int | None) -> None:
     assert StepModel.given(base, per_seq).max_batch(slo) == expected
 
 
 def test_the_whole_what_if_example() -> None:
-    request = PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 60.0),), qps=40, output_tokens=200, current_batch=128,
-                          current_replicas=1, lengths=(3, 3, 3, 10))
+    request = PlanRequest(
+        slos=(SloTarget(Metric.TPOT, 95, 60.0),),
+        qps=40,
+        output_tokens=200,
+        current_batch=128,
+        current_replicas=1,
+        lengths=(3, 3, 3, 10),
+    )
     plan = plan_from_law(LAW, request)
     assert plan.max_batch == 87
     assert round(plan.step_ms_at_max_batch or 0, 1) == 59.8

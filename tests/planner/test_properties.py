@@ -81,8 +81,12 @@ def test_inputs_are_not_mutated_and_read_only_arrays_work() -> None:
 
 @pytest.mark.parametrize(
     ("x", "y", "match"),
-    [([1, 2], [1.0], "equal length"), ([1], [1.0], "at least 2"), ([1, 2], [1.0, np.inf], "infs or NaNs"),
-     ([3, 3], [1.0, 2.0], "must not all be equal")],
+    [
+        ([1, 2], [1.0], "equal length"),
+        ([1], [1.0], "at least 2"),
+        ([1, 2], [1.0, np.inf], "infs or NaNs"),
+        ([3, 3], [1.0, 2.0], "must not all be equal"),
+    ],
 )
 def test_bad_inputs_raise_clear_errors(x: list[float], y: list[float], match: str) -> None:
     with pytest.raises(ValueError, match=match):

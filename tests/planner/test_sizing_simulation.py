@@ -19,8 +19,9 @@ TTFT_1S = SloTarget(Metric.TTFT, 95, 1000.0)
 SLOS = (SloTarget(Metric.TPOT, 95, 60.0), TTFT_1S)
 
 
-def engine_timeline(cfg: EngineConfig, arrivals: np.ndarray, outs: np.ndarray, prompts: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def engine_timeline(
+    cfg: EngineConfig, arrivals: np.ndarray, outs: np.ndarray, prompts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """First and last token times from the simulated server's own engine, one step at a time."""
     engine = Engine(cfg)
     n = len(arrivals)
@@ -105,8 +106,9 @@ def test_an_interval_that_straddles_the_limit_at_the_cap_is_unsettled_and_never_
 def test_exact_decimals_in_the_utilisation_rule() -> None:
     # 46.4 x 200 = 9280 tok/s over 0.58 x 1600: exactly 10 (binary floats give 927.9999... and 11)
     law = StepModel.given(20.0, 0.125)
-    plan = plan_from_law(law, PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 25.0),), qps=46.4, output_tokens=200,
-                                          max_utilization=0.58))
+    plan = plan_from_law(
+        law, PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 25.0),), qps=46.4, output_tokens=200, max_utilization=0.58)
+    )
     assert plan.max_batch == 40 and plan.recommended_replicas == 10
     assert replicas_for(46.4, 200, 1600.0, max_utilization=0.58).replicas_at_utilization == 10
 
@@ -123,8 +125,9 @@ def test_the_recommendation_is_never_below_the_utilisation_rule(
     base: float, slope: float, qps: float, tokens: int, utilization: float
 ) -> None:
     slos = (SloTarget(Metric.TPOT, 95, base + 30 * slope), SloTarget(Metric.TTFT, 95, 10 * base))
-    plan = plan_from_law(StepModel.given(base, slope), PlanRequest(slos=slos, qps=qps, output_tokens=tokens,
-                                                                   max_utilization=utilization))
+    plan = plan_from_law(
+        StepModel.given(base, slope), PlanRequest(slos=slos, qps=qps, output_tokens=tokens, max_utilization=utilization)
+    )
     assert plan.sizing is not None and plan.recommended_replicas is not None
     assert plan.recommended_replicas >= plan.sizing.replicas_at_utilization
     assert plan.simulated is not None and plan.recommended_replicas >= plan.simulated.replicas
@@ -133,8 +136,14 @@ def test_the_recommendation_is_never_below_the_utilisation_rule(
 
 def test_burstier_arrivals_never_need_fewer_replicas() -> None:
     def replicas(arrival: str, burstiness: float) -> int:
-        request = PlanRequest(slos=SLOS, qps=40, output_tokens=200, arrival=arrival,  # type: ignore[arg-type]
-                              burstiness=burstiness, max_utilization=1.0)
+        request = PlanRequest(
+            slos=SLOS,
+            qps=40,
+            output_tokens=200,
+            arrival=arrival,  # type: ignore[arg-type]
+            burstiness=burstiness,
+            max_utilization=1.0,
+        )
         plan = plan_from_law(LAW, request)
         assert plan.simulated is not None
         return plan.simulated.replicas

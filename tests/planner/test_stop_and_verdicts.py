@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ KNEE = law_sweep(25.0, 0.4, 24, (1, 2, 4, 8, 16, 24, 32, 48, 64))
 
 def test_a_slope_that_flattens_throughput_is_not_saturation() -> None:
     # step 12 + 1.1b: c=32 -> 40 gains only 5% throughput, with no queue and 48 slots
-    gains = [b.output_tokens_per_s / a.output_tokens_per_s - 1 for a, b in zip(NO_KNEE, NO_KNEE[1:])]  # type: ignore[operator]
+    gains = [b.output_tokens_per_s / a.output_tokens_per_s - 1 for a, b in itertools.pairwise(NO_KNEE)]  # type: ignore[operator]
     assert min(gains) < 0.10
     assert all(v.state == "unsaturated" for v in judge(NO_KNEE).levels)
     assert all(stop_reason(NO_KNEE[: k + 1], ()) is None for k in range(len(NO_KNEE)))
@@ -47,8 +49,10 @@ def test_stop_on_a_bad_slo_breach_only() -> None:
     assert stop_reason([closed_level(8, np.full(100, 61.0))], slo, slo_breach_factor=None) is None
 
 
-@pytest.mark.parametrize(("n", "percentile", "trusted"), [(58, 95, False), (59, 95, True), (298, 99, False),
-                                                         (299, 99, True), (2000, 99.9, False)])
+@pytest.mark.parametrize(
+    ("n", "percentile", "trusted"),
+    [(58, 95, False), (59, 95, True), (298, 99, False), (299, 99, True), (2000, 99.9, False)],
+)
 def test_too_few_samples_for_a_percentile_asked_is_untrusted(n: int, percentile: float, trusted: bool) -> None:
     level = closed_level(4, law_tpots(25, 0.4, 4, n, cv=0.01, seed=1))
     verdict = judge([level], [Quantity(Metric.TPOT, percentile)]).levels[0]

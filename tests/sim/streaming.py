@@ -6,6 +6,7 @@ bug in the other.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ class Stream:
 
     def gaps_ms(self) -> list[float]:
         t = self.content_times
-        return [(b - a) * 1000 for a, b in zip(t, t[1:])]
+        return [(b - a) * 1000 for a, b in itertools.pairwise(t)]
 
 
 async def stream(session: aiohttp.ClientSession, base_url: str, api: str, body: dict[str, Any]) -> Stream:

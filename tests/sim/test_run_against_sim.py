@@ -88,7 +88,9 @@ async def test_faults_are_counted_by_kind_in_the_denominator(faults: FaultConfig
 async def test_interrupt_stops_admitting_and_marks_the_level_incomplete(sim: SimProcess) -> None:
     stop = asyncio.Event()
     async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=30)) as http:
-        task = asyncio.create_task(run_level(LevelPlan(Load("concurrency", 4), duration_s=30.0), workload(8), http, stop=stop))
+        task = asyncio.create_task(
+            run_level(LevelPlan(Load("concurrency", 4), duration_s=30.0), workload(8), http, stop=stop)
+        )
         await asyncio.sleep(1.0)
         stop.set()
         result = await asyncio.wait_for(task, timeout=10)

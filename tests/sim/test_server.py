@@ -48,7 +48,11 @@ async def test_stream_has_20_chunks_usage_then_done(sim: SimServer, api: str, bo
     assert out.events[-1] == "[DONE]"
     usage = out.events[-2]
     assert usage["choices"] == []
-    assert usage["usage"] == {"prompt_tokens": prompt_tokens, "completion_tokens": 20, "total_tokens": prompt_tokens + 20}
+    assert usage["usage"] == {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 20,
+        "total_tokens": prompt_tokens + 20,
+    }
     finishes = [e["choices"][0]["finish_reason"] for e in out.events if isinstance(e, dict) and e["choices"]]
     assert finishes[-1] == "length" and set(finishes[:-1]) == {None}
     if api == "chat":
@@ -73,7 +77,10 @@ def test_official_openai_client_consumes_both_endpoints(sim: SimServer) -> None:
     assert text.usage is not None and text.usage.prompt_tokens == 3
     chunks = list(
         client.chat.completions.create(
-            model="sim-model", messages=CHAT["messages"], max_tokens=6, stream=True,
+            model="sim-model",
+            messages=CHAT["messages"],
+            max_tokens=6,
+            stream=True,
             stream_options={"include_usage": True},
         )
     )
@@ -108,7 +115,10 @@ async def gaps_at(base_url: str, concurrency: int, max_tokens: int) -> list[Stre
     async with session() as s:
         return list(
             await asyncio.gather(
-                *(stream(s, base_url, "completions", {**COMPLETION, "max_tokens": max_tokens}) for _ in range(concurrency))
+                *(
+                    stream(s, base_url, "completions", {**COMPLETION, "max_tokens": max_tokens})
+                    for _ in range(concurrency)
+                )
             )
         )
 
@@ -151,9 +161,12 @@ async def test_capacity_256_streams_keep_the_law() -> None:
     """
     with SimProcess(SimOptions(engine=EngineConfig(max_num_seqs=256))) as server:
         async with session() as s:
+
             async def wave() -> list[Stream]:
                 body = {**COMPLETION, "max_tokens": 16}
-                return list(await asyncio.gather(*(stream(s, server.base_url, "completions", body) for _ in range(256))))
+                return list(
+                    await asyncio.gather(*(stream(s, server.base_url, "completions", body) for _ in range(256)))
+                )
 
             await wave()
             before = await asyncio.to_thread(metric, server.base_url, "engine_overruns_total")
@@ -171,7 +184,9 @@ async def test_faults_are_injected_with_their_status() -> None:
     faults = FaultConfig(http_500=0.5, http_429=0.5)
     with SimServer(SimOptions(faults=faults)) as server:
         async with session() as s:
-            outs = await asyncio.gather(*(stream(s, server.base_url, "chat", {**CHAT, "max_tokens": 2}) for _ in range(20)))
+            outs = await asyncio.gather(
+                *(stream(s, server.base_url, "chat", {**CHAT, "max_tokens": 2}) for _ in range(20))
+            )
     assert {o.status for o in outs} == {429, 500}
 
 

@@ -65,8 +65,9 @@ def test_continuous_batching_beats_static_on_variable_lengths(tmp_path: Path) ->
     tok_s = {}
     for mode in ("continuous", "static"):
         out = tmp_path / f"{mode}.json"
-        code, _, stderr = sweep("--profile", "static-vs-continuous", "--sim-mode", mode, "--duration", "4",
-                                "--warmup", "1", "-o", str(out))
+        code, _, stderr = sweep(
+            "--profile", "static-vs-continuous", "--sim-mode", mode, "--duration", "4", "--warmup", "1", "-o", str(out)
+        )
         assert code == 0, stderr
         tok_s[mode] = load(out).levels[0].output_tokens_per_s
     assert tok_s["continuous"] > 1.5 * tok_s["static"]
@@ -75,9 +76,26 @@ def test_continuous_batching_beats_static_on_variable_lengths(tmp_path: Path) ->
 def test_interrupted_sweep_leaves_a_loadable_file(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "sweep", "--profile", "quickstart", "--duration", "1", "--warmup", "0",
-         "--min-requests", "1", "-o", str(out), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "sweep",
+            "--profile",
+            "quickstart",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--min-requests",
+            "1",
+            "-o",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
     )
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline:  # the first checkpoint lands after level 1
