@@ -25,9 +25,20 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from loadgen.errors import ErrorKind, error_kind_for_status
+from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.records import Clock, RequestRecord
-from loadgen.sse import DONE, Api, Convention, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
+from loadgen.sse import (
+    DONE,
+    MAX_EVENT_CHARS,
+    Api,
+    Convention,
+    MalformedChunk,
+    SSEDecoder,
+    SSEError,
+    SSEEvent,
+    parse_chunk,
+)
+from loadgen.target import split_endpoint
 
 Transport = Literal["aiohttp", "httpx"]
 
@@ -44,7 +55,16 @@ class HttpOptions:
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` tuned for many long-lived concurrent streams (HTTP/1.1 keep-alive)."""
+    """An ``httpx.AsyncClient`` tuned for many long-lived concurrent streams (HTTP/1.1 keep-alive).
+
+    The base URL's query rides on every request and its user info becomes
+    Basic auth (``loadgen.target.split_endpoint``).
+    """
+    endpoint = split_endpoint(base_url)
+    if endpoint.auth_headers and any(k.lower() == "authorization" for k in headers):
+        raise UsageError("credentials in the URL and an API key (or an Authorization header): give one of them")
+    base_url, params = endpoint.base_url, endpoint.params
+    headers = {**headers, **endpoint.auth_headers}
     timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s, pool=None)
     if options.transport == "httpx":
         limits = httpx.Limits(
@@ -52,13 +72,18 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
             max_keepalive_connections=options.max_connections or None,
         )
         return httpx.AsyncClient(
-            base_url=base_url, headers=dict(headers), timeout=timeout, limits=limits, verify=options.verify_tls
+            base_url=base_url,
+            params=params,
+            headers=headers,
+            timeout=timeout,
+            limits=limits,
+            verify=options.verify_tls,
         )
     ssl_ctx: ssl.SSLContext | bool = ssl.create_default_context() if options.verify_tls else False
     connector = aiohttp.TCPConnector(limit=options.max_connections, ssl=ssl_ctx, keepalive_timeout=60.0)
     session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
     return httpx.AsyncClient(
-        base_url=base_url, headers=dict(headers), timeout=timeout, transport=AiohttpTransport(client=session)
+        base_url=base_url, params=params, headers=headers, timeout=timeout, transport=AiohttpTransport(client=session)
     )
 
 
@@ -76,6 +101,7 @@ async def stream_request(
     clock: Clock,
     timeout_s: float,
     convention: Convention = "tokens",
+    max_event_chars: int = MAX_EVENT_CHARS,
 ) -> RequestRecord:
     """Send one streaming completion request and time its token events (or text chunks)."""
     times: list[float] = []
@@ -96,7 +122,7 @@ async def stream_request(
                     error, detail = error_kind_for_status(status), f"HTTP {status}"
                 else:
                     in_body = True
-                    decoder = SSEDecoder()
+                    decoder = SSEDecoder(max_event_chars)
                     # aclosing: leaving the loop early ([DONE]) closes the body iterator now,
                     # not whenever the garbage collector finalises it
                     raw_chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
@@ -116,7 +142,11 @@ async def stream_request(
         error, detail = ErrorKind.TIMEOUT, type(exc).__name__
     except (SSEError, MalformedChunk) as exc:
         error, detail = ErrorKind.MALFORMED_CHUNK, str(exc)
-    except httpx.HTTPError as exc:
+    except (httpx.RemoteProtocolError, httpx.LocalProtocolError, aiohttp.ClientResponseError) as exc:
+        # not valid HTTP (aiohttp's parser errors are ClientResponseErrors, not httpx errors)
+        error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.PROTOCOL
+        detail = type(exc).__name__
+    except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
         # Once the body has started, any transport failure is a broken stream
         # (aiohttp reports a mid-stream disconnect with connection-error types).
         error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT

@@ -50,7 +50,8 @@ class ErrorKind(enum.StrEnum):
     TIMEOUT = "timeout"
     CONNECT = "connect"
     STREAM_BROKEN = "stream_broken"  # connection lost, or the stream ended without [DONE]
-    MALFORMED_CHUNK = "malformed_chunk"  # an SSE data line that is not the JSON we expect
+    MALFORMED_CHUNK = "malformed_chunk"  # an SSE data line that is not the JSON we expect, or an oversized event
+    PROTOCOL = "protocol"  # not valid HTTP: a bad status line, an oversized header, broken framing
 
 
 def error_kind_for_status(status: int) -> ErrorKind:

@@ -21,6 +21,7 @@ from typing import IO
 
 from loadgen.errors import ErrorKind
 from loadgen.results import Load
+from loadgen.secrets import scrub
 
 Clock = Callable[[], float]  # monotonic seconds (time.monotonic): one clock for every timestamp
 
@@ -50,9 +51,12 @@ class RequestRecord:
 
 
 class RecordsWriter:
-    def __init__(self, path: Path) -> None:
+    """One JSON line per request; ``secrets`` are scrubbed from the server's error text first."""
+
+    def __init__(self, path: Path, secrets: tuple[str, ...] = ()) -> None:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._load: Load | None = None
+        self._secrets = secrets
 
     def set_level(self, load: Load) -> None:
         self._load = load
@@ -60,6 +64,8 @@ class RecordsWriter:
     def write(self, record: RequestRecord) -> None:
         row = dataclasses.asdict(record)
         row["load"] = self._load.label if self._load else None
+        if record.error_detail:
+            row["error_detail"] = scrub(record.error_detail, self._secrets)
         self._file.write(json.dumps(row) + "\n")
 
     def close(self) -> None:

@@ -9,11 +9,12 @@ import httpx
 
 from loadgen.promtext import read_gauges
 from loadgen.results import ServerSample
+from loadgen.target import split_endpoint
 
 
 def metrics_url(base_url: str) -> str:
-    """``/metrics`` sits at the server root, beside ``/v1``."""
-    root = base_url.rstrip("/")
+    """``/metrics`` sits at the server root, beside ``/v1`` (no user info or query: the client adds those)."""
+    root = split_endpoint(base_url).base_url.rstrip("/")
     return (root.removesuffix("/v1") or root) + "/metrics"
 
 

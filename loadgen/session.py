@@ -28,7 +28,7 @@ from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Results, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
-from loadgen.target import redact_headers, redact_url, resolve_model
+from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
 from loadgen.workers import run_level_in_processes
 from loadgen.workload import RequestFactory, Workload
 
@@ -51,6 +51,12 @@ class Session:
     auto_ramp: bool = True  # closed loop: ramp over about one request's duration
     command: str = "run"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret this session knows: to scrub from any server-supplied text before it is kept."""
+        keys = (self.api_key,) if self.api_key else ()
+        return keys + tuple(v for v in self.headers.values() if v) + url_secrets(self.base_url)
 
     def request_headers(self) -> dict[str, str]:
         headers = dict(self.headers)

@@ -36,17 +36,34 @@ class SSEEvent(NamedTuple):
     event: str = "message"
 
 
+MAX_EVENT_CHARS = 4 << 20  # a line, or an event's data, longer than this fails the request (4 Mi characters)
+
+
 class SSEDecoder:
-    """Incremental event-stream decoder."""
+    """Incremental event-stream decoder, bounded in memory.
 
-    __slots__ = ("_buf", "_data", "_event", "_pending_cr", "_utf8")
+    It keeps only the unparsed tail (an unfinished line) and the current
+    event's data lines; either growing past ``max_event_chars`` raises
+    ``SSEError``, so a server that streams ``data:`` lines without ever ending
+    the event, or one endless line, fails that request instead of growing
+    the generator without bound.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_limit", "_pending_cr", "_utf8")
+
+    def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._buf = ""
         self._data: list[str] = []
+        self._data_chars = 0  # characters held in _data (the event being assembled)
         self._event = ""
         self._pending_cr = False  # last piece ended in "\r": a "\n" may follow
+        self._limit = max_event_chars
+
+    @property
+    def buffered_chars(self) -> int:
+        """What the decoder holds between feeds: the unfinished line and the event being assembled."""
+        return len(self._buf) + self._data_chars
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         try:
@@ -59,6 +76,10 @@ class SSEDecoder:
             text = text[1:]
         self._pending_cr = text.endswith("\r")
         self._buf += text
+        if "\n" not in text and "\r" not in text:  # no line ended: nothing to split (and no re-split)
+            if len(self._buf) > self._limit:
+                raise SSEError(f"an event-stream line exceeds {self._limit:,} characters")
+            return []
         # Only CR, LF and CRLF end lines (str.splitlines would also split on U+2028 etc.).
         lines = _LINE_END.split(self._buf) if "\r" in self._buf else self._buf.split("\n")
         self._buf = lines.pop()
@@ -67,12 +88,16 @@ class SSEDecoder:
         for line in lines:
             if line.startswith("data: "):  # the hot path: one OpenAI chunk per data line...
                 data.append(line[6:])
+                self._data_chars += len(line) - 6
             elif not line and len(data) == 1 and not self._event:  # ...ended by a blank line
                 events.append(SSEEvent(data[0]))
                 data.clear()
+                self._data_chars = 0
             else:
                 self._line(line, events)
                 data = self._data
+        if self._data_chars > self._limit or len(self._buf) > self._limit:
+            raise SSEError(f"an event-stream event exceeds {self._limit:,} characters without ending")
         return events
 
     def flush(self) -> list[SSEEvent]:
@@ -95,7 +120,7 @@ class SSEDecoder:
         if not line:
             if self._data:
                 events.append(SSEEvent("\n".join(self._data), self._event or "message"))
-            self._data, self._event = [], ""
+            self._data, self._event, self._data_chars = [], "", 0
             return
         if line[0] == ":":
             return
@@ -104,6 +129,7 @@ class SSEDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._data_chars += len(value)
         elif name == "event":
             self._event = value
         # "id" and "retry" carry nothing a load test needs.

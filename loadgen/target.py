@@ -7,8 +7,10 @@ any load is sent.
 
 from __future__ import annotations
 
+import base64
 import json
-from urllib.parse import urlsplit, urlunsplit
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -24,14 +26,57 @@ def normalize_base_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path + "/", parts.query, ""))
 
 
-def redact_url(url: str) -> str:
-    """The URL without user info, query or fragment: safe to store and print."""
+def _netloc(url: str) -> str:
+    """host[:port] without user info."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return host + (f":{parts.port}" if parts.port else "")
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info and with every query value hidden: safe to store and print."""
+    parts = urlsplit(url)
+    query = "&".join(f"{k}=<redacted>" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, _netloc(url), parts.path, query, ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A base URL taken apart: where requests go, the query every request carries, and URL credentials.
+
+    ``http://user:pass@h/v1?api-version=1`` sends ``POST /v1/chat/completions?api-version=1`` with
+    Basic auth: joining a path onto a URL that has a query would put the query inside the path.
+    """
+
+    base_url: str  # scheme, host, port and path only
+    params: tuple[tuple[str, str], ...]
+    auth_headers: dict[str, str]  # Authorization: Basic ..., from the URL's user info
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Everything here that must never be stored or printed."""
+        values = [v for _, v in self.params if v]
+        values += list(self.auth_headers.values())
+        return tuple(values)
+
+
+def split_endpoint(url: str) -> Endpoint:
+    parts = urlsplit(url)
+    auth: dict[str, str] = {}
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        auth["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+    base = urlunsplit((parts.scheme, _netloc(url), parts.path, "", ""))
+    return Endpoint(base, tuple(parse_qsl(parts.query, keep_blank_values=True)), auth)
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a base URL carries: its password and user name, and its query values."""
+    parts = urlsplit(url)
+    out = [unquote(s) for s in (parts.password, parts.username) if s]
+    return tuple(out) + split_endpoint(url).secrets
 
 
 def parse_headers(specs: list[str]) -> dict[str, str]:

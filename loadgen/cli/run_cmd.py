@@ -129,7 +129,6 @@ def run(
     check_writable(output)
     out = consoles()
     progress = progress_observer(out.err, quiet)
-    writer = RecordsWriter(records) if records else None
     with resolved_url(url) as base_url:
         session = Session(
             base_url=base_url,
@@ -142,6 +141,7 @@ def run(
             scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
             auto_ramp=ramp_up is None and load.kind == "concurrency",
         )
+        writer = RecordsWriter(records, session.secrets) if records else None
         hooks = SessionHooks(
             observer=progress,
             on_record=writer.write if writer else None,

@@ -1,0 +1,55 @@
+"""A tiny TCP server on 127.0.0.1 that answers every HTTP request with bytes of the test's choosing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def raw_server(reply: Reply, heads: list[bytes] | None = None) -> AsyncIterator[str]:
+    """Serve until the block ends; yields the base URL. Each connection: read one request (its head
+    appended to ``heads``), then ``reply``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if heads is not None:
+                heads.append(head)
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            await reader.readexactly(length)
+            await reply(writer)
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def sends(data: bytes) -> Reply:
+    async def reply(writer: asyncio.StreamWriter) -> None:
+        writer.write(data)
+
+    return reply
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)

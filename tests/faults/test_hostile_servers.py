@@ -1,0 +1,154 @@
+"""Servers that break HTTP or SSE: every case ends as a named, counted failure of that request."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import pytest
+
+from loadgen.client import HttpOptions, make_http_client, stream_request
+from loadgen.errors import ErrorKind
+from loadgen.records import RequestRecord
+from loadgen.sse import SSEDecoder, SSEError
+from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, sends
+
+BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
+
+
+async def one_request(reply: Reply, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
+    async with (
+        raw_server(reply) as url,
+        make_http_client(url + "/", {}, HttpOptions(timeout_s=10, transport=transport)) as http,
+    ):  # type: ignore[arg-type]
+        return await stream_request(
+            http,
+            "completions",
+            BODY,
+            "completions",
+            t_intended=time.monotonic(),
+            clock=time.monotonic,
+            timeout_s=10,
+            **kwargs,
+        )  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize(
+    "response",
+    [
+        b"HTTP/1.1 2OO OK\r\ncontent-length: 0\r\n\r\n",  # a bad status line
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * 70_000 + b"\r\n\r\n",  # a header past every parser's limit
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\nxx\r\n",  # broken chunked framing
+    ],
+    ids=["status-line", "not-http", "huge-header", "bad-chunk-size"],
+)
+async def test_protocol_errors_are_a_named_failure_not_an_exception(response: bytes, transport: str) -> None:
+    record = await one_request(sends(response), transport)
+    assert record.error in (ErrorKind.PROTOCOL, ErrorKind.STREAM_BROKEN), record
+    assert record.error_detail is not None and "127.0.0.1" not in record.error_detail
+
+
+@pytest.mark.asyncio
+async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounded_buffer() -> None:
+    async def endless(writer: asyncio.StreamWriter) -> None:
+        writer.write(SSE_HEAD)
+        line = b"data: " + b"x" * 1000 + b"\n"  # data lines, never the blank line that ends the event
+        for _ in range(5_000):
+            writer.write(chunked(line * 10))
+            await writer.drain()
+
+    record = await one_request(endless, max_event_chars=200_000)
+    assert record.error == ErrorKind.MALFORMED_CHUNK and "exceeds 200,000 characters" in (record.error_detail or "")
+
+
+def test_the_decoder_holds_at_most_its_limit_between_feeds() -> None:
+    decoder = SSEDecoder(max_event_chars=50_000)
+    held = []
+    with pytest.raises(SSEError):
+        for _ in range(10_000):
+            decoder.feed(b"data: " + b"y" * 500 + b"\n")
+            held.append(decoder.buffered_chars)
+    assert max(held) <= 50_000 and len(held) < 200
+    line = SSEDecoder(max_event_chars=50_000)
+    with pytest.raises(SSEError, match="line exceeds"):
+        for _ in range(10_000):
+            line.feed(b"z" * 4096)  # one endless line: no newline ever
+
+
+SSE_OK = (
+    SSE_HEAD + chunked(b'data: {"choices":[{"text":"a","finish_reason":"length"}]}\n\ndata: [DONE]\n\n') + b"0\r\n\r\n"
+)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_url_credentials_become_basic_auth_and_the_query_rides_on_every_path(transport: str) -> None:
+    heads: list[bytes] = []
+    async with raw_server(sends(SSE_OK), heads) as url:
+        base = url.replace("http://", "http://ann:s3cret-pw@") + "?api-version=2024-06-01"
+        async with make_http_client(base_url_of(base), {}, HttpOptions(timeout_s=10, transport=transport)) as http:  # type: ignore[arg-type]
+            record = await stream_request(
+                http,
+                "completions",
+                BODY,
+                "completions",
+                t_intended=time.monotonic(),
+                clock=time.monotonic,
+                timeout_s=10,
+            )
+    assert record.error is None, record
+    request_line, *headers = heads[0].decode().split("\r\n")
+    assert request_line.startswith("POST /v1/completions?api-version=2024-06-01 HTTP/1.1")
+    sent = {name.lower(): value for name, _, value in (h.partition(": ") for h in headers if h)}
+    assert sent["authorization"] == "Basic " + base64.b64encode(b"ann:s3cret-pw").decode()
+
+
+def base_url_of(url: str) -> str:
+    from loadgen.target import normalize_base_url
+
+    return normalize_base_url(url)
+
+
+def test_stored_urls_hide_credentials_and_query_values() -> None:
+    from loadgen.target import redact_url, url_secrets
+
+    url = "https://ann:s3cret-pw@gw.example/openai/v1?api-version=2024-06-01&key=k-123456"
+    assert redact_url(url) == "https://gw.example/openai/v1?api-version=<redacted>&key=<redacted>"
+    assert {"s3cret-pw", "k-123456", "2024-06-01"} <= set(url_secrets(url))
+
+
+def test_url_credentials_and_an_api_key_together_are_refused() -> None:
+    from loadgen.errors import UsageError
+
+    with pytest.raises(UsageError, match="credentials in the URL and an API key"):
+        make_http_client("http://a:b@127.0.0.1:9/v1/", {"Authorization": "Bearer k"}, HttpOptions())
+
+
+def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from loadgen.records import RecordsWriter
+    from loadgen.session import Session
+    from loadgen.workload import Workload
+
+    session = Session(
+        base_url="http://ann:pw-9876@127.0.0.1:9/v1/?key=q-55555",
+        workload=Workload("chat", "m"),
+        levels=(),
+        api_key="sk-live-123456",
+        headers={"X-Token": "tok-abcdef"},
+    )
+    echo = "server error in stream: Incorrect API key provided: sk-live-123456 (token tok-abcdef, q-55555, pw-9876)"
+    record = RequestRecord(
+        0.0, None, 0.0, None, None, 1.0, (), None, None, True, None, ErrorKind.STREAM_BROKEN, 200, echo
+    )
+    path = tmp_path / "records.jsonl"
+    writer = RecordsWriter(path, session.secrets)
+    writer.write(record)
+    writer.close()
+    text = path.read_text()
+    assert "Incorrect API key provided" in text
+    for secret in ("sk-live-123456", "tok-abcdef", "q-55555", "pw-9876"):
+        assert secret not in text
