@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -147,13 +148,28 @@ def list_profiles() -> list[Path]:
     return sorted(seen.values(), key=lambda p: p.stem)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """``safe_load`` without aliases: a profile never needs one, and nested aliases expand
+    exponentially (a few hundred bytes can stand for gigabytes)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases (*name) are not allowed in a profile")
+        return super().compose_node(parent, index)
+
+
+MAX_LEVELS = 100  # a profile's levels, listed or generated
+
+
 def load_profile(path: Path) -> Profile:
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not a text file (a profile is UTF-8 YAML)") from None
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -299,6 +315,8 @@ def _levels(node: _Node, mode: str) -> tuple[float, ...]:
     if isinstance(node.value, list):
         if not node.value:
             node.fail("must list at least one level")
+        if len(node.value) > MAX_LEVELS:
+            node.fail(f"lists {len(node.value)} levels; at most {MAX_LEVELS}")
         levels = []
         for i, _ in enumerate(node.value):
             item = node.item(i)
@@ -312,6 +330,8 @@ def _levels(node: _Node, mode: str) -> tuple[float, ...]:
     levels, value = [], start
     while value <= stop * (1 + 1e-9):
         levels.append(round(value) if mode == "closed" else value)
+        if len(levels) > MAX_LEVELS:
+            node.fail(f"start {start:g}, stop {stop:g}, factor {factor:g} make more than {MAX_LEVELS} levels")
         value *= factor
     return tuple(dict.fromkeys(levels))  # rounding can repeat small levels
 
@@ -479,8 +499,8 @@ class _Node:
             return default
         if raw is None:
             return None
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            node.fail(f"must be a number, got {_show(raw)}")
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            node.fail(f"must be a finite number, got {_show(raw)}")
         value = float(raw)
         if minimum is not None and (value < minimum or (exclusive and value == minimum)):
             node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {raw}")
@@ -508,8 +528,9 @@ class _Node:
         return int(self.value)
 
     def positive_number_value(self) -> float:
-        if isinstance(self.value, bool) or not isinstance(self.value, int | float) or not self.value > 0:
-            self.fail(f"must be a positive number, got {_show(self.value)}")
+        value = self.value
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+            self.fail(f"must be a positive finite number, got {_show(value)}")
         return float(self.value)
 
 

@@ -230,7 +230,7 @@ class _Level:
             self.recorder.close_window(self.clock())
 
     async def _closed(self) -> None:
-        n = int(self.plan.load.value)
+        n = int(min(self.plan.load.value, self.plan.requests or math.inf))  # no idle clients past the budget
         async with asyncio.TaskGroup() as tg:
             for k in range(n):
                 tg.create_task(self._worker(self.t0 + self.plan.ramp_up_s * k / n))

@@ -86,6 +86,8 @@ def parse_headers(specs: list[str]) -> dict[str, str]:
         name, sep, value = spec.partition(":")
         if not sep or not name.strip():
             raise UsageError(f"--header {name.strip() or spec[:20]!r}: expected NAME:VALUE")
+        if any(c in spec for c in "\r\n\0"):
+            raise UsageError(f"--header {name.strip()[:40]!r}: a header may not contain a line break or NUL")
         headers[name.strip()] = value.strip()
     return headers
 

@@ -73,6 +73,8 @@ def parse_check(text: str, *, fail_if: bool = False) -> Check:
         if unit in ("ms", "s"):
             raise ValueError(f"{flag} {text!r}: {quantity} is a fraction (0.01 or 1%)")
         value = value / 100 if unit == "%" else value
+        if not 0 <= value <= 1:
+            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction between 0 and 1 (0% to 100%)")
     elif unit is not None:
         raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
     op = _NEGATE[m.group("op")] if fail_if else m.group("op")

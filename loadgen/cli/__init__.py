@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from loadgen import __version__
 from loadgen.cli import analyze, measure, profiles_cmd, report_cmd, run_cmd, sweep_cmd
@@ -46,4 +47,8 @@ report_cmd.register(app)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, preflight)
+        Console(stderr=True).print("[red]error:[/red] interrupted before any load was sent", highlight=False)
+        raise SystemExit(130) from None

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from loadgen.cli.common import consoles, friendly_errors
-from loadgen.cli.execute import choice
+from loadgen.cli.bounds import MAX_TOKENS, bounded
+from loadgen.cli.common import choice, consoles, friendly_errors
 from loadgen.cli.plan_view import render_plan
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
@@ -105,12 +105,15 @@ def plan(
         slos = profile_slos(results)
     qps = qps or targets.get("qps")
     output_tokens = output_tokens or targets.get("output_tokens")
-    if not 0 < max_utilization <= 1:
-        raise UsageError(f"--max-utilization: must be in (0, 1], got {max_utilization}")
-    if qps is not None and not qps > 0:
-        raise UsageError(f"--qps: must be > 0, got {qps}")
-    if not burstiness > 0:
-        raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
+    for flag, value, low, exclusive, high in (
+        ("--max-utilization", max_utilization, 0, True, 1),
+        ("--qps", qps, 0, True, None),
+        ("--output-tokens", output_tokens, 0, True, MAX_TOKENS),
+        ("--burstiness", burstiness, 0, True, None),
+        ("--current-batch", current_batch, 1, False, None),
+        ("--replicas", replicas, 0, False, None),
+    ):
+        bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
     request = PlanRequest(
         slos=slos,
         qps=qps,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
-from loadgen.errors import LoadgenError
+from loadgen.errors import LoadgenError, UsageError
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -56,3 +57,22 @@ def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise fail(str(exc), exc.exit_code) from None
 
     return wrapper
+
+
+def choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
+    return value
+
+
+def check_writable(path: Path, flag: str = "-o") -> None:
+    """Fail before the run, not after it: a result that cannot be saved is a lost result."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    probe = path.with_name(path.name + ".tmp")
+    try:
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror})") from None

@@ -8,11 +8,11 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from loadgen.cli.common import choice
 from loadgen.cli.progress import RichProgress
 from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
@@ -24,23 +24,6 @@ from loadgen.sim.server import SimProcess
 from loadgen.target import normalize_base_url
 
 SIM_URL = "sim"
-
-
-def choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
-    return value
-
-
-def check_writable(path: Path) -> None:
-    """Fail before the run, not after it: a result that cannot be saved is a lost result."""
-    probe = path.with_name(path.name + ".tmp")
-    try:
-        with open(probe, "w", encoding="utf-8") as f:
-            f.write("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"-o {path}: cannot write there ({exc.strerror})") from None
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:
@@ -80,19 +63,25 @@ def progress_observer(console: Console, quiet: bool) -> LevelObserver:
     return RichProgress(console) if not quiet and sys.stderr.isatty() else NullObserver()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill / docker stop / CI timeout, SSH gone
+
+
 def run_with_interrupt(session: Session, hooks: SessionHooks) -> Results:
-    """Run the session; the first Ctrl-C stops admitting and drains, a second one aborts."""
+    """Run the session; the first Ctrl-C, SIGTERM or SIGHUP stops admitting and drains (the results are
+    written, marked incomplete); a second signal acts as it would without us (Ctrl-C aborts at once)."""
 
     async def main() -> Results:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
-        def first_interrupt() -> None:
+        def first_signal() -> None:
             stop.set()
-            loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C aborts at once
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, first_interrupt)
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, first_signal)
         return await run_session(session, hooks, stop)
 
     return asyncio.run(main())

@@ -13,7 +13,8 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from loadgen.cli.analyze import parse_slos, profile_gate_levels, profile_slos, stored_plan
-from loadgen.cli.common import consoles, friendly_errors
+from loadgen.cli.bounds import bounded
+from loadgen.cli.common import check_writable, consoles, friendly_errors
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
@@ -25,7 +26,7 @@ from planner.gate_report import to_junit
 from planner.gate_report import to_markdown as gate_markdown
 from planner.report import Plot, Report, build_report, to_csv, to_html, to_markdown
 
-FORMATS = (".md", ".html", ".csv")
+FORMATS = ".md", ".html", ".csv"
 
 
 def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple[SloTarget, ...]:
@@ -79,6 +80,8 @@ def report(
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
     if output is not None and output.suffix not in FORMATS:
         raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
+    if output is not None:
+        check_writable(output)
     results = load(results_file)
     if output is not None and output.suffix == ".csv":
         output.write_text(to_csv(results), encoding="utf-8")
@@ -140,8 +143,11 @@ def gate(
 ) -> None:
     """CI gate. Exit codes: 0 pass; 1 a threshold breached or a real regression; 2 usage error;
     3 the run cannot be trusted (client-bound, incomplete, errors above the limit, too few samples)."""
-    if not 0 < max_regression < 10:
-        raise UsageError(f"--max-regression: expected a fraction such as 0.10, got {max_regression}")
+    bounded("--max-regression", max_regression, minimum=0, exclusive=True, maximum=10)
+    bounded("--untrusted-error-rate", untrusted_error_rate, minimum=0, maximum=1)
+    for flag, path in (("--junit", junit), ("--summary-md", summary_md)):
+        if path is not None:
+            check_writable(path, flag)
     try:
         checks: list[Check] = [parse_check(t) for t in require or []]
         checks += [parse_check(t, fail_if=True) for t in fail_if or []]

@@ -8,16 +8,9 @@ from typing import Annotated
 
 import typer
 
-from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
-from loadgen.cli.execute import (
-    check_writable,
-    choice,
-    http_options,
-    parse_extra_body,
-    progress_observer,
-    resolved_url,
-    run_with_interrupt,
-)
+from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
+from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
+from loadgen.cli.execute import http_options, parse_extra_body, progress_observer, resolved_url, run_with_interrupt
 from loadgen.cli.options import (
     ApiKeyOpt,
     ConventionOpt,
@@ -97,6 +90,23 @@ def run(
     quiet: QuietOpt = False,
 ) -> None:
     """Run one load level and write a results file."""
+    for flag, value, low, exclusive, high in (
+        ("--concurrency", concurrency, 1, False, MAX_CONCURRENCY),
+        ("--rate", rate, 0, True, None),
+        ("--burstiness", burstiness, 0, True, None),
+        ("--max-in-flight", max_in_flight, 1, False, None),
+        ("--duration", duration, 0, True, None),
+        ("--requests", requests, 1, False, None),
+        ("--warmup", warmup, 0, False, None),
+        ("--ramp-up", ramp_up, 0, False, None),
+        ("--prompt-tokens", prompt_tokens, 1, False, MAX_TOKENS),
+        ("--prompt-spread", prompt_spread, 0, False, None),
+        ("--max-tokens", max_tokens, 1, False, MAX_TOKENS),
+        ("--output-spread", output_spread, 0, False, None),
+        ("--timeout", timeout, 0, True, None),
+        ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
+    ):
+        bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
     load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
     if duration is None and requests is None:
         raise UsageError("give --duration and/or --requests to bound the level")
@@ -127,6 +137,8 @@ def run(
         raise UsageError(str(exc)) from None
     http = http_options(timeout, insecure, transport)
     check_writable(output)
+    if records is not None:
+        check_writable(records, "--records")
     out = consoles()
     progress = progress_observer(out.err, quiet)
     with resolved_url(url) as base_url:

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from loadgen.cli.common import EXIT_RUN_ERROR, consoles, friendly_errors
-from loadgen.cli.execute import (
-    check_writable,
-    choice,
-    http_options,
-    progress_observer,
-    resolved_url,
-    run_with_interrupt,
-)
+from loadgen.cli.bounds import bounded
+from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
+from loadgen.cli.execute import http_options, progress_observer, resolved_url, run_with_interrupt
 from loadgen.cli.options import (
     ApiKeyOpt,
     ConventionOpt,
@@ -34,7 +29,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
-from loadgen.profile import Profile, find_profile, load_profile
+from loadgen.profile import MAX_LEVELS, Profile, find_profile, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
 from loadgen.sim.openai_app import SimOptions
@@ -52,8 +47,10 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
         levels = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--levels: expected numbers separated by commas, got {text!r}") from None
-    if not levels or any(not v > 0 for v in levels):
-        raise UsageError(f"--levels: every level must be > 0, got {text!r}")
+    if not levels or any(not (math.isfinite(v) and v > 0) for v in levels):
+        raise UsageError(f"--levels: every level must be a finite number > 0, got {text!r}")
+    if len(levels) > MAX_LEVELS:
+        raise UsageError(f"--levels: at most {MAX_LEVELS} levels, got {len(levels)}")
     return levels
 
 
@@ -120,8 +117,14 @@ def sweep(
         scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
         metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
     )
-    if min_requests is not None and min_requests < 1:
-        raise UsageError(f"--min-requests: expected a positive integer, got {min_requests}")
+    for flag, value, low, exclusive in (
+        ("--duration", duration, 0, True),
+        ("--warmup", warmup, 0, False),
+        ("--requests", requests, 1, False),
+        ("--min-requests", min_requests, 1, False),
+        ("--timeout", timeout, 0, True),
+    ):
+        bounded(flag, value, minimum=low, exclusive=exclusive)
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:

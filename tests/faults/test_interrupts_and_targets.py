@@ -50,34 +50,22 @@ def test_profile_fault_keys_are_validated() -> None:
         parse_profile({"target": {"sim": {"faults": {"drop": 3}}}}, "p.yaml")
 
 
-def test_ctrl_c_inside_a_level_leaves_a_valid_incomplete_file(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_a_stop_signal_inside_a_level_leaves_a_valid_incomplete_file(tmp_path: Path, sig: signal.Signals) -> None:
+    out, records = tmp_path / "r.json", tmp_path / "records.jsonl"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "run",
-            "--url",
-            "sim",
-            "--concurrency",
-            "4",
-            "--duration",
-            "60",
-            "--max-tokens",
-            "8",
-            "-o",
-            str(out),
-            "--quiet",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    time.sleep(4)  # the simulator starts, the probe runs, the level is under way
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+        [sys.executable, "-m", "loadgen", "run", "--url", "sim", "--concurrency", "4", "--duration", "60",
+         "--max-tokens", "8", "--records", str(records), "-o", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (records.exists() and records.read_text().count("\n") >= 2):  # requests have completed: under way
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
+    assert b"Traceback" not in err
     results = load(out)
     assert not results.complete and not results.levels[0].complete
     assert results.levels[0].completed > 0

@@ -1,0 +1,94 @@
+"""Every numeric flag and profile field is finite and in range, or one line naming it (exit 2)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.errors import ProfileError
+from loadgen.profile import parse_profile
+from loadgen.results import load
+
+runner = CliRunner()
+RUN = ["run", "--url", "sim", "--concurrency", "2", "--requests", "4", "--max-tokens", "4"]
+
+FLAGS = {  # flag: (a valid value, the rule)
+    "--duration": (1.0, lambda v: v > 0),
+    "--warmup": (0.0, lambda v: v >= 0),
+    "--ramp-up": (0.0, lambda v: v >= 0),
+    "--prompt-spread": (0.0, lambda v: v >= 0),
+    "--output-spread": (0.0, lambda v: v >= 0),
+    "--timeout": (30.0, lambda v: v > 0),
+    "--lag-threshold-ms": (10.0, lambda v: v > 0),
+    "--burstiness": (1.0, lambda v: v > 0),
+}
+floats = st.floats(allow_nan=True, allow_infinity=True)
+
+
+def refused(args: list[str], flag: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (args, result.output)
+    assert flag in result.stderr and "Traceback" not in result.output
+
+
+@settings(max_examples=40, deadline=None)
+@given(flag=st.sampled_from(sorted(FLAGS)), value=floats)
+def test_a_float_flag_out_of_range_or_not_finite_is_refused_naming_it(flag: str, value: float) -> None:
+    ok = math.isfinite(value) and FLAGS[flag][1](value)
+    if not ok:
+        refused([*RUN, flag, repr(value)], flag)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--concurrency", "100000000"], "--concurrency"),
+        (["--requests", "0"], "--requests"),
+        (["--requests", "-3"], "--requests"),
+        (["--prompt-tokens", "300000000"], "--prompt-tokens"),
+        (["--max-tokens", "-1"], "--max-tokens"),
+    ],
+)
+def test_integer_flags_out_of_range_are_refused(args: list[str], flag: str) -> None:
+    base = ["run", "--url", "sim", "--concurrency", "2", "--requests", "4"]
+    refused(base + args, flag)
+
+
+def test_output_paths_are_checked_before_the_run(tmp_path: Path) -> None:
+    refused([*RUN, "-o", str(tmp_path)], "-o")
+    refused([*RUN, "-o", str(tmp_path / "r.json"), "--records", str(tmp_path / "missing" / "r.jsonl")], "--records")
+    refused([*RUN, "--header", "X-A:1\r\nX-B: 2"], "--header")
+
+
+def test_a_budget_smaller_than_the_clients_starts_only_as_many_clients(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["run", "--url", "sim", "--concurrency", "5000", "--requests", "4",
+                                 "--max-tokens", "2", "-o", str(out), "--quiet"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    level = load(out).levels[0]
+    assert level.completed + level.failed == 4 and level.achieved_concurrency <= 4.01
+
+
+@settings(max_examples=60, deadline=None)
+@given(field=st.sampled_from(["duration_s", "warmup_s", "burstiness"]), value=floats)
+def test_profile_numbers_are_finite_and_in_range_or_named(field: str, value: float) -> None:
+    valid = math.isfinite(value) and (value >= 0 if field == "warmup_s" else value > 0)
+    doc = {"load": {field: value}}
+    if valid:
+        assert parse_profile(doc, "p.yaml").load is not None
+    else:
+        with pytest.raises(ProfileError, match=rf"p\.yaml: load\.{field}: must be"):
+            parse_profile(doc, "p.yaml")
+
+
+@pytest.mark.parametrize("levels", [{"start": 1, "stop": math.inf}, {"start": 1, "stop": 1e15, "factor": 1.0000001},
+                                    list(range(1, 300))])  # fmt: skip
+def test_level_lists_are_finite_and_bounded(levels: object) -> None:
+    with pytest.raises(ProfileError, match=r"load\.levels"):
+        parse_profile({"load": {"levels": levels}}, "p.yaml")
