@@ -59,15 +59,50 @@ def _layout(config: HistogramConfig) -> _Layout:
     )
 
 
-class LatencyHistogram:
-    """Latency samples in integer microseconds, with an out-of-range count."""
+@dataclass(frozen=True, slots=True)
+class _Frozen:
+    """A decoded histogram's recorded buckets only: its dense counts array is ~24k int64s
+    (190 KB), which a results file of thousands of levels cannot hold seven times a level."""
 
-    __slots__ = ("_h", "config", "out_of_range")
+    index: np.ndarray  # bucket indices with a count, ascending
+    counts: np.ndarray
+    total: int
+    min_value: int
+    max_value: int
+    text: str  # the encoding it came from (encode() returns it unchanged)
+
+
+class LatencyHistogram:
+    """Latency samples in integer microseconds, with an out-of-range count.
+
+    A histogram read from a results file stays compact (its recorded buckets
+    only) until something records into it or merges into it.
+    """
+
+    __slots__ = ("_frozen", "_hdr", "config", "out_of_range")
 
     def __init__(self, config: HistogramConfig = DEFAULT_CONFIG) -> None:
         self.config = config
-        self._h = HdrHistogram(config.lowest, config.highest, config.significant_figures)
+        self._hdr: HdrHistogram | None = HdrHistogram(config.lowest, config.highest, config.significant_figures)
+        self._frozen: _Frozen | None = None
         self.out_of_range = 0  # samples that could not be recorded (negative or beyond `highest`)
+
+    @property
+    def _h(self) -> HdrHistogram:
+        """The dense HdrHistogram, built from the compact form on first need."""
+        if self._hdr is None:
+            assert self._frozen is not None
+            self._hdr = _thaw(self._frozen, self.config)
+            self._frozen = None
+        return self._hdr
+
+    def _nonzero(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bucket index, count) of every recorded bucket, ascending."""
+        if self._frozen is not None:
+            return self._frozen.index, self._frozen.counts
+        counts = self._counts()
+        index = np.flatnonzero(counts)
+        return index, counts[index]
 
     def record_us(self, value_us: int) -> bool:
         """Record one sample; a value outside the range is counted, not dropped silently."""
@@ -108,7 +143,7 @@ class LatencyHistogram:
 
     @property
     def count(self) -> int:
-        return int(self._h.get_total_count())
+        return self._frozen.total if self._frozen is not None else int(self._h.get_total_count())
 
     def _counts(self) -> np.ndarray:
         """A writable view of HdrHistogram's counts array (no copy)."""
@@ -125,7 +160,8 @@ class LatencyHistogram:
         if total == 0:
             return None
         target = max(int(min(percentile, 100.0) * total / 100 + 0.5), 1)
-        index = int(np.searchsorted(np.cumsum(self._counts()), target))
+        buckets, counts = self._nonzero()
+        index = int(buckets[np.searchsorted(np.cumsum(counts), target)])
         layout = _layout(self.config)
         return int(layout.highest[index] if percentile else layout.lowest[index])
 
@@ -133,13 +169,18 @@ class LatencyHistogram:
         total = self.count
         if total == 0:
             return None
-        return float(self._counts() @ _layout(self.config).median) / total
+        buckets, counts = self._nonzero()
+        return float(counts @ _layout(self.config).median[buckets]) / total
 
     def max_us(self) -> int | None:
-        return int(self._h.get_max_value()) if self.count else None
+        if not self.count:
+            return None
+        return self._frozen.max_value if self._frozen is not None else int(self._h.get_max_value())
 
     def min_us(self) -> int | None:
-        return int(self._h.get_min_value()) if self.count else None
+        if not self.count:
+            return None
+        return self._frozen.min_value if self._frozen is not None else int(self._h.get_min_value())
 
     def equivalent_range_us(self, value_us: int) -> tuple[int, int]:
         """The bucket ``[lowest, highest]`` that ``value_us`` is indistinguishable within."""
@@ -153,7 +194,7 @@ class LatencyHistogram:
         if other.config != self.config:
             raise ValueError(f"cannot merge histograms with different configs: {self.config} vs {other.config}")
         if other.count:
-            self._h.add(other._h)
+            self._h.add(other._h if other._frozen is None else _thaw(other._frozen, other.config))
         self.out_of_range += other.out_of_range
 
     def copy(self) -> LatencyHistogram:
@@ -163,13 +204,16 @@ class LatencyHistogram:
 
     def counts(self) -> list[tuple[int, int]]:
         """``(value_us, count)`` for every recorded bucket, ascending."""
+        dense = self._h if self._frozen is None else _thaw(self._frozen, self.config)
         return [
             (int(item.value_iterated_to), int(item.count_at_value_iterated_to))
-            for item in self._h.get_recorded_iterator()
+            for item in dense.get_recorded_iterator()
         ]
 
     def encode(self) -> str:
         """Compressed base64 form (HdrHistogram's own V2 encoding)."""
+        if self._frozen is not None:
+            return self._frozen.text
         return bytes(self._h.encode()).decode("ascii") if self.count else ""
 
     @classmethod
@@ -182,6 +226,11 @@ class LatencyHistogram:
                 raise ValueError(f"corrupt histogram encoding ({type(exc).__name__})") from None
             if decoded.get_total_count():
                 hist._h.add(decoded)
+                index, counts = hist._nonzero()
+                h = hist._h
+                hist._frozen = _Frozen(index, counts.copy(), int(h.get_total_count()), int(h.get_min_value()),
+                                       int(h.get_max_value()), text)  # fmt: skip
+                hist._hdr = None  # keep the recorded buckets only
         hist.out_of_range = out_of_range
         return hist
 
@@ -189,13 +238,24 @@ class LatencyHistogram:
         if not isinstance(other, LatencyHistogram):
             return NotImplemented
         # Same config means same bucket layout, so the raw counts arrays compare exactly.
+        (a_index, a_counts), (b_index, b_counts) = self._nonzero(), other._nonzero()
         return (
             self.config == other.config
             and self.out_of_range == other.out_of_range
-            and bytes(self._h.counts) == bytes(other._h.counts)
+            and np.array_equal(a_index, b_index)
+            and np.array_equal(a_counts, b_counts)
         )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"LatencyHistogram(count={self.count}, out_of_range={self.out_of_range})"
+
+
+def _thaw(frozen: _Frozen, config: HistogramConfig) -> HdrHistogram:
+    """A dense HdrHistogram with the compact form's buckets, total and extremes."""
+    h = HdrHistogram(config.lowest, config.highest, config.significant_figures)
+    np.ctypeslib.as_array(h.counts)[frozen.index] = frozen.counts
+    h.total_count = frozen.total
+    h.min_value, h.max_value = frozen.min_value, frozen.max_value
+    return h

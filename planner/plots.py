@@ -32,6 +32,14 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+MAX_LABELLED = 12  # levels drawn one by one (ITL curves, point labels): more would only be ink
+
+
+def _labelled(n: int) -> set[int]:
+    """Indices of at most MAX_LABELLED levels spread evenly, the first and the last included."""
+    return {round(i * (n - 1) / (MAX_LABELLED - 1)) for i in range(MAX_LABELLED)} if n > MAX_LABELLED else set(range(n))
+
+
 def _values(xs: list[float | None], ys: list[float | None]) -> tuple[np.ndarray, np.ndarray]:
     pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
     return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
@@ -117,8 +125,9 @@ def pareto(plan: CapacityPlan) -> Plot:
         per_user = [1000.0 / lv.tpot_p50_ms if lv.tpot_p50_ms else None for lv in obs.levels]
         x, y = _values([lv.tokens_per_s for lv in obs.levels], per_user)
         ax.plot(x, y, "o-")
-        for lv, xi, yi in zip(obs.levels, [lv.tokens_per_s for lv in obs.levels], per_user):
-            if xi is not None and yi is not None:
+        shown = _labelled(len(obs.levels))
+        for i, (lv, xi, yi) in enumerate(zip(obs.levels, [lv.tokens_per_s for lv in obs.levels], per_user)):
+            if i in shown and xi is not None and yi is not None:
                 ax.annotate(lv.label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
         ax.set_xlabel("output tokens/s per replica")
         ax.set_ylabel("tokens/s per user (1000 / TPOT p50)")
@@ -131,7 +140,8 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
     assert obs is not None
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
-        for lv in obs.results:
+        shown = _labelled(len(obs.results))
+        for lv in (lv for i, lv in enumerate(obs.results) if i in shown):
             counts = lv.histograms[Metric.ITL].counts()
             if not counts:
                 continue
@@ -143,7 +153,11 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
         ax.set_ylabel("percentile")
         ax.set_title("ITL distribution per level")
         ax.legend(fontsize=7, ncol=2)
-        return Plot("itl_distribution", "Cumulative ITL distribution of every level (from its histogram)", _png(fig))
+        return Plot(
+            "itl_distribution",
+            f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram)",
+            _png(fig),
+        )
 
 
 def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:

@@ -76,3 +76,19 @@ def test_record_many_equals_recording_one_by_one(vs: list[int]) -> None:
     many.record_many_us(np.array(vs, dtype=np.int64))
     assert many == one
     assert (many.count, many.min_us(), many.max_us()) == (one.count, one.min_us(), one.max_us())
+
+
+@settings(max_examples=25)
+@given(st.lists(st.integers(1, 10**9), min_size=1, max_size=200))
+def test_a_decoded_histogram_stays_compact_and_answers_like_the_dense_one(values: list[int]) -> None:
+    dense = hist(values)
+    decoded = LatencyHistogram.decode(dense.encode())
+    assert decoded._hdr is None  # only the recorded buckets are held
+    for p in (0, 1, 50, 95, 99.9, 100):
+        assert decoded.percentile_us(p) == dense.percentile_us(p)
+    assert (decoded.count, decoded.min_us(), decoded.max_us()) == (dense.count, dense.min_us(), dense.max_us())
+    assert decoded.mean_us() == pytest.approx(dense.mean_us())
+    assert decoded == dense and decoded.encode() == dense.encode() and decoded.counts() == dense.counts()
+    decoded.record_us(5)  # recording into it thaws it, exactly
+    dense.record_us(5)
+    assert decoded == dense and decoded.max_us() == dense.max_us()
