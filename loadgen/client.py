@@ -118,8 +118,15 @@ async def stream_request(
             response = await http.send(request, stream=True)
             try:
                 status = response.status_code
+                content_type = response.headers.get("content-type", "")
                 if status >= 400:
                     error, detail = error_kind_for_status(status), f"HTTP {status}"
+                elif content_type and "event-stream" not in content_type:
+                    # an HTML error page or a JSON body where a stream was asked for: not a chunk stream
+                    error, detail = (
+                        ErrorKind.MALFORMED_CHUNK,
+                        f"{content_type.split(';')[0][:60]} body, not an event stream",
+                    )
                 else:
                     in_body = True
                     decoder = SSEDecoder(max_event_chars)

@@ -24,6 +24,7 @@ from loadgen.errors import ProfileError
 from loadgen.results import SloTarget
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
+from loadgen.workload import owned_key_problem
 
 SCHEMA_VERSION: Final = 1
 PROFILE_DIRS: Final = (Path("profiles"), Path(__file__).resolve().parents[1] / "profiles")
@@ -214,7 +215,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         api=root.choice("api", "chat", ("chat", "completions")),
         model=None if model == "auto" else model,
         headers={k: str(v) for k, v in root.mapping("headers").items()},
-        extra_body=root.mapping("extra_body"),
+        extra_body=_extra_body(root.child("extra_body")),
         workload=_workload(root.child("workload")),
         load=load,
         slo=_slo(root.child("slo")),
@@ -391,6 +392,15 @@ def _plan(node: _Node) -> PlanSpec:
         output_tokens=node.optional_integer("output_tokens", minimum=1),
         max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
     )
+
+
+def _extra_body(node: _Node) -> dict[str, Any]:
+    node.require_mapping()
+    body = dict(node.value)
+    problem = owned_key_problem(body)
+    if problem:
+        node.fail(problem)
+    return body
 
 
 def _gate(node: _Node, mode: str) -> GateSpec:

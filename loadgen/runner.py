@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 
 from loadgen.client import stream_request
+from loadgen.errors import ErrorKind
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.records import Clock, RequestRecord
@@ -38,6 +39,7 @@ from loadgen.scrape import MetricsScraper
 from loadgen.workload import RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
+CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
 MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
 
@@ -236,9 +238,17 @@ class _Level:
                 tg.create_task(self._worker(self.t0 + self.plan.ramp_up_s * k / n))
 
     async def _worker(self, t_start: float) -> None:
+        """One closed-loop client. After a connect failure it backs off (50 ms doubling to 1 s): a dead
+        target would otherwise be hammered thousands of times a second and drown the count."""
         await _sleep_until(t_start, self.clock)
+        backoff = 0.0
         while not self.stopping() and self.take_ticket():
-            await self._one(self.clock(), None)
+            record = await self._one(self.clock(), None)
+            if record.error is ErrorKind.CONNECT:
+                backoff = min(max(2 * backoff, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
+                await asyncio.sleep(backoff)
+            else:
+                backoff = 0.0
 
     async def _open(self) -> None:
         load, rng = self.plan.load, np.random.default_rng(self.plan.seed)
@@ -269,7 +279,9 @@ class _Level:
                         break
                 tg.create_task(self._one(t_intended, t_slot, cap))
 
-    async def _one(self, t_intended: float, t_slot: float | None, cap: asyncio.Semaphore | None = None) -> None:
+    async def _one(
+        self, t_intended: float, t_slot: float | None, cap: asyncio.Semaphore | None = None
+    ) -> RequestRecord:
         prepared = self.factory.next()
         self.recorder.started(self.clock())
         try:
@@ -295,6 +307,7 @@ class _Level:
         self.recorder.add(record)
         if self.on_record is not None:
             self.on_record(record)
+        return record
 
     async def _cpu_window(self) -> None:
         """This process's CPU time over the measured window (what the generator itself cost)."""

@@ -213,4 +213,5 @@ def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count as the server reported it; a negative or non-integer one is no count at all."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

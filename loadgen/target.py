@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -97,12 +98,31 @@ def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     return {name: "<redacted>" for name in headers}
 
 
+def tls_failure(exc: BaseException) -> str | None:
+    """The TLS error inside a connection failure, if that is what it was (a reason, not the URL)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        inner = getattr(current, "certificate_error", None)  # aiohttp keeps the ssl error here
+        if isinstance(inner, BaseException):
+            current = inner
+            continue
+        if isinstance(current, ssl.SSLError):
+            return getattr(current, "verify_message", None) or getattr(current, "reason", None) or "TLS error"
+        current = current.__cause__ or current.__context__
+    return None
+
+
 async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | None) -> str:
     """Check ``/models`` answers like an OpenAI server; return ``model`` or the first id served."""
     try:
         response = await http.get("models", timeout=30.0)
-    except (httpx.ConnectError, httpx.ConnectTimeout):
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         # the aiohttp transport reports a refused connection as ConnectTimeout
+        if tls_failure(exc):
+            raise EndpointError(f"{shown_url}: TLS verification failed ({tls_failure(exc)}); for a self-signed "
+                                "certificate pass --insecure") from None  # fmt: skip
         raise EndpointError(f"cannot connect to {shown_url}: is the server running?") from None
     except httpx.TimeoutException:
         raise EndpointError(f"{shown_url}: no answer from /models within 30 s") from None

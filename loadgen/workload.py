@@ -162,6 +162,31 @@ def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
     return tuple(entries)
 
 
+OWNED_KEYS = {  # request fields the tool sets itself, and how to set each
+    "model": "use --model",
+    "messages": "use --prompt-tokens or --dataset",
+    "prompt": "use --prompt-tokens or --dataset",
+    "max_tokens": "use --max-tokens (or the profile's output_tokens)",
+    "stream": "streaming is always on: the tool measures streams",
+}
+
+
+def owned_key_problem(extra_body: Mapping[str, Any]) -> str | None:
+    """Why ``extra_body`` may not be merged into requests (it would silently override the tool), or None.
+
+    ``stream_options`` is merged (vLLM's ``continuous_usage_stats`` lives there), but usage must stay on.
+    """
+    for key, flag in OWNED_KEYS.items():
+        if key in extra_body:
+            return f"sets {key!r}, which the tool owns: {flag}"
+    options = extra_body.get("stream_options", {})
+    if not isinstance(options, dict):
+        return "stream_options must be an object"
+    if options.get("include_usage") is False:
+        return "stream_options.include_usage must stay true: token counts come from the server's usage"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """How to build request bodies for one run."""
@@ -215,9 +240,10 @@ class RequestFactory:
                 body["messages"] = [{"role": "user", "content": text}]
             else:
                 body["prompt"] = text
+        extra = dict(w.extra_body)
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-        body.update(w.extra_body)
+        body["stream_options"] = {**extra.pop("stream_options", {}), "include_usage": True}
+        body.update(extra)
         return PreparedRequest(json.dumps(body).encode(), max_tokens)
 
     def _synthetic_prompt(self, n: int) -> str:

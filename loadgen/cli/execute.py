@@ -22,6 +22,7 @@ from loadgen.session import Session, SessionHooks, run_session
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
 from loadgen.target import normalize_base_url
+from loadgen.workload import owned_key_problem
 
 SIM_URL = "sim"
 
@@ -35,6 +36,9 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
         raise UsageError(f"--extra-body: not valid JSON ({exc.msg})") from None
     if not isinstance(value, dict):
         raise UsageError("--extra-body: expected a JSON object, e.g. '{\"ignore_eos\": true}'")
+    problem = owned_key_problem(value)
+    if problem:
+        raise UsageError(f"--extra-body {problem}")
     return value
 
 

@@ -152,3 +152,48 @@ def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> No
     assert "Incorrect API key provided" in text
     for secret in ("sk-live-123456", "tok-abcdef", "q-55555", "pw-9876"):
         assert secret not in text
+
+
+def test_a_tls_verification_failure_is_named_as_such() -> None:
+    import ssl
+
+    import httpx
+
+    from loadgen.target import tls_failure
+
+    cause = ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")
+    cause.verify_message = "self-signed certificate"
+    try:
+        try:
+            raise cause
+        except ssl.SSLError as inner:
+            raise httpx.ConnectError("boom") from inner
+    except httpx.ConnectError as outer:
+        assert tls_failure(outer) == "self-signed certificate"
+    assert tls_failure(httpx.ConnectError("refused")) is None
+
+
+@pytest.mark.asyncio
+async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
+    import socket
+
+    from loadgen.results import Load
+    from loadgen.runner import LevelPlan, run_level
+    from loadgen.workload import Workload
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    plan = LevelPlan(Load("concurrency", 4), duration_s=1.5)
+    async with make_http_client(f"http://127.0.0.1:{port}/v1/", {}, HttpOptions(timeout_s=5)) as http:
+        result = await run_level(plan, Workload("completions", "m"), http)
+    connects = result.errors.get(ErrorKind.CONNECT, 0)
+    assert 4 <= connects <= 4 * 8  # 50 ms doubling to 1 s: a handful per client, not thousands
+
+
+@pytest.mark.asyncio
+async def test_an_html_page_with_status_200_is_a_malformed_answer() -> None:
+    page = b"<html><body>gateway says hi</body></html>"
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s" % (len(page), page)
+    record = await one_request(sends(reply))
+    assert record.error == ErrorKind.MALFORMED_CHUNK and "text/html" in (record.error_detail or "")
