@@ -46,6 +46,9 @@ def serve_sim(
     require_api_key: Annotated[
         str | None, typer.Option(help="Answer 401 unless requests carry 'Authorization: Bearer KEY'.")
     ] = None,
+    max_model_len: Annotated[
+        int, typer.Option(min=1, help="Context limit: prompt + max_tokens beyond it answer 400, as engines do.")
+    ] = 131_072,
     allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
@@ -72,6 +75,7 @@ def serve_sim(
             merge_prob=merge_prob,
             api_key=require_api_key,
             stall_ms=stall_ms,
+            max_model_len=max_model_len,
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

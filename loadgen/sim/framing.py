@@ -54,12 +54,20 @@ def _content_words(content: Any) -> int:
     raise BadRequest("'content' must be a string or a list of content parts")
 
 
-def parse_request(body: bytes, api: Api, default_model: str, default_max_tokens: int) -> SimRequest:
-    """Validate a request body; raise ``BadRequest`` with an OpenAI-style message."""
+def parse_request(
+    body: bytes, api: Api, default_model: str, default_max_tokens: int, max_model_len: int = 131_072
+) -> SimRequest:
+    """Validate a request body; raise ``BadRequest`` with an OpenAI-style message.
+
+    Like a real engine, a request whose prompt and output exceed ``max_model_len`` is refused
+    (otherwise ``max_tokens: 10**12`` would hold a slot forever).
+    """
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise BadRequest("request body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
     if api == "chat":
@@ -80,6 +88,11 @@ def parse_request(body: bytes, api: Api, default_model: str, default_max_tokens:
     max_tokens = data.get("max_completion_tokens", data.get("max_tokens", default_max_tokens))
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(f"'max_tokens' must be an integer >= 1, got {max_tokens!r}")
+    if prompt_tokens + max_tokens > max_model_len:
+        raise BadRequest(
+            f"this model's maximum context length is {max_model_len} tokens; the request asks for "
+            f"{prompt_tokens} prompt + {max_tokens} output tokens"
+        )
     stream = data.get("stream", False)
     options = data.get("stream_options") or {}
     if not isinstance(options, dict):

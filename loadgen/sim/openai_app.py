@@ -50,10 +50,13 @@ class SimOptions:
     default_max_tokens: int = 16
     api_key: str | None = None  # when set, /v1 routes answer 401 without "Authorization: Bearer <key>"
     stall_ms: float = 1000.0  # how long the "stall" fault pauses a stream
+    max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
             raise ValueError(f"merge_prob must be in [0, 1), got {self.merge_prob}")
+        if self.max_model_len < 1:
+            raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
 
 
 DRIVER_KEY = web.AppKey("driver", EngineDriver)
@@ -145,7 +148,7 @@ def _error(message: str, status: int, headers: dict[str, str] | None = None) -> 
 async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     options = request.app[OPTIONS_KEY]
     try:
-        req = parse_request(await request.read(), api, options.model, options.default_max_tokens)
+        req = parse_request(await request.read(), api, options.model, options.default_max_tokens, options.max_model_len)
     except BadRequest as exc:
         return _error(str(exc), 400)
     rng = request.app[RNG_KEY]

@@ -141,7 +141,7 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
     ]
     if options.api_key:
         argv += ["--require-api-key", options.api_key]
-    argv += ["--stall-ms", repr(options.stall_ms)]
+    argv += ["--stall-ms", repr(options.stall_ms), "--max-model-len", str(options.max_model_len)]
     for field in dataclasses.fields(f):
         p = getattr(f, field.name)
         if p:

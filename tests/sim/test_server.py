@@ -97,6 +97,8 @@ def test_official_openai_client_consumes_both_endpoints(sim: SimServer) -> None:
         ("/chat/completions", b'{"model": "m"}', "'messages' is required"),
         ("/completions", b'{"model": "m"}', "'prompt' is required"),
         ("/completions", b'{"prompt": "x", "max_tokens": 0}', "'max_tokens' must be an integer >= 1"),
+        ("/completions", b'{"prompt": "x", "max_tokens": 1000000000000}', "maximum context length is 131072"),
+        ("/completions", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ],
 )
 def test_bad_requests_get_openai_style_400(sim: SimServer, path: str, content: bytes, message: str) -> None:
