@@ -307,7 +307,7 @@ def _workload(node: _Node) -> WorkloadSpec:
     return WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
-        dataset=node.optional_string("dataset"),
+        dataset=_dataset(node),
         shared_prefix=node.boolean("shared_prefix", False),
     )
 
@@ -392,6 +392,14 @@ def _plan(node: _Node) -> PlanSpec:
         output_tokens=node.optional_integer("output_tokens", minimum=1),
         max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
     )
+
+
+def _dataset(workload: _Node) -> str | None:
+    """The dataset path, which must exist (relative paths are read from the working directory, as at run time)."""
+    path = workload.optional_string("dataset")
+    if path is not None and not Path(path).is_file():
+        workload.child("dataset").fail(f"no such file: {path}")
+    return path
 
 
 def _extra_body(node: _Node) -> dict[str, Any]:

@@ -390,6 +390,8 @@ class Results:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ResultsError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:
+            raise ResultsError(f"{source}: corrupt results file (JSON nested too deeply)") from None
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
             raise ResultsError(f'{source}: not a loadgen results file (no "schema": "{SCHEMA}")')
         version = raw.get("schema_version")

@@ -140,6 +140,8 @@ def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read dataset ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text dataset (expected UTF-8 JSON lines)") from None
     entries = []
     for no, line in enumerate(lines, 1):
         if not line.strip():
@@ -148,6 +150,8 @@ def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise UsageError(f"{path}:{no}: JSON nested too deeply") from None
         if not isinstance(obj, dict) or not (
             isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)
         ):

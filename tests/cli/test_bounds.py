@@ -92,3 +92,18 @@ def test_profile_numbers_are_finite_and_in_range_or_named(field: str, value: flo
 def test_level_lists_are_finite_and_bounded(levels: object) -> None:
     with pytest.raises(ProfileError, match=r"load\.levels"):
         parse_profile({"load": {"levels": levels}}, "p.yaml")
+
+
+def test_broken_files_are_one_line_each(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "loadgen.results", "schema_version": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    result = runner.invoke(app, ["report", str(deep)])
+    assert result.exit_code == 3 and "nested too deeply" in result.stderr and "Traceback" not in result.output
+    binary = tmp_path / "prompts.jsonl"
+    binary.write_bytes(bytes(range(128, 256)) * 4)
+    result = runner.invoke(app, [*RUN, "--dataset", str(binary), "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 2 and "prompts.jsonl: not a text dataset" in result.stderr
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"workload: {{dataset: {tmp_path / 'missing.jsonl'}}}\n")
+    result = runner.invoke(app, ["profile", "validate", str(profile)])
+    assert result.exit_code == 2 and "workload.dataset: no such file" in result.stderr
