@@ -35,7 +35,7 @@ import numpy as np
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig
 from loadgen.records import RequestRecord
-from loadgen.results import LevelResult, Load, Metric, ServerSample, empty_histograms
+from loadgen.results import LevelResult, Load, Metric, ServerSample, Trend, empty_histograms
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,13 @@ class LevelRecorder:
         self.good = 0  # completed requests within every goodput limit
         self._area = 0.0  # integral of in-flight count over the window (request-seconds)
         self._last_t = window_start
+        self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
+        self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
+
+    def due(self, t_intended: float) -> None:
+        """A request became due (before any slot or send): the offered load, whatever happens to it."""
+        if self.window_start <= t_intended <= self.window_end:
+            self.offered += 1
 
     def close_window(self, t: float) -> None:
         """The level stops admitting at ``t``: the measured window ends there."""
@@ -120,6 +127,7 @@ class LevelRecorder:
             return  # no output arrived: nothing to time
         if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
             self.good += 1
+        self.trend.add(record.t_intended - self.window_start, m.ttft_s)
         h[Metric.TTFT].record_s(m.ttft_s)
         h[Metric.TTFT_SENT].record_s(m.ttft_sent_s)
         if m.tpot_s is not None:
@@ -184,6 +192,8 @@ class LevelRecorder:
             server=server,
             complete=complete,
             good=self.good if self.goodput_limits_ms is not None else None,
+            offered=self.offered,
+            ttft_trend=self.trend.as_tuple(),
         )
 
     def _advance(self, t: float) -> None:

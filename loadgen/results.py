@@ -10,6 +10,7 @@ never two truths.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -91,6 +92,47 @@ class ServerSample:
         )
 
 
+@dataclass(slots=True)
+class Trend:
+    """Sufficient statistics of a least-squares line y = a + b x, in O(1) memory and exactly mergeable.
+
+    x: a request's due time in the window (s); y: its TTFT (s). In a steady
+    level the line is flat; past capacity the queue grows and so does TTFT.
+    """
+
+    n: float = 0.0
+    sx: float = 0.0
+    sy: float = 0.0
+    sxx: float = 0.0
+    sxy: float = 0.0
+    syy: float = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.n += 1
+        self.sx += x
+        self.sy += y
+        self.sxx += x * x
+        self.sxy += x * y
+        self.syy += y * y
+
+    def as_tuple(self) -> tuple[float, float, float, float, float, float]:
+        return (self.n, self.sx, self.sy, self.sxx, self.sxy, self.syy)
+
+    def slope(self) -> tuple[float, float] | None:
+        """(slope, its standard error), or None with fewer than 3 points or no spread in x."""
+        n = self.n
+        if n < 3:
+            return None
+        sxx = self.sxx - self.sx * self.sx / n
+        if sxx <= 0:
+            return None
+        sxy = self.sxy - self.sx * self.sy / n
+        syy = self.syy - self.sy * self.sy / n
+        b = sxy / sxx
+        residual = max(syy - b * sxy, 0.0) / (n - 2)
+        return b, math.sqrt(residual / sxx)
+
+
 def empty_histograms(config: HistogramConfig = DEFAULT_CONFIG) -> dict[Metric, LatencyHistogram]:
     return {m: LatencyHistogram(config) for m in Metric}
 
@@ -116,6 +158,8 @@ class LevelResult:
     workers: int = 1
     good: int | None = None  # completed requests that met every SLO limit (None: no SLO at run time)
     client_cpu_s: float | None = None  # CPU the generator's processes used during the window (user+sys)
+    offered: int | None = None  # requests due inside the window (None: written before it was counted)
+    ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
 
     @property
     def failed(self) -> int:
@@ -134,6 +178,18 @@ class LevelResult:
     @property
     def requests_per_s(self) -> float | None:
         return self.completed / self.window_s if self.window_s > 0 else None
+
+    @property
+    def offered_per_s(self) -> float | None:
+        """Requests due per second in the window: the load asked for, beside ``requests_per_s`` served."""
+        return self.offered / self.window_s if self.offered is not None and self.window_s > 0 else None
+
+    def ttft_growth_s(self) -> tuple[float, float] | None:
+        """How much TTFT grew across the window by its trend line, and that growth's standard error (s)."""
+        if self.ttft_trend is None:
+            return None
+        fit = Trend(*self.ttft_trend).slope()
+        return None if fit is None else (fit[0] * self.window_s, fit[1] * self.window_s)
 
     @property
     def goodput_ratio(self) -> float | None:
@@ -169,6 +225,7 @@ class LevelResult:
         out.update(
             output_tokens_per_s=_round(self.output_tokens_per_s),
             requests_per_s=_round(self.requests_per_s),
+            offered_per_s=_round(self.offered_per_s),
             achieved_concurrency=round(self.achieved_concurrency, 3),
             completed=self.completed,
             failed=self.failed,
@@ -201,6 +258,8 @@ class LevelResult:
             "workers": self.workers,
             "good": self.good,
             "client_cpu_s": self.client_cpu_s,
+            "offered": self.offered,
+            "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -232,6 +291,8 @@ class LevelResult:
             workers=int(raw.get("workers", 1)),
             good=None if raw.get("good") is None else int(raw["good"]),
             client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
+            offered=None if raw.get("offered") is None else int(raw["offered"]),
+            ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
         )
 
 
@@ -281,6 +342,10 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         workers=sum(p.workers for p in parts),
         good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
         client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
+        offered=None if any(p.offered is None for p in parts) else sum(p.offered or 0 for p in parts),
+        ttft_trend=None
+        if any(p.ttft_trend is None for p in parts)
+        else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),
     )
 
 

@@ -243,7 +243,9 @@ class _Level:
         await _sleep_until(t_start, self.clock)
         backoff = 0.0
         while not self.stopping() and self.take_ticket():
-            record = await self._one(self.clock(), None)
+            t_intended = self.clock()
+            self.recorder.due(t_intended)
+            record = await self._one(t_intended, None)
             if record.error is ErrorKind.CONNECT:
                 backoff = min(max(2 * backoff, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
                 await asyncio.sleep(backoff)
@@ -270,6 +272,7 @@ class _Level:
                 await _sleep_until(t_intended, self.clock)
                 if self.interrupted:
                     break
+                self.recorder.due(t_intended)
                 t_slot = None
                 if cap is not None:
                     await cap.acquire()

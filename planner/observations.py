@@ -96,11 +96,11 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
         ratio = None
         if e2e and lv.requests_per_s:
             ratio = lv.achieved_concurrency / (lv.requests_per_s * e2e / 1000.0)
-            if abs(ratio - 1) > LITTLE_TOLERANCE:
+            if abs(ratio - 1) > littles_tolerance(lv, e2e):
                 warnings.append(
                     f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
                     f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
-                    "requests lost from the window, errors, or a client bottleneck"
+                    + littles_cause(lv, e2e)
                 )
         rows.append(
             LevelObservation(
@@ -134,6 +134,40 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
         output_tokens_mean=mean_output_tokens(levels),
         warnings=tuple(warnings),
     )
+
+
+GROWTH_SHARE_OF_E2E = 0.25  # a TTFT rise across the window beyond a quarter of a request's lifetime...
+GROWTH_T = 4.0  # ...and this many standard errors of the trend (requests share a queue: be strict)
+
+
+def queue_growth_s(level: LevelResult) -> float | None:
+    """How much TTFT rose across the window when it rose materially and significantly (a growing queue)."""
+    growth = level.ttft_growth_s()
+    e2e_us = level.histograms[Metric.E2E].mean_us()
+    if growth is None or e2e_us is None:
+        return None
+    rise, se = growth
+    return rise if rise > GROWTH_SHARE_OF_E2E * e2e_us / 1e6 and rise > GROWTH_T * se else None
+
+
+def littles_tolerance(level: LevelResult, e2e_ms: float) -> float:
+    """How far ``L = X * W`` may miss in a finite window: requests straddling its edges (about E2E/window)
+    and the count's own noise (``2/sqrt(n)``), at least ``LITTLE_TOLERANCE``."""
+    edges = e2e_ms / 1000.0 / level.window_s if level.window_s > 0 else 1.0
+    return max(LITTLE_TOLERANCE, edges + 2.0 / math.sqrt(max(level.completed, 1)))
+
+
+def littles_cause(level: LevelResult, e2e_ms: float) -> str:
+    """The likeliest reason a level misses Little's law, named (not a list of guesses)."""
+    if level.window_s < 3 * e2e_ms / 1000.0:
+        return f"the window ({level.window_s:.1f} s) is short against E2E ({e2e_ms / 1000:.1f} s)"
+    if queue_growth_s(level) is not None:
+        return "the level is not steady (its queue grew across the window)"
+    if level.failed:
+        return f"{level.failed} failed requests hold slots but count in no latency"
+    if level.client_bound:
+        return "the load generator is the bottleneck (client-bound)"
+    return "requests were lost from the window (cancelled at the drain limit)"
 
 
 def percentile_ci_ms(level: LevelResult, metric: Metric, percentile: float) -> tuple[float, float] | None:

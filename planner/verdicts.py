@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from loadgen.quantity import PER_REQUEST, Quantity, samples_needed
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
 from planner.knee import Saturation, State, classify
-from planner.observations import Observations, observe
+from planner.observations import Observations, observe, queue_growth_s
 
 UNTRUSTED_ERROR_RATE = 0.20
 
@@ -107,6 +107,14 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
                 f"{need}); run the level longer or give it a request floor"
             )
     e2e_us = level.histograms[Metric.E2E].mean_us()
+    growing = queue_growth_s(level)
+    if growing is not None:
+        offered, served = level.offered_per_s, level.requests_per_s
+        rates = f"; {offered:.2f}/s offered, {served:.2f}/s served" if offered and served else ""
+        out.append(
+            f"{label}: not steady (queue growing): TTFT rose {growing:.2f} s across the window{rates}: "
+            "the load exceeds capacity and its percentiles depend on the window's length"
+        )
     if e2e_us is not None and level.window_s < WINDOW_LIFETIMES * e2e_us / 1e6:
         out.append(
             f"{label}: the measured window ({level.window_s:.1f} s) is shorter than {WINDOW_LIFETIMES:g} "

@@ -47,7 +47,7 @@ def throughput_table(level: LevelResult) -> Table:
         ("completed / failed", f"{level.completed} / {level.failed}"),
         ("error rate", "-" if rate is None else f"{rate:.2%}"),
         ("output tokens/s", fmt(s["output_tokens_per_s"])),
-        ("requests/s", fmt(s["requests_per_s"], 2)),
+        ("requests/s served / offered", f"{fmt(s['requests_per_s'], 2)} / {fmt(s['offered_per_s'], 2)}"),
         ("achieved concurrency", fmt(s["achieved_concurrency"], 2)),
         ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
     ]

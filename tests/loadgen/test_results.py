@@ -36,6 +36,7 @@ SUMMARY_KEYS = {
     "lag_ms",
     "output_tokens_per_s",
     "requests_per_s",
+    "offered_per_s",
     "achieved_concurrency",
     "completed",
     "failed",

@@ -115,3 +115,21 @@ async def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
     assert p50 == pytest.approx(step, rel=0.1) and p99 is not None and p99 < p50 + step
     assert text.percentile_ms(Metric.ITL, 99) == pytest.approx(2 * step, rel=0.15)  # merged: two steps
     assert tokens.percentile_ms(Metric.TPOT, 50) == pytest.approx(step, rel=0.05)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("load_factor", "steady"), [(0.7, True), (1.2, False)])
+async def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float, steady: bool) -> None:
+    # 4 slots, 8 tokens of 26.6 ms: each slot serves a request per 0.213 s, so capacity is ~18.8 requests/s.
+    capacity = 4 / (8 * (25 + 0.4 * 4) / 1000)
+    engine = EngineConfig(max_num_seqs=4)
+    with SimProcess(SimOptions(engine=engine)) as server:
+        load = Load("rate", round(load_factor * capacity, 2), arrival="poisson")
+        result = await measure(server.base_url, LevelPlan(load, duration_s=5.0, warmup_s=0.5, seed=2), workload(8))
+    from planner.verdicts import judge
+
+    problems = judge([result]).levels[0].problems
+    assert result.offered_per_s == pytest.approx(load.value, rel=0.25)
+    assert any("not steady (queue growing)" in p for p in problems) is not steady, problems
+    if not steady:
+        assert result.requests_per_s is not None and result.requests_per_s < result.offered_per_s  # type: ignore[operator]
