@@ -15,7 +15,7 @@ from loadgen.profile import LengthSpec, Profile
 from loadgen.quantity import PER_REQUEST
 from loadgen.results import Load
 from loadgen.runner import LevelPlan
-from loadgen.session import Scrape, Session
+from loadgen.session import Scrape, Session, Start
 from loadgen.sse import Convention
 from loadgen.workload import Lengths, Workload, load_dataset
 
@@ -30,6 +30,7 @@ class TargetOptions:
     workers: int = 1
     scrape: Scrape = "auto"
     metric_convention: Convention = "tokens"
+    start: Start = "staggered"
 
 
 def _lengths(spec: LengthSpec) -> Lengths:
@@ -81,6 +82,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         workers=target.workers,
         scrape=target.scrape,
         auto_ramp=ld.mode == "closed",
+        start=target.start,
         command="sweep",
         extra_settings={"profile": profile.to_json()},
     )

@@ -117,6 +117,7 @@ def workload_fingerprint(results: Results) -> dict[str, Any]:
         "output_tokens": s.get("output_tokens"),
         "unique_prompts": s.get("unique_prompts"),
         "metric_convention": s.get("metric_convention", "text"),  # files before the convention timed text chunks
+        "start": s.get("start", "staggered") if "concurrency" in kinds else None,
         "extra_body": s.get("extra_body"),
         "load_mode": "/".join("closed" if k == "concurrency" else "open" for k in kinds),
         "arrival": [f"{a} (burstiness {b:g})" if b is not None else str(a) for a, b in arrivals] or None,

@@ -286,6 +286,11 @@ def build_report(
         ("model", results.target.model),
         ("profile", str(profile)),
         (
+            "measured as",
+            f"{results.settings.get('start', 'staggered')} start (closed loop), "
+            f"{results.settings.get('metric_convention', 'text')} convention for token timing",
+        ),
+        (
             "run",
             f"{results.run.command} {results.run.id}, {len(results.levels)} level(s), "
             f"{'complete' if results.complete else 'INCOMPLETE'}",

@@ -31,4 +31,11 @@ ConventionOpt = Annotated[
         "empty-content ones included: DESIGN.md) | text (text chunks only)."
     ),
 ]
+StartOpt = Annotated[
+    str,
+    typer.Option(
+        help="Closed loop: staggered (clients spread over about one request) | burst (all at once, as vLLM's "
+        "benchmark does; phase-locks clients into cohorts). Recorded in the results."
+    ),
+]
 ModelOpt = Annotated[str | None, typer.Option(help="Model id (default: first from /models).")]

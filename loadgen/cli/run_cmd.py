@@ -21,6 +21,7 @@ from loadgen.cli.options import (
     OutputOpt,
     QuietOpt,
     ScrapeOpt,
+    StartOpt,
     TimeoutOpt,
     TransportOpt,
     WorkersOpt,
@@ -80,6 +81,7 @@ def run(
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
     metric_convention: ConventionOpt = "tokens",
+    start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
     scrape_metrics: ScrapeOpt = "auto",
     lag_threshold_ms: Annotated[float, typer.Option(help="p99 generator lag that flags a level client-bound.")] = 10.0,
@@ -107,6 +109,8 @@ def run(
         ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    if start == "burst" and ramp_up:
+        raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
     load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
     if duration is None and requests is None:
         raise UsageError("give --duration and/or --requests to bound the level")
@@ -152,6 +156,7 @@ def run(
             workers=workers,
             scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
             auto_ramp=ramp_up is None and load.kind == "concurrency",
+            start=choice("--start", start, ("staggered", "burst")),  # type: ignore[arg-type]
         )
         writer = RecordsWriter(records, session.secrets) if records else None
         hooks = SessionHooks(

@@ -23,6 +23,7 @@ from loadgen.cli.options import (
     OutputOpt,
     QuietOpt,
     ScrapeOpt,
+    StartOpt,
     TimeoutOpt,
     TransportOpt,
     WorkersOpt,
@@ -82,6 +83,7 @@ def sweep(
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
     metric_convention: ConventionOpt = "tokens",
+    start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
     scrape_metrics: ScrapeOpt = "auto",
     output: OutputOpt = Path("sweep.json"),
@@ -116,6 +118,7 @@ def sweep(
         workers=workers,
         scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
         metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
+        start=choice("--start", start, ("staggered", "burst")),  # type: ignore[arg-type]
     )
     for flag, value, low, exclusive in (
         ("--duration", duration, 0, True),

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import save_atomic
+from loadgen.results import load, save_atomic
 from tests.planner.synthetic import closed_level, law_tpots, sweep_results
 
 runner = CliRunner()
@@ -46,3 +46,19 @@ def test_the_same_workload_compares(tmp_path: Path) -> None:
     a, b = write(tmp_path / "a.json", 32), write(tmp_path / "b.json", 32)
     assert runner.invoke(app, ["compare", str(a), str(b)]).exit_code == 0
     assert runner.invoke(app, ["gate", str(b), "--baseline", str(a)]).exit_code == 0
+
+
+def test_runs_record_their_shape_and_convention_and_compare_refuses_to_mix_them(tmp_path: Path) -> None:
+    runs = {}
+    for name, extra in (("staggered", []), ("burst", ["--start", "burst"]), ("text", ["--metric-convention", "text"])):
+        out = tmp_path / f"{name}.json"
+        result = runner.invoke(app, ["run", "--url", "sim", "--concurrency", "2", "--requests", "4", "--max-tokens",
+                                     "2", "-o", str(out), "--quiet", *extra])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        runs[name] = out
+    settings = {name: load(path).settings for name, path in runs.items()}
+    assert settings["staggered"]["start"] == "staggered" and settings["burst"]["start"] == "burst"
+    assert settings["text"]["metric_convention"] == "text" and settings["burst"]["metric_convention"] == "tokens"
+    for other, phrase in (("burst", "start staggered vs burst"), ("text", "metric_convention tokens vs text")):
+        result = runner.invoke(app, ["compare", str(runs["staggered"]), str(runs[other])])
+        assert result.exit_code == 2 and phrase in result.stderr, result.output
