@@ -34,6 +34,7 @@ class LevelObservation:
     tpot_p95_ms: float | None
     tpot_p99_ms: float | None
     ttft_p50_ms: float | None
+    ttft_sent_p50_ms: float | None
     ttft_p95_ms: float | None
     itl_p95_ms: float | None
     itl_p99_ms: float | None
@@ -116,6 +117,7 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
                 tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
                 tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99),
                 ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
+                ttft_sent_p50_ms=lv.percentile_ms(Metric.TTFT_SENT, 50),
                 ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95),
                 itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
                 itl_p99_ms=lv.percentile_ms(Metric.ITL, 99),

@@ -45,6 +45,17 @@ class PlanRequest:
     lengths: tuple[int, ...] | None = None  # static vs continuous demonstration
     simulate: bool = True
     seed: int = 0
+    prefill_ms_per_token: float | None = None  # default: fitted from TTFT at concurrency 1, if measured
+    prompt_tokens: float | None = None  # per request, for the prefill term; default: the sweep's mean
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """The prefill term the sizing simulation adds to a step that admits prompts, and where it came from."""
+
+    ms_per_token: float
+    prompt_tokens: float
+    source: str  # "--prefill-ms-per-token", "fitted from TTFT at c=1", or why there is none
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +71,7 @@ class CapacityPlan:
     tokens_per_s_per_replica: float | None
     tokens_per_s_per_user: float | None
     sizing: ReplicaPlan | None
+    prefill: Prefill | None  # what the sizing simulation used (None: no simulation)
     simulated: SimOutcome | None
     simulated_below: SimOutcome | None
     recommended_replicas: int | None
@@ -107,7 +119,8 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
         limits.append(max_batch_under_slo(obs, saturation, slo, model))
     output_tokens = request.output_tokens or obs.output_tokens_mean
-    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings)
+    prefill = _prefill(obs, fit, request)
+    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill)
 
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
@@ -117,7 +130,32 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
         for slo in request.slos
         if slo.metric in (Metric.TPOT, Metric.ITL)
     )
-    return _finish("law", None, model, limits, request, request.output_tokens, [])
+    prefill = Prefill(
+        request.prefill_ms_per_token or 0.0,
+        request.prompt_tokens or 0.0,
+        "--prefill-ms-per-token"
+        if request.prefill_ms_per_token
+        else "none (give --prefill-ms-per-token and --prompt-tokens)",
+    )
+    return _finish("law", None, model, limits, request, request.output_tokens, [], prefill)
+
+
+def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> Prefill:
+    """The prefill term: as given, else what a concurrency-1 level's TTFT holds beyond one decode step.
+
+    At concurrency 1 a request arrives at an idle engine, so its TTFT (from sent) is one step of batch 1
+    plus the prefill of its prompt (and the network's round trip, which this counts as prefill: the
+    conservative side).
+    """
+    prompt = request.prompt_tokens or obs.prompt_tokens_mean or 0.0
+    if request.prefill_ms_per_token is not None:
+        return Prefill(request.prefill_ms_per_token, prompt, "--prefill-ms-per-token")
+    single = next((lv for lv in obs.levels if lv.concurrency <= 1.5 and lv.ttft_sent_p50_ms is not None), None)
+    if single is None or fit is None or not prompt:
+        return Prefill(0.0, prompt, "none: no level ran at concurrency 1 (give --prefill-ms-per-token)")
+    assert single.ttft_sent_p50_ms is not None
+    extra = max(single.ttft_sent_p50_ms - float(fit.step_ms(1)), 0.0)
+    return Prefill(extra / prompt, prompt, f"fitted from TTFT at {single.label}")
 
 
 def _fit(obs: Observations, line: list[int], slo: SloTarget, seed: int) -> StepModel | None:
@@ -141,6 +179,7 @@ def _finish(
     request: PlanRequest,
     output_tokens: float | None,
     warnings: list[str],
+    prefill: Prefill,
 ) -> CapacityPlan:
     saturation = verdicts.saturation if verdicts else None
     limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
@@ -156,7 +195,9 @@ def _finish(
     sizing = simulated = below = None
     recommended, method = None, None
     if request.qps and output_tokens and fit is not None and max_batch:
-        sizing, simulated, below, recommended, method = _size(fit, max_batch, request, output_tokens, step, warnings)
+        sizing, simulated, below, recommended, method = _size(
+            fit, max_batch, request, output_tokens, step, warnings, prefill
+        )
     floor = next(
         (
             floor_note(lim.model, lim.slo)
@@ -188,6 +229,7 @@ def _finish(
         per_replica,
         1000.0 / step if step else None,
         sizing,
+        prefill if simulated is not None else None,
         simulated,
         below,
         recommended,
@@ -280,6 +322,7 @@ def _size(
     output_tokens: float,
     step: float | None,
     warnings: list[str],
+    prefill: Prefill,
 ) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int, str]:
     """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins."""
     assert request.qps is not None
@@ -297,19 +340,23 @@ def _size(
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
-    law = ReplicaLaw(fit.base_ms, max(fit.per_seq_ms, 0.0), max_batch)
+    law = ReplicaLaw(fit.base_ms, max(fit.per_seq_ms, 0.0), max_batch, max(prefill.ms_per_token, 0.0))
     simulated, below = replicas_by_simulation(
         law,
         request.qps,
         max(1, round(output_tokens)),
         judged,
         start=sizing.replicas_no_headroom,
+        prompt_tokens=prefill.prompt_tokens,
         arrival=request.arrival,
         burstiness=request.burstiness,
         seed=request.seed,
     )
     shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
-    sim = f"simulation ({shape} arrivals, batch capped at {max_batch})"
+    sim = (
+        f"simulation ({shape} arrivals, batch capped at {max_batch}, prefill {prefill.ms_per_token:.3g} ms/token "
+        f"x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source})"
+    )
     if simulated.replicas > sizing.replicas_at_utilization:
         return (
             sizing,
@@ -394,6 +441,7 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
             for lim in p.limits
         ],
         "sizing": dataclasses.asdict(p.sizing) if p.sizing else None,
+        "prefill": dataclasses.asdict(p.prefill) if p.prefill else None,
         "simulated": dataclasses.asdict(p.simulated) if p.simulated else None,
         "simulated_below": dataclasses.asdict(p.simulated_below) if p.simulated_below else None,
         "batching": dataclasses.asdict(p.batching) if p.batching else None,

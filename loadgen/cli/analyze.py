@@ -89,6 +89,16 @@ def plan(
     lengths: Annotated[str | None, typer.Option(help="Output lengths of one static batch, e.g. 3,3,3,10.")] = None,
     no_simulate: Annotated[bool, typer.Option(help="Skip the sizing simulation.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the sizing simulation and the fit's bootstrap.")] = 0,
+    prefill_ms_per_token: Annotated[
+        float | None,
+        typer.Option(
+            help="Prefill cost per prompt token in the sizing simulation, ms (default: fitted from TTFT "
+            "at concurrency 1, when the sweep ran it)."
+        ),
+    ] = None,
+    prompt_tokens: Annotated[
+        float | None, typer.Option(help="Prompt tokens per request for the prefill term (default: the sweep's).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
@@ -112,6 +122,8 @@ def plan(
         ("--burstiness", burstiness, 0, True, None),
         ("--current-batch", current_batch, 1, False, None),
         ("--replicas", replicas, 0, False, None),
+        ("--prefill-ms-per-token", prefill_ms_per_token, 0, False, None),
+        ("--prompt-tokens", prompt_tokens, 0, False, MAX_TOKENS),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
     request = PlanRequest(
@@ -126,6 +138,8 @@ def plan(
         lengths=parse_lengths(lengths),
         simulate=not no_simulate,
         seed=seed,
+        prefill_ms_per_token=prefill_ms_per_token,
+        prompt_tokens=prompt_tokens,
     )
     if results is not None:
         if not results.levels:

@@ -158,3 +158,23 @@ def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
     assert a == simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
     ttft = a.estimates[0]
     assert ttft.value_ms <= 25.4 * 2 + 1e-6  # at most a partial step, then its own step
+
+
+def test_the_sizing_simulation_takes_prefill_fitted_from_ttft_at_concurrency_1() -> None:
+    import dataclasses
+
+    from loadgen.histogram import LatencyHistogram
+    from planner import plan_from_results
+    from tests.planner.synthetic import law_sweep, sweep_results
+
+    levels = list(law_sweep(25.0, 0.4, 128, (1, 4, 16, 32)))
+    ttft_sent = LatencyHistogram()  # c=1: one step of batch 1 (25.4 ms) plus 20 ms of prefill for 64 prompt tokens
+    ttft_sent.record_many_us(np.full(300, 45_400, dtype=np.int64))
+    levels[0] = dataclasses.replace(levels[0], histograms={**levels[0].histograms, Metric.TTFT_SENT: ttft_sent})
+    request = PlanRequest(slos=SLOS, qps=40, output_tokens=200, seed=1)
+    plan = plan_from_results(sweep_results(tuple(levels)), request)
+    assert plan.prefill is not None and plan.prefill.source == "fitted from TTFT at c=1"
+    assert plan.prefill.ms_per_token == pytest.approx(20.0 / 64, rel=0.05)
+    assert "prefill 0.312 ms/token x 64 prompt tokens: fitted from TTFT at c=1" in (plan.replicas_method or "")
+    without = plan_from_results(sweep_results(tuple(levels)), dataclasses.replace(request, prefill_ms_per_token=0.0))
+    assert plan.recommended_replicas >= without.recommended_replicas  # type: ignore[operator]
