@@ -11,6 +11,7 @@ atomically), so an interrupt never loses a finished level.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import platform
 import time
@@ -30,7 +31,7 @@ from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
 from loadgen.workers import run_level_in_processes
-from loadgen.workload import RequestFactory, Workload
+from loadgen.workload import Lengths, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]
 MAX_AUTO_RAMP_S = 10.0
@@ -95,6 +96,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         model = await resolve_model(http, shown, session.workload.model or None)
         workload = replace(session.workload, model=model)
         probe_s = await _probe(http, workload, session, shown)
+        workload = replace(workload, calibration=await _calibrate(http, workload, session))
         scrape = session.scrape == "on" or (
             session.scrape == "auto" and await probe(http, metrics_url(session.base_url))
         )
@@ -229,6 +231,34 @@ def with_request_floor(plan: LevelPlan, expected_rps: float | None) -> LevelPlan
     return replace(plan, duration_s=max(plan.duration_s, min(needed, MAX_FLOOR_S)))
 
 
+CALIBRATION_WORDS = (64, 192)  # the two probe prompts' lengths, in words
+
+
+async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptCalibration | None:
+    """Measure how the server counts synthetic words (two one-token probes); None when it does not say.
+
+    Datasets are sent as they are: only synthetic prompts are sized.
+    """
+    if workload.dataset is not None:
+        return None
+    counts = []
+    for words in CALIBRATION_WORDS:
+        probe_wl = replace(workload, prompt_tokens=Lengths(words), output_tokens=Lengths(1), calibration=None)
+        prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
+        record = await stream_request(
+            http, workload.path, prepared.body, workload.api, t_intended=time.monotonic(), clock=time.monotonic,
+            timeout_s=session.http.timeout_s,
+        )  # fmt: skip
+        if record.error is not None or record.prompt_tokens is None:
+            return None
+        counts.append(record.prompt_tokens)
+    (w1, w2), (p1, p2) = CALIBRATION_WORDS, counts
+    per_word = (p2 - p1) / (w2 - w1)
+    if per_word <= 0:
+        return None
+    return PromptCalibration(overhead_tokens=p1 - per_word * w1, tokens_per_word=per_word)
+
+
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:
     """About one request's duration, kept inside the warm-up when there is one."""
     ramp = min(probe_s, MAX_AUTO_RAMP_S)
@@ -249,6 +279,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "output_tokens": _lengths(workload.output_tokens),
         "unique_prompts": workload.unique_prompts,
         "metric_convention": workload.metric_convention,
+        "prompt_calibration": dataclasses.asdict(workload.calibration) if workload.calibration else None,
         "start": session.start,
         "extra_body": dict(workload.extra_body),
         "headers": redact_headers(dict(session.headers)),

@@ -192,6 +192,22 @@ def owned_key_problem(extra_body: Mapping[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptCalibration:
+    """How the server counts a synthetic prompt: ``tokens = overhead + tokens_per_word * words``.
+
+    Synthetic words are not one token each in every tokenizer (a 64-word prompt
+    was ~223 tokens on one model), so the session measures this line with two
+    probes and sizes prompts by it.
+    """
+
+    overhead_tokens: float  # the chat template's own tokens (0 for completions, mostly)
+    tokens_per_word: float
+
+    def words_for(self, tokens: int) -> int:
+        return max(1, round((tokens - self.overhead_tokens) / self.tokens_per_word))
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """How to build request bodies for one run."""
 
@@ -203,6 +219,7 @@ class Workload:
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
+    calibration: PromptCalibration | None = None  # set by the session's probes; None: one word a token
 
     @property
     def path(self) -> str:
@@ -250,7 +267,8 @@ class RequestFactory:
         body.update(extra)
         return PreparedRequest(json.dumps(body).encode(), max_tokens)
 
-    def _synthetic_prompt(self, n: int) -> str:
+    def _synthetic_prompt(self, tokens: int) -> str:
+        n = self._w.calibration.words_for(tokens) if self._w.calibration else tokens
         idx = self._rng.integers(0, len(VOCABULARY), size=n)
         words = [VOCABULARY[j] for j in idx]
         if self._w.unique_prompts:

@@ -244,6 +244,9 @@ def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
     return Table(("load", *[f"{s.key} <= {s.limit:g}" for s in slos]), tuple(rows))
 
 
+PROMPT_TOLERANCE = 0.10  # realised prompt tokens this far from the request: said out loud
+
+
 def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> Verdicts | None:
     """The plan's verdicts when there is a plan, else the same judgement for these SLOs' percentiles."""
     if plan is not None and plan.verdicts is not None:
@@ -257,7 +260,12 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     verdicts = level_verdicts(results, plan, slos)
     if verdicts is not None:
         out += verdicts.problems
+    asked = (results.settings.get("prompt_tokens") or {}).get("mean")
     for lv in results.levels:
+        realised = lv.summary()["prompt_tokens_mean"]
+        if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
+            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked} were asked (the "
+                       "server's tokenizer); the results describe the realised length")  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.failed:

@@ -10,6 +10,7 @@ import typer
 from loadgen.cli.common import EXIT_USAGE, consoles, fail
 from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
+from loadgen.sim.framing import Tokenizer
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import is_loopback, serve_forever
 
@@ -49,6 +50,10 @@ def serve_sim(
     max_model_len: Annotated[
         int, typer.Option(min=1, help="Context limit: prompt + max_tokens beyond it answer 400, as engines do.")
     ] = 131_072,
+    tokens_per_word: Annotated[
+        float, typer.Option(min=0.1, help="Prompt tokens per word in usage, as a real tokenizer's ratio.")
+    ] = 1.0,
+    template_tokens: Annotated[int, typer.Option(min=0, help="Chat: tokens the template adds to a prompt.")] = 0,
     allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
@@ -76,6 +81,7 @@ def serve_sim(
             api_key=require_api_key,
             stall_ms=stall_ms,
             max_model_len=max_model_len,
+            tokenizer=Tokenizer(tokens_per_word, template_tokens),
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

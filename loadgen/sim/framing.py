@@ -54,8 +54,29 @@ def _content_words(content: Any) -> int:
     raise BadRequest("'content' must be a string or a list of content parts")
 
 
+@dataclass(frozen=True, slots=True)
+class Tokenizer:
+    """How the simulator counts a prompt: ``template + per_word * words`` (chat adds the template).
+
+    One token per word by default, so usage is exact and reproducible; a real
+    tokenizer's ratio (``--tokens-per-word 3.5 --template-tokens 10``) lets
+    prompt calibration be tested against a known truth.
+    """
+
+    per_word: float = 1.0
+    template: int = 0
+
+    def count(self, words: int, api: Api) -> int:
+        return round(self.per_word * words) + (self.template if api == "chat" else 0)
+
+
 def parse_request(
-    body: bytes, api: Api, default_model: str, default_max_tokens: int, max_model_len: int = 131_072
+    body: bytes,
+    api: Api,
+    default_model: str,
+    default_max_tokens: int,
+    max_model_len: int = 131_072,
+    tokenizer: Tokenizer = Tokenizer(),
 ) -> SimRequest:
     """Validate a request body; raise ``BadRequest`` with an OpenAI-style message.
 
@@ -85,6 +106,7 @@ def parse_request(
             prompt_tokens = sum(count_words(p) for p in prompt)
         else:
             raise BadRequest("'prompt' is required and must be a string or a list of strings")
+    prompt_tokens = tokenizer.count(prompt_tokens, api)
     max_tokens = data.get("max_completion_tokens", data.get("max_tokens", default_max_tokens))
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(f"'max_tokens' must be an integer >= 1, got {max_tokens!r}")

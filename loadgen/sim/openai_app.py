@@ -28,6 +28,7 @@ from loadgen.sim.framing import (
     BadRequest,
     ChunkFramer,
     SimRequest,
+    Tokenizer,
     completion_body,
     error_body,
     output_text,
@@ -51,6 +52,7 @@ class SimOptions:
     api_key: str | None = None  # when set, /v1 routes answer 401 without "Authorization: Bearer <key>"
     stall_ms: float = 1000.0  # how long the "stall" fault pauses a stream
     max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
+    tokenizer: Tokenizer = field(default_factory=Tokenizer)  # how prompts are counted in usage
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
@@ -148,7 +150,14 @@ def _error(message: str, status: int, headers: dict[str, str] | None = None) -> 
 async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     options = request.app[OPTIONS_KEY]
     try:
-        req = parse_request(await request.read(), api, options.model, options.default_max_tokens, options.max_model_len)
+        req = parse_request(
+            await request.read(),
+            api,
+            options.model,
+            options.default_max_tokens,
+            options.max_model_len,
+            options.tokenizer,
+        )
     except BadRequest as exc:
         return _error(str(exc), 400)
     rng = request.app[RNG_KEY]

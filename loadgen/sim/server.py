@@ -142,6 +142,12 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
     if options.api_key:
         argv += ["--require-api-key", options.api_key]
     argv += ["--stall-ms", repr(options.stall_ms), "--max-model-len", str(options.max_model_len)]
+    argv += [
+        "--tokens-per-word",
+        repr(options.tokenizer.per_word),
+        "--template-tokens",
+        str(options.tokenizer.template),
+    ]
     for field in dataclasses.fields(f):
         p = getattr(f, field.name)
         if p:

@@ -133,3 +133,22 @@ async def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float
     assert any("not steady (queue growing)" in p for p in problems) is not steady, problems
     if not steady:
         assert result.requests_per_s is not None and result.requests_per_s < result.offered_per_s  # type: ignore[operator]
+
+
+def test_synthetic_prompts_are_sized_to_the_servers_tokenizer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A tokenizer that counts 3.5 tokens a word plus a 10-token chat template: 200 words would be 710 tokens.
+    from typer.testing import CliRunner
+
+    from loadgen.cli import app
+    from loadgen.results import load
+    from loadgen.sim.framing import Tokenizer
+
+    with SimProcess(SimOptions(tokenizer=Tokenizer(3.5, 10))) as server:
+        out = tmp_path / "r.json"
+        result = CliRunner().invoke(app, ["run", "--url", server.base_url, "--concurrency", "2", "--requests", "6",
+                                          "--max-tokens", "2", "--prompt-tokens", "200", "-o", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = load(out)
+    assert results.settings["prompt_calibration"]["tokens_per_word"] == pytest.approx(3.5, rel=0.01)
+    assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(200, rel=0.05)
+    assert "were asked" not in result.stderr
