@@ -49,24 +49,12 @@ def test_what_if_prints_the_chapters_whole_example() -> None:
         assert expected in text, expected
 
 
+CHAPTER_WITH_TTFT = ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--slo", "ttft_p95<1s", "--qps", "40",
+                     "--output-tokens", "200"]  # fmt: skip
+
+
 def test_plan_json_has_the_stable_keys() -> None:
-    result = runner.invoke(
-        app,
-        [
-            "plan",
-            "--law",
-            "25+0.4b",
-            "--slo",
-            "tpot_p95<60ms",
-            "--slo",
-            "ttft_p95<1s",
-            "--qps",
-            "40",
-            "--output-tokens",
-            "200",
-            "--json",
-        ],
-    )
+    result = runner.invoke(app, [*CHAPTER_WITH_TTFT, "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["max_batch"] == 87 and doc["replicas_no_headroom"] == 6
@@ -79,21 +67,7 @@ def test_plan_json_has_the_stable_keys() -> None:
 
 
 def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_deterministically() -> None:
-    args = [
-        "plan",
-        "--law",
-        "25+0.4b",
-        "--slo",
-        "tpot_p95<60ms",
-        "--slo",
-        "ttft_p95<1s",
-        "--qps",
-        "40",
-        "--output-tokens",
-        "200",
-        "--seed",
-        "3",
-    ]
+    args = [*CHAPTER_WITH_TTFT, "--seed", "3"]
     first, second = runner.invoke(app, args), runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout

@@ -18,20 +18,15 @@ BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
 
 
 async def one_request(reply: Reply, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
-    async with (
-        raw_server(reply) as url,
-        make_http_client(url + "/", {}, HttpOptions(timeout_s=10, transport=transport)) as http,
-    ):  # type: ignore[arg-type]
-        return await stream_request(
-            http,
-            "completions",
-            BODY,
-            "completions",
-            t_intended=time.monotonic(),
-            clock=time.monotonic,
-            timeout_s=10,
-            **kwargs,
-        )  # type: ignore[arg-type]
+    async with raw_server(reply) as url:
+        return await post(url + "/", transport, **kwargs)
+
+
+async def post(base_url: str, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
+    """One streamed completion to ``base_url``."""
+    async with make_http_client(base_url, {}, HttpOptions(timeout_s=10, transport=transport)) as http:  # type: ignore[arg-type]
+        return await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+                                    clock=time.monotonic, timeout_s=10, **kwargs)  # type: ignore[arg-type]  # fmt: skip
 
 
 @pytest.mark.asyncio
@@ -90,16 +85,7 @@ async def test_url_credentials_become_basic_auth_and_the_query_rides_on_every_pa
     heads: list[bytes] = []
     async with raw_server(sends(SSE_OK), heads) as url:
         base = url.replace("http://", "http://ann:s3cret-pw@") + "?api-version=2024-06-01"
-        async with make_http_client(base_url_of(base), {}, HttpOptions(timeout_s=10, transport=transport)) as http:  # type: ignore[arg-type]
-            record = await stream_request(
-                http,
-                "completions",
-                BODY,
-                "completions",
-                t_intended=time.monotonic(),
-                clock=time.monotonic,
-                timeout_s=10,
-            )
+        record = await post(base_url_of(base), transport)
     assert record.error is None, record
     request_line, *headers = heads[0].decode().split("\r\n")
     assert request_line.startswith("POST /v1/completions?api-version=2024-06-01 HTTP/1.1")
