@@ -132,11 +132,11 @@ async def run_level_in_processes(
         proc.start()
         procs.append(proc)
     try:
-        for _ in procs:
-            await asyncio.to_thread(ready.get, True, START_TIMEOUT_S)
+        started, lost = await _await_ready(procs, ready)
         t0_box.value = time.monotonic() + START_MARGIN_S  # the runner's clock, shared by every process
         go.set()
-        parts, lost = await _collect(procs, results, stop, stop_flag)
+        parts, lost_running = await _collect(procs, started, results, stop, stop_flag)
+        lost += lost_running
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -150,12 +150,33 @@ async def run_level_in_processes(
     return MultiProcessOutcome(merged, tuple(lost))
 
 
+async def _await_ready(procs: list[Any], ready: Any) -> tuple[set[int], list[str]]:
+    """The workers that started; one that dies while starting is reported, not waited for."""
+    waiting, started, lost = set(range(len(procs))), set(), []
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while waiting:
+        try:
+            index = await asyncio.to_thread(ready.get, True, 0.2)
+            waiting.discard(index)
+            started.add(index)
+        except queue.Empty:
+            for i in sorted(waiting):
+                if not procs[i].is_alive():
+                    waiting.discard(i)
+                    lost.append(f"worker {i} died while starting (exit code {procs[i].exitcode})")
+            if waiting and time.monotonic() > deadline:
+                raise LoadgenError(
+                    f"worker processes {sorted(waiting)} did not start within {START_TIMEOUT_S:g} s"
+                ) from None
+    return started, lost
+
+
 async def _collect(
-    procs: list[Any], results: Any, stop: asyncio.Event, stop_flag: MpEvent
+    procs: list[Any], started: set[int], results: Any, stop: asyncio.Event, stop_flag: MpEvent
 ) -> tuple[list[dict[str, Any]], list[str]]:
     parts: list[dict[str, Any]] = []
     lost: list[str] = []
-    pending = set(range(len(procs)))
+    pending = set(started)
     while pending:
         if stop.is_set():
             stop_flag.set()

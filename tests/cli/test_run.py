@@ -77,6 +77,8 @@ def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
             "4",
             "--duration",
             "2",
+            "--warmup",
+            "1",  # the clients' staggered start stays out of the window, however slowly the workers start
             "--max-tokens",
             "8",
             "--workers",
