@@ -83,6 +83,7 @@ class LevelRecorder:
         self._area = 0.0  # integral of in-flight count over the window (request-seconds)
         self._last_t = window_start
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
+        self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
 
     def due(self, t_intended: float) -> None:
@@ -124,7 +125,8 @@ class LevelRecorder:
         self.output_tokens += record.output_tokens or 0
         self.tokens_estimated |= record.output_tokens_estimated
         if m.ttft_s is None or m.ttft_sent_s is None:
-            return  # no output arrived: nothing to time
+            self.empty += 1  # a success with nothing to time: counted, and said in the caveats
+            return
         if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
             self.good += 1
         self.trend.add(record.t_intended - self.window_start, m.ttft_s)
@@ -194,6 +196,7 @@ class LevelRecorder:
             good=self.good if self.goodput_limits_ms is not None else None,
             offered=self.offered,
             ttft_trend=self.trend.as_tuple(),
+            empty=self.empty,
         )
 
     def _advance(self, t: float) -> None:

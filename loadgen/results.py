@@ -160,6 +160,7 @@ class LevelResult:
     client_cpu_s: float | None = None  # CPU the generator's processes used during the window (user+sys)
     offered: int | None = None  # requests due inside the window (None: written before it was counted)
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
+    empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
 
     @property
     def failed(self) -> int:
@@ -259,6 +260,7 @@ class LevelResult:
             "good": self.good,
             "client_cpu_s": self.client_cpu_s,
             "offered": self.offered,
+            "empty": self.empty,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
@@ -292,6 +294,7 @@ class LevelResult:
             good=None if raw.get("good") is None else int(raw["good"]),
             client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
             offered=None if raw.get("offered") is None else int(raw["offered"]),
+            empty=int(raw.get("empty", 0)),
             ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
         )
 
@@ -343,6 +346,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
         client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
         offered=None if any(p.offered is None for p in parts) else sum(p.offered or 0 for p in parts),
+        empty=sum(p.empty for p in parts),
         ttft_trend=None
         if any(p.ttft_trend is None for p in parts)
         else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),

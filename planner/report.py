@@ -268,6 +268,9 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
                        "server's tokenizer); the results describe the realised length")  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
+        if lv.empty:
+            out.append(f"{lv.load.label}: {lv.empty} requests succeeded without streaming any output token: they "
+                       "count as completed but are in no TTFT, TPOT or ITL (check ignore_eos or the prompt)")  # fmt: skip
         if lv.failed:
             kinds = ", ".join(f"{k.value} {n}" for k, n in sorted(lv.errors.items()))
             out.append(f"{lv.load.label}: {lv.failed} failed requests ({kinds})")

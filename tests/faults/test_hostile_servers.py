@@ -10,6 +10,7 @@ import pytest
 
 from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import ErrorKind
+from loadgen.quantity import Metric
 from loadgen.records import RequestRecord
 from loadgen.sse import SSEDecoder, SSEError
 from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, sends
@@ -183,3 +184,20 @@ async def test_an_html_page_with_status_200_is_a_malformed_answer() -> None:
     reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s" % (len(page), page)
     record = await one_request(sends(reply))
     assert record.error == ErrorKind.MALFORMED_CHUNK and "text/html" in (record.error_detail or "")
+
+
+@pytest.mark.asyncio
+async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
+    from loadgen.metrics import LevelRecorder
+    from loadgen.results import Load, Results, RunInfo, Target
+    from planner.report import caveats
+
+    empty = SSE_HEAD + chunked(b'data: {"choices":[{"text":null,"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    record = await one_request(sends(empty + b"0\r\n\r\n"))
+    assert record.error is None and record.t_first is None
+    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder.add(record)
+    level = recorder.finish(record.t_done + 1)
+    assert level.completed == 1 and level.empty == 1 and level.histograms[Metric.TTFT].count == 0
+    results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "completions"), {}, (level,), True)
+    assert any("without streaming any output token" in c for c in caveats(results))
