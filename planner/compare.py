@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.results import LevelResult, Results
 from planner.observations import Z95, percentile_ci_ms
 from planner.quantities import latency_quantity, quantity_value
 
@@ -65,13 +65,8 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
     ci = percentile_ci_ms(level, q.metric, q.percentile)
     if ci is None:
         return None
-    lo, hi = ci
-    widen = DESIGN_EFFECT
-    if q.metric == Metric.ITL:
-        # every running stream gets its token from the same engine step: a level's ITL gaps are about
-        # one independent sample per step, not per token, so the interval widens by sqrt(batch)
-        widen *= math.sqrt(max(level.achieved_concurrency, 1.0))
-    return value - widen * (value - lo), value + widen * (hi - value)
+    lo, hi = ci  # for ITL, already on about one independent sample per engine step
+    return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
 
 
 def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float) -> list[Delta]:
