@@ -171,7 +171,7 @@ class SimProcess:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> SimProcess:
-        argv = [sys.executable, "-m", "loadgen", *serve_sim_argv(self.options, self.host, self.port)]
+        argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(self.options, self.host, self.port)]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().strip()
