@@ -353,10 +353,12 @@ def _size(
         seed=request.seed,
     )
     shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
-    sim = (
-        f"simulation ({shape} arrivals, batch capped at {max_batch}, prefill {prefill.ms_per_token:.3g} ms/token "
-        f"x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source})"
+    term = (
+        f"prefill {prefill.ms_per_token:.3g} ms/token x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source}"
+        if prefill.ms_per_token > 0
+        else f"prefill {prefill.source}"
     )
+    sim = f"simulation ({shape} arrivals, batch capped at {max_batch}, {term})"
     if simulated.replicas > sizing.replicas_at_utilization:
         return (
             sizing,
