@@ -19,7 +19,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, cast, get_args
 
 import aiohttp
 import httpx
@@ -41,6 +41,7 @@ from loadgen.sse import (
 from loadgen.target import split_endpoint
 
 Transport = Literal["aiohttp", "httpx"]
+TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 
 
 @dataclass(frozen=True, slots=True)

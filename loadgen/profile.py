@@ -16,25 +16,28 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, TypeVar
 
 import yaml
 
 from loadgen.errors import ProfileError
 from loadgen.results import SloTarget
-from loadgen.sim.engine import EngineConfig
+from loadgen.schedule import ARRIVALS, Arrival
+from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
-from loadgen.workload import owned_key_problem
+from loadgen.sse import APIS, Api
+from loadgen.workload import LENGTH_DISTS, LengthDist, owned_key_problem
+
+C = TypeVar("C", bound=str)
 
 SCHEMA_VERSION: Final = 1
 PROFILE_DIRS: Final = (Path("profiles"), Path(__file__).resolve().parents[1] / "profiles")
-DISTS = ("fixed", "uniform", "normal", "lognormal")
 
 
 @dataclass(frozen=True, slots=True)
 class LengthSpec:
     mean: int
-    dist: str = "fixed"
+    dist: LengthDist = "fixed"
     spread: float = 0.0
 
 
@@ -53,7 +56,7 @@ class LoadSpec:
     duration_s: float | None = 30.0
     requests: int | None = None
     warmup_s: float = 5.0
-    arrival: str = "poisson"
+    arrival: Arrival = "poisson"
     burstiness: float = 1.0
     max_in_flight: int | None = None
     min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
@@ -93,7 +96,7 @@ class Profile:
     url: str | None = None  # a real endpoint; None with ``sim`` set means the built-in simulator
     sim: EngineConfig | None = None
     sim_faults: FaultConfig = field(default_factory=FaultConfig)  # fault injection on the simulator target
-    api: str = "chat"
+    api: Api = "chat"
     model: str | None = None  # None: first id from /models
     headers: Mapping[str, str] = field(default_factory=dict)
     extra_body: Mapping[str, Any] = field(default_factory=dict)
@@ -212,7 +215,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         url=url,
         sim=sim,
         sim_faults=sim_faults,
-        api=root.choice("api", "chat", ("chat", "completions")),
+        api=root.choice("api", "chat", APIS),
         model=None if model == "auto" else model,
         headers={k: str(v) for k, v in root.mapping("headers").items()},
         extra_body=_extra_body(root.child("extra_body")),
@@ -277,7 +280,7 @@ def _engine(law: _Node, d: EngineConfig) -> EngineConfig:
         per_seq_ms=law.number("per_seq_ms", d.per_seq_ms, minimum=0),
         prefill_ms_per_token=law.number("prefill_ms_per_token", d.prefill_ms_per_token, minimum=0),
         max_num_seqs=law.integer("max_num_seqs", d.max_num_seqs, minimum=1),
-        mode=law.choice("mode", d.mode, ("continuous", "static")),  # type: ignore[arg-type]
+        mode=law.choice("mode", d.mode, MODES),
         static_batch=law.integer("static_batch", d.static_batch, minimum=1),
         static_wait_ms=law.number("static_wait_ms", d.static_wait_ms, minimum=0),
         noise_cv=law.number("noise_cv", d.noise_cv, minimum=0),
@@ -296,7 +299,7 @@ def _lengths(node: _Node, default: int) -> LengthSpec:
     node.known("mean", "dist", "spread")
     return LengthSpec(
         node.integer("mean", default, minimum=1),
-        node.choice("dist", "fixed", DISTS),
+        node.choice("dist", "fixed", LENGTH_DISTS),
         node.number("spread", 0.0, minimum=0),
     )
 
@@ -354,7 +357,7 @@ def _load(node: _Node) -> LoadSpec:
         duration_s=duration,
         requests=requests,
         warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
-        arrival=node.choice("arrival", d.arrival, ("constant", "poisson", "gamma")),
+        arrival=node.choice("arrival", d.arrival, ARRIVALS),
         burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
         max_in_flight=node.optional_integer("max_in_flight", minimum=1),
         min_requests=node.optional_integer("min_requests", minimum=1),
@@ -477,11 +480,13 @@ class _Node:
         value = self.string(key, "")
         return value or None
 
-    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+    def choice(self, key: str, default: C, allowed: tuple[C, ...]) -> C:
+        """A member of a closed set (its owner's ``get_args`` tuple)."""
         value = self.string(key, default)
-        if value not in allowed:
-            self.child(key).fail(f"must be one of {', '.join(allowed)}, got {value!r}")
-        return value
+        for member in allowed:
+            if member == value:
+                return member
+        self.child(key).fail(f"must be one of {', '.join(allowed)}, got {value!r}")
 
     def boolean(self, key: str, default: bool) -> bool:
         node, raw = self._get(key)

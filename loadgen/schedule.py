@@ -8,11 +8,12 @@ is Poisson, below 1 is burstier, above 1 is smoother.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 Arrival = Literal["constant", "poisson", "gamma"]
+ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 
 
 def arrival_offsets(

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
@@ -34,6 +34,7 @@ from loadgen.workers import run_level_in_processes
 from loadgen.workload import Lengths, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]
+SCRAPES: tuple[Scrape, ...] = get_args(Scrape)
 MAX_AUTO_RAMP_S = 10.0
 
 
@@ -68,6 +69,7 @@ class Session:
 
 
 Start = Literal["staggered", "burst"]
+STARTS: tuple[Start, ...] = get_args(Start)
 """How closed-loop clients start. ``staggered`` spreads them over about one request's duration (or
 ``--ramp-up``); ``burst`` starts all at once, as vLLM's own benchmark client does. With fixed output
 lengths a burst phase-locks clients into cohorts that arrive, prefill and finish together: TTFT and

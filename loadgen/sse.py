@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import orjson
 
 Api = Literal["chat", "completions"]
+APIS: tuple[Api, ...] = get_args(Api)
 DONE = "[DONE]"
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -147,6 +148,7 @@ class Chunk(NamedTuple):
 
 
 Convention = Literal["tokens", "text"]
+CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
 """Which chunks time the stream (``--metric-convention``).
 
 ``tokens`` (default): every token event (DESIGN.md): a chunk carrying a

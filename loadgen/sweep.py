@@ -34,14 +34,14 @@ class TargetOptions:
 
 
 def _lengths(spec: LengthSpec) -> Lengths:
-    return Lengths(spec.mean, spec.dist, spec.spread)  # type: ignore[arg-type]
+    return Lengths(spec.mean, spec.dist, spec.spread)
 
 
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions) -> Session:
     """The levels and workload of a profile, aimed at ``base_url``."""
     w, ld = profile.workload, profile.load
     workload = Workload(
-        api=profile.api,  # type: ignore[arg-type]
+        api=profile.api,
         model=profile.model or "",
         prompt_tokens=_lengths(w.prompt_tokens),
         output_tokens=_lengths(w.output_tokens),

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from loadgen.errors import UsageError
 from loadgen.sse import Api, Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
+LENGTH_DISTS: tuple[LengthDist, ...] = get_args(LengthDist)
 
 VOCABULARY = [
     "time",

@@ -133,7 +133,7 @@ def plan(
         max_utilization=max_utilization,
         current_batch=current_batch,
         current_replicas=replicas,
-        arrival=choice("--arrival", arrival, ("poisson", "gamma")),  # type: ignore[arg-type]
+        arrival=choice("--arrival", arrival, ("poisson", "gamma")),
         burstiness=burstiness,
         lengths=parse_lengths(lengths),
         simulate=not no_simulate,

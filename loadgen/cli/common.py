@@ -59,10 +59,15 @@ def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
-    return value
+C = TypeVar("C", bound=str)
+
+
+def choice(flag: str, value: str, allowed: tuple[C, ...]) -> C:
+    """``value`` as a member of a closed set (its owner's ``get_args`` tuple), or one line naming ``flag``."""
+    for member in allowed:
+        if member == value:
+            return member
+    raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
 
 
 def check_writable(path: Path, flag: str = "-o") -> None:

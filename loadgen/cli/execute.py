@@ -14,7 +14,7 @@ from rich.console import Console
 
 from loadgen.cli.common import choice
 from loadgen.cli.progress import RichProgress
-from loadgen.client import HttpOptions
+from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.results import Results
@@ -45,8 +45,8 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
 def http_options(timeout: float, insecure: bool, transport: str) -> HttpOptions:
     if not timeout > 0:
         raise UsageError(f"--timeout: must be > 0 s, got {timeout}")
-    kind = choice("--transport", transport, ("aiohttp", "httpx"))
-    return HttpOptions(timeout_s=timeout, verify_tls=not insecure, transport=kind)  # type: ignore[arg-type]
+    kind = choice("--transport", transport, TRANSPORTS)
+    return HttpOptions(timeout_s=timeout, verify_tls=not insecure, transport=kind)
 
 
 @contextlib.contextmanager

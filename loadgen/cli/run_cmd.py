@@ -31,9 +31,10 @@ from loadgen.errors import UsageError
 from loadgen.records import RecordsWriter
 from loadgen.results import Load, save_atomic
 from loadgen.runner import LevelPlan
-from loadgen.session import Session, SessionHooks
+from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
+from loadgen.sse import APIS, CONVENTIONS
 from loadgen.target import parse_headers
-from loadgen.workload import Lengths, Workload, load_dataset
+from loadgen.workload import LENGTH_DISTS, Lengths, Workload, load_dataset
 from planner.report import caveats
 
 
@@ -128,14 +129,14 @@ def run(
             seed=seed,
         )
         workload = Workload(
-            api=choice("--api", api, ("chat", "completions")),  # type: ignore[arg-type]
+            api=choice("--api", api, APIS),
             model=model or "",
-            prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, DISTS), prompt_spread),  # type: ignore[arg-type]
-            output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, DISTS), output_spread),  # type: ignore[arg-type]
+            prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, LENGTH_DISTS), prompt_spread),
+            output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, LENGTH_DISTS), output_spread),
             dataset=load_dataset(dataset) if dataset else None,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
-            metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
+            metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -154,9 +155,9 @@ def run(
             headers=parse_headers(header or []),
             http=http,
             workers=workers,
-            scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
+            scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
             auto_ramp=ramp_up is None and load.kind == "concurrency",
-            start=choice("--start", start, ("staggered", "burst")),  # type: ignore[arg-type]
+            start=choice("--start", start, STARTS),
         )
         writer = RecordsWriter(records, session.secrets) if records else None
         hooks = SessionHooks(
@@ -181,9 +182,6 @@ def run(
     out.err.print(f"results written to {output}", highlight=False)
     if not result.complete:
         raise typer.Exit(EXIT_RUN_ERROR)
-
-
-DISTS = ("fixed", "uniform", "normal", "lognormal")
 
 
 def _load(

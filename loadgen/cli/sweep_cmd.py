@@ -32,8 +32,10 @@ from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
 from loadgen.profile import MAX_LEVELS, Profile, find_profile, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
-from loadgen.session import SessionHooks
+from loadgen.session import SCRAPES, STARTS, SessionHooks
+from loadgen.sim.engine import MODES
 from loadgen.sim.openai_app import SimOptions
+from loadgen.sse import CONVENTIONS
 from loadgen.sweep import TargetOptions, session_from_profile
 from loadgen.target import parse_headers
 from planner import CapacityPlan, PlanRequest, plan_from_results
@@ -107,8 +109,8 @@ def sweep(
     if sim_mode is not None:
         if prof.sim is None:
             raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
-        mode = choice("--sim-mode", sim_mode, ("continuous", "static"))
-        prof = prof.with_overrides(sim=replace(prof.sim, mode=mode))  # type: ignore[arg-type]
+        mode = choice("--sim-mode", sim_mode, MODES)
+        prof = prof.with_overrides(sim=replace(prof.sim, mode=mode))
     if no_stop:
         prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
     target = TargetOptions(
@@ -116,9 +118,9 @@ def sweep(
         headers=parse_headers(header or []),
         http=http_options(timeout, insecure, transport),
         workers=workers,
-        scrape=choice("--scrape-metrics", scrape_metrics, ("auto", "on", "off")),  # type: ignore[arg-type]
-        metric_convention=choice("--metric-convention", metric_convention, ("tokens", "text")),  # type: ignore[arg-type]
-        start=choice("--start", start, ("staggered", "burst")),  # type: ignore[arg-type]
+        scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
+        metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
+        start=choice("--start", start, STARTS),
     )
     for flag, value, low, exclusive in (
         ("--duration", duration, 0, True),

@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 Mode = Literal["continuous", "static"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True, slots=True)
