@@ -5,7 +5,7 @@ from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation, classify
 from planner.observations import LevelObservation, Observations, from_results, percentile_ci_ms
 from planner.plan import CapacityPlan, PlanRequest, plan_from_law, plan_from_results
-from planner.replica_sim import ReplicaLaw, Timeline, simulate
+from planner.replica_sim import Timeline, simulate
 from planner.sizing import Estimate, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replicas
 from planner.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
 from planner.stepmodel import StepModel, fit_step_model
@@ -19,7 +19,6 @@ __all__ = [
     "LevelObservation",
     "Observations",
     "PlanRequest",
-    "ReplicaLaw",
     "ReplicaPlan",
     "Saturation",
     "SimOutcome",

@@ -17,11 +17,11 @@ from typing import Any
 
 from loadgen.results import Metric, Results, SloTarget
 from loadgen.schedule import Arrival
+from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
 from planner.observations import Observations
-from planner.replica_sim import ReplicaLaw
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_step_model
@@ -340,7 +340,12 @@ def _size(
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
-    law = ReplicaLaw(fit.base_ms, max(fit.per_seq_ms, 0.0), max_batch, max(prefill.ms_per_token, 0.0))
+    law = EngineConfig(
+        base_ms=fit.base_ms,
+        per_seq_ms=max(fit.per_seq_ms, 0.0),
+        prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
+        max_num_seqs=max_batch,
+    )
     simulated, below = replicas_by_simulation(
         law,
         request.qps,

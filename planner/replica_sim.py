@@ -1,6 +1,6 @@
 """One continuous-batching replica in virtual time, advanced event to event (pure).
 
-The law is the simulated server's (``loadgen.sim.engine``)::
+The law is the simulated server's, in its own config type (``loadgen.sim.engine.EngineConfig``)::
 
     step_ms = base_ms + per_seq_ms * running + prefill_ms_per_token * prompt tokens admitted in the step
 
@@ -28,23 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-
-@dataclass(frozen=True, slots=True)
-class ReplicaLaw:
-    """What one replica does: its step law and its batch cap."""
-
-    base_ms: float
-    per_seq_ms: float
-    max_num_seqs: int
-    prefill_ms_per_token: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (self.base_ms >= 0 and self.per_seq_ms >= 0 and self.prefill_ms_per_token >= 0):
-            raise ValueError("base_ms, per_seq_ms and prefill_ms_per_token must be >= 0")
-        if self.base_ms + self.per_seq_ms <= 0:
-            raise ValueError("a step must take time: base_ms + per_seq_ms > 0")
-        if self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+from loadgen.sim.engine import EngineConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +56,18 @@ class Timeline:
 
 
 def simulate(
-    law: ReplicaLaw,
+    law: EngineConfig,
     arrival_ms: npt.ArrayLike,
     output_tokens: npt.ArrayLike,
     prompt_tokens: npt.ArrayLike | None = None,
 ) -> Timeline:
-    """Serve ``arrival_ms`` (sorted) on one replica; every request runs to completion.
+    """Serve ``arrival_ms`` (sorted) on one replica of ``law`` (the simulated server's own config, continuous
+    mode, no noise); every request runs to completion.
 
     ``output_tokens`` (and ``prompt_tokens``) are per request or one number for all.
     """
+    if law.mode != "continuous" or law.noise_cv:
+        raise ValueError("the replica simulation runs continuous batching without step noise")
     arrivals = np.asarray(arrival_ms, dtype=np.float64)
     n = len(arrivals)
     if n and np.any(np.diff(arrivals) < 0):

@@ -26,9 +26,10 @@ import numpy as np
 
 from loadgen.results import Metric, SloTarget
 from loadgen.schedule import Arrival, arrival_offsets
+from loadgen.sim.engine import EngineConfig
 from planner.exact import exact
 from planner.observations import Z95
-from planner.replica_sim import ReplicaLaw, Timeline, simulate
+from planner.replica_sim import Timeline, simulate
 
 MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
 FIRST_REPLICATIONS = 5
@@ -126,20 +127,20 @@ class SimOutcome:
         return next((e for e in self.estimates if e.key.startswith(f"{metric.value}_p")), None)
 
 
-def capacity_rps(law: ReplicaLaw, output_tokens: int) -> float:
+def capacity_rps(law: EngineConfig, output_tokens: int) -> float:
     """Requests/s one replica completes with every slot busy (no prefill): the utilisation's denominator."""
     step_ms = law.base_ms + law.per_seq_ms * law.max_num_seqs
     return law.max_num_seqs * 1000.0 / (step_ms * output_tokens)
 
 
-def replication_size(law: ReplicaLaw) -> tuple[int, int]:
+def replication_size(law: EngineConfig) -> tuple[int, int]:
     """(warm-up, measured) requests per replication: long against the batch, whose turnover sets the memory."""
     measured = max(MIN_REQUESTS, 250 * law.max_num_seqs)
     return measured // 5, measured
 
 
 def simulate_replicas(
-    law: ReplicaLaw,
+    law: EngineConfig,
     replicas: int,
     qps: float,
     output_tokens: int,
@@ -217,7 +218,7 @@ def t975(df: int) -> float:
 
 
 def replicas_by_simulation(
-    law: ReplicaLaw,
+    law: EngineConfig,
     qps: float,
     output_tokens: int,
     slos: tuple[SloTarget, ...],

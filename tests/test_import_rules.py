@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The pure loadgen modules: data, quantities, histograms, errors, and the arrival schedules
-# that the planner's replica simulation draws in virtual time.
+# The pure loadgen modules: data, quantities, histograms, errors, and the simulator's engine
+# config and arrival schedules, which the planner's replica simulation runs in virtual time.
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
     "loadgen.results",
@@ -17,6 +17,7 @@ PLANNER_ALLOWED_LOADGEN = {
     "loadgen.histogram",
     "loadgen.errors",
     "loadgen.schedule",
+    "loadgen.sim.engine",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
 

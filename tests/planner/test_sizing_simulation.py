@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from loadgen.results import Metric, SloTarget
 from loadgen.schedule import arrival_offsets
 from loadgen.sim.engine import Engine, EngineConfig
-from planner import PlanRequest, ReplicaLaw, StepModel, plan_from_law, simulate, simulate_replicas
+from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
 from planner.sizing import replicas_for, t975
 
 LAW = StepModel.given(25.0, 0.4)
@@ -52,7 +52,7 @@ def test_event_jumps_match_the_step_engine_step_for_step(cap: int) -> None:
     outs, prompts = rng.integers(1, 40, n), rng.integers(0, 200, n)
     cfg = EngineConfig(base_ms=25, per_seq_ms=0.4, prefill_ms_per_token=0.05, max_num_seqs=cap)
     first, last = engine_timeline(cfg, arrivals, outs, prompts)
-    timeline = simulate(ReplicaLaw(25, 0.4, cap, 0.05), arrivals, outs, prompts)
+    timeline = simulate(cfg, arrivals, outs, prompts)
     np.testing.assert_allclose(timeline.first_ms, first, rtol=0, atol=1e-6)
     np.testing.assert_allclose(timeline.last_ms, last, rtol=0, atol=1e-6)
 
@@ -63,7 +63,7 @@ def test_batch_cap_one_is_an_md1_queue_with_the_exact_mean_wait() -> None:
     rate, service_ms = 5.0, 100.0
     rho = rate * service_ms / 1000.0
     arrivals = arrival_offsets(rate, 200_000, rng=np.random.default_rng(7)) * 1000.0
-    timeline = simulate(ReplicaLaw(10.0, 0.0, 1), arrivals, 10)
+    timeline = simulate(EngineConfig(base_ms=10.0, per_seq_ms=0.0, max_num_seqs=1), arrivals, 10)
     wait = rho * service_ms / (2 * (1 - rho))
     assert float(np.mean(timeline.ttft_ms[1000:])) == pytest.approx(wait + 10.0, rel=0.03)
     assert float(np.max(timeline.tpot_ms)) == pytest.approx(10.0)
@@ -86,7 +86,7 @@ def test_the_chapters_40_qps_needs_7_replicas_and_6_settles_as_failing() -> None
 
 
 def test_a_settled_pass_has_its_interval_below_the_limit_and_an_unstable_count_is_not_simulated() -> None:
-    law = ReplicaLaw(25.0, 0.4, 87)
+    law = EngineConfig(max_num_seqs=87)
     ok = simulate_replicas(law, 8, 40.0, 200, (TTFT_1S,), size=(1000, 5000))
     assert ok.verdict == "pass" and all(e.high_ms <= 1000.0 for e in ok.estimates)
     assert ok.requests == ok.replications * 6000
@@ -95,7 +95,7 @@ def test_a_settled_pass_has_its_interval_below_the_limit_and_an_unstable_count_i
 
 
 def test_an_interval_that_straddles_the_limit_at_the_cap_is_unsettled_and_never_passes() -> None:
-    law = ReplicaLaw(25.0, 0.4, 87)
+    law = EngineConfig(max_num_seqs=87)
     probe = simulate_replicas(law, 6, 40.0, 200, (TTFT_1S,), size=(500, 1500), max_replications=5)
     e = probe.estimates[0]
     straddling = SloTarget(Metric.TTFT, 95, (e.low_ms + e.high_ms) / 2)
@@ -152,7 +152,7 @@ def test_burstier_arrivals_never_need_fewer_replicas() -> None:
 
 
 def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
-    law = ReplicaLaw(25.0, 0.4, 87)
+    law = EngineConfig(max_num_seqs=87)
     slos = (SloTarget(Metric.TTFT, 95, 100.0),)
     a = simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
     assert a == simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
