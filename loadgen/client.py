@@ -53,6 +53,7 @@ class HttpOptions:
     max_connections: int = 0  # 0: unlimited (the load model bounds concurrency, not the pool)
     verify_tls: bool = True
     transport: Transport = "aiohttp"
+    max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:

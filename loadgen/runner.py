@@ -36,6 +36,7 @@ from loadgen.records import Clock, RequestRecord
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
 from loadgen.scrape import MetricsScraper
+from loadgen.sse import MAX_EVENT_CHARS
 from loadgen.workload import RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
@@ -56,6 +57,7 @@ class LevelPlan:
     drain_s: float = 10.0  # how long in-flight requests may finish after the level stops
     interrupt_grace_s: float = 2.0  # after an interrupt: how long to let in-flight requests finish
     timeout_s: float = 600.0  # per request
+    max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request
     lag_threshold_ms: float = 10.0
     seed: int = 0
     goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
@@ -298,6 +300,7 @@ class _Level:
                 clock=self.clock,
                 timeout_s=self.plan.timeout_s,
                 convention=self.convention,
+                max_event_chars=self.plan.max_event_chars,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())

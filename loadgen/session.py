@@ -195,6 +195,7 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str) ->
             t_intended=t,
             clock=clock,
             timeout_s=session.http.timeout_s,
+            max_event_chars=session.http.max_event_chars,
         )
         if record.error is None:
             return record.t_done - record.t_intended
@@ -250,6 +251,7 @@ async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptC
         record = await stream_request(
             http, workload.path, prepared.body, workload.api, t_intended=time.monotonic(), clock=time.monotonic,
             timeout_s=session.http.timeout_s,
+            max_event_chars=session.http.max_event_chars,
         )  # fmt: skip
         if record.error is not None or record.prompt_tokens is None:
             return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice
 from loadgen.cli.progress import RichProgress
 from loadgen.client import TRANSPORTS, HttpOptions
@@ -42,11 +43,14 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     return value
 
 
-def http_options(timeout: float, insecure: bool, transport: str) -> HttpOptions:
+def http_options(timeout: float, insecure: bool, transport: str, max_event_mib: float = 4.0) -> HttpOptions:
     if not timeout > 0:
         raise UsageError(f"--timeout: must be > 0 s, got {timeout}")
+    bounded("--max-event-mib", max_event_mib, minimum=0, exclusive=True, maximum=1024)
     kind = choice("--transport", transport, TRANSPORTS)
-    return HttpOptions(timeout_s=timeout, verify_tls=not insecure, transport=kind)
+    return HttpOptions(
+        timeout_s=timeout, verify_tls=not insecure, transport=kind, max_event_chars=int(max_event_mib * 2**20)
+    )
 
 
 @contextlib.contextmanager

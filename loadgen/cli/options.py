@@ -18,6 +18,9 @@ HeaderOpt = Annotated[
 ]
 TimeoutOpt = Annotated[float, typer.Option(help="Per-request limit, s.")]
 InsecureOpt = Annotated[bool, typer.Option(help="Skip TLS verification (self-signed certificates).")]
+MaxEventOpt = Annotated[
+    float, typer.Option(help="An SSE line or event larger than this (Mi characters) fails its request.")
+]
 TransportOpt = Annotated[str, typer.Option(help="aiohttp | httpx")]
 WorkersOpt = Annotated[int, typer.Option(min=1, help="Worker processes sharing each level.")]
 ScrapeOpt = Annotated[str, typer.Option(help="Scrape the server's /metrics: auto | on | off.")]

@@ -17,6 +17,7 @@ from loadgen.cli.options import (
     HeaderOpt,
     InsecureOpt,
     JsonOpt,
+    MaxEventOpt,
     ModelOpt,
     OutputOpt,
     QuietOpt,
@@ -81,6 +82,7 @@ def run(
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
+    max_event_mib: MaxEventOpt = 4.0,
     metric_convention: ConventionOpt = "tokens",
     start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
@@ -117,6 +119,7 @@ def run(
         raise UsageError("give --duration and/or --requests to bound the level")
     if records is not None and workers > 1:
         raise UsageError("--records works with one worker process only")
+    http = http_options(timeout, insecure, transport, max_event_mib)
     try:
         plan = LevelPlan(
             load,
@@ -125,6 +128,7 @@ def run(
             warmup_s=warmup,
             ramp_up_s=ramp_up or 0.0,
             timeout_s=timeout,
+            max_event_chars=http.max_event_chars,
             lag_threshold_ms=lag_threshold_ms,
             seed=seed,
         )
@@ -140,7 +144,6 @@ def run(
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    http = http_options(timeout, insecure, transport)
     check_writable(output)
     if records is not None:
         check_writable(records, "--records")

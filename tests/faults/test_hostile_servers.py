@@ -201,3 +201,28 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     assert level.completed == 1 and level.empty == 1 and level.histograms[Metric.TTFT].count == 0
     results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "completions"), {}, (level,), True)
     assert any("without streaming any output token" in c for c in caveats(results))
+
+
+def test_the_sse_cap_is_a_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from loadgen.cli import app
+    from loadgen.results import load
+    from loadgen.sim.faults import FaultConfig
+    from loadgen.sim.openai_app import SimOptions
+    from loadgen.sim.server import SimProcess
+
+    runner = CliRunner()
+    counts = {}
+    with SimProcess(SimOptions(faults=FaultConfig(oversized=0.5))) as sim:  # one ~1 MiB chunk in half the streams
+        for mib in ("4", "0.5"):
+            out = tmp_path / f"{mib}.json"
+            result = runner.invoke(app, ["run", "--url", sim.base_url, "--concurrency", "2", "--requests", "16",
+                                         "--max-tokens", "4", "--max-event-mib", mib, "-o", str(out)])  # fmt: skip
+            assert result.exit_code == 0, result.output
+            counts[mib] = load(out).levels[0].errors.get(ErrorKind.MALFORMED_CHUNK, 0)
+    assert counts["4"] == 0 and counts["0.5"] >= 3
+    refused = runner.invoke(
+        app, ["run", "--url", "sim", "--requests", "1", "--concurrency", "1", "--max-event-mib", "0"]
+    )
+    assert refused.exit_code == 2 and "--max-event-mib" in refused.stderr
