@@ -15,7 +15,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget
+from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_prompt_tokens
 from planner.plan import CapacityPlan
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
@@ -262,7 +262,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         out += verdicts.problems
     asked = (results.settings.get("prompt_tokens") or {}).get("mean")
     for lv in results.levels:
-        realised = lv.summary()["prompt_tokens_mean"]
+        realised = mean_prompt_tokens([lv])
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
             out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked} were asked (the "
                        "server's tokenizer); the results describe the realised length")  # fmt: skip

@@ -44,8 +44,7 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
 
 
 def http_options(timeout: float, insecure: bool, transport: str, max_event_mib: float = 4.0) -> HttpOptions:
-    if not timeout > 0:
-        raise UsageError(f"--timeout: must be > 0 s, got {timeout}")
+    bounded("--timeout", timeout, minimum=0, exclusive=True)
     bounded("--max-event-mib", max_event_mib, minimum=0, exclusive=True, maximum=1024)
     kind = choice("--transport", transport, TRANSPORTS)
     return HttpOptions(

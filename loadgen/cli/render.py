@@ -8,7 +8,7 @@ from rich.table import Table
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
 from planner.report import fmt, goodput_rule
-from planner.verdicts import judge
+from planner.verdicts import Verdicts
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),
@@ -65,7 +65,7 @@ def throughput_table(level: LevelResult) -> Table:
     return table
 
 
-def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
+def sweep_table(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts | None) -> Table:
     """One row per level; cells that breach an SLO in red; each level's verdict (``planner.verdicts``)."""
     table = Table(
         title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None, caption_justify="left"
@@ -86,7 +86,6 @@ def sweep_table(results: Results, slos: Sequence[SloTarget]) -> Table:
     ):
         table.add_column(name, justify="left" if name in ("load", "flags") else "right")
     cells = ((Metric.TTFT, 50), (Metric.TTFT, 95), (Metric.TPOT, 50), (Metric.TPOT, 95), (Metric.ITL, 99))
-    verdicts = judge(results.levels, [q for s in slos if (q := s.quantity) is not None]) if results.levels else None
     for level in results.levels:
         breached = [s for s in slos if s.met_by(level) is False]
         row = [level.load.label, fmt(level.achieved_concurrency)]

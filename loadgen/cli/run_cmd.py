@@ -108,7 +108,6 @@ def run(
         ("--prompt-spread", prompt_spread, 0, False, None),
         ("--max-tokens", max_tokens, 1, False, MAX_TOKENS),
         ("--output-spread", output_spread, 0, False, None),
-        ("--timeout", timeout, 0, True, None),
         ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)

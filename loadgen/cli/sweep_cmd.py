@@ -40,7 +40,7 @@ from loadgen.sse import CONVENTIONS
 from loadgen.sweep import TargetOptions, session_from_profile
 from loadgen.target import parse_headers
 from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.report import caveats, plan_lines
+from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason
 
 
@@ -129,7 +129,6 @@ def sweep(
         ("--warmup", warmup, 0, False),
         ("--requests", requests, 1, False),
         ("--min-requests", min_requests, 1, False),
-        ("--timeout", timeout, 0, True),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive)
     check_writable(output)
@@ -187,7 +186,7 @@ def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capaci
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
-        out.out.print(sweep_table(results, slos))
+        out.out.print(sweep_table(results, slos, level_verdicts(results, capacity, slos)))
         if capacity is not None:
             out.out.print("[bold]plan[/bold] (loadgen plan for the details):")
             for line in plan_lines(capacity):
