@@ -102,7 +102,7 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
         for i in saturation.unsaturated
         if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None
     ]
-    fit = _fit(obs, line, SloTarget(Metric.TPOT, 50, 0.0), request.seed)
+    fit = _fit(obs, line, 50.0, request.seed)
     if fit is None:
         warnings.append(f"only {len(line)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
     else:
@@ -114,7 +114,8 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
             continue
         model = None
         if slo.metric == Metric.TPOT:  # TTFT is queueing, ITL sees prefill stalls: measured answers only
-            model = fit if slo.percentile == 50 else _fit(obs, line, slo, request.seed)
+            assert slo.percentile is not None
+            model = fit if slo.percentile == 50 else _fit(obs, line, slo.percentile, request.seed)
             if model is not None and model is not fit:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
         limits.append(max_batch_under_slo(obs, saturation, slo, model))
@@ -158,13 +159,12 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
     return Prefill(extra / prompt, prompt, f"fitted from TTFT at {single.label}")
 
 
-def _fit(obs: Observations, line: list[int], slo: SloTarget, seed: int) -> StepModel | None:
-    """The step law on ``slo``'s percentile of TPOT over the unsaturated levels (None: fewer than 2 batches)."""
-    assert slo.percentile is not None
+def _fit(obs: Observations, line: list[int], percentile: float, seed: int) -> StepModel | None:
+    """The step law on this percentile of TPOT over the unsaturated levels (None: fewer than 2 batches)."""
     points = [
         (obs.levels[i].batch, v)
         for i in line
-        if (v := obs.results[i].percentile_ms(Metric.TPOT, slo.percentile)) is not None
+        if (v := obs.results[i].percentile_ms(Metric.TPOT, percentile)) is not None
     ]
     if len({x for x, _ in points}) < 2:
         return None
