@@ -23,6 +23,7 @@ from typing import Literal, cast, get_args
 
 import aiohttp
 import httpx
+import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
@@ -92,6 +93,35 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
 _READ_TIMEOUTS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 
 
+ERROR_BODY_BYTES = 4096  # how much of a failed answer's body is read for its reason
+REASON_CHARS = 200  # the longest server reason kept
+
+
+async def _server_reason(response: httpx.Response) -> str:
+    """``": <the server's message>"`` from a failed answer's body, one bounded line (or "").
+
+    The OpenAI error shape's ``error.message`` (what a wrong model name or an
+    oversized prompt is explained by), else the body's first line. Only the
+    first few KiB are read, so a hostile error body cannot grow memory.
+    """
+    head = b""
+    try:
+        async for raw in response.aiter_bytes():
+            head += raw
+            if len(head) >= ERROR_BODY_BYTES:
+                break
+    except (httpx.HTTPError, aiohttp.ClientError, OSError):
+        pass
+    text = head[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
+    try:
+        parsed = orjson.loads(text)
+        message = parsed["error"]["message"] if isinstance(parsed.get("error"), dict) else parsed.get("error", "")
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        message = text
+    line = " ".join(str(message).split())
+    return f": {line[:REASON_CHARS]}" if line else ""
+
+
 async def stream_request(
     http: httpx.AsyncClient,
     path: str,
@@ -122,7 +152,7 @@ async def stream_request(
                 status = response.status_code
                 content_type = response.headers.get("content-type", "")
                 if status >= 400:
-                    error, detail = error_kind_for_status(status), f"HTTP {status}"
+                    error, detail = error_kind_for_status(status), f"HTTP {status}{await _server_reason(response)}"
                 elif content_type and "event-stream" not in content_type:
                     # an HTML error page or a JSON body where a stream was asked for: not a chunk stream
                     error, detail = (

@@ -29,6 +29,7 @@ from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Results, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
+from loadgen.secrets import scrub
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
 from loadgen.workers import run_level_in_processes
 from loadgen.workload import Lengths, PromptCalibration, RequestFactory, Workload
@@ -95,9 +96,9 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
     started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     headers = session.request_headers()
     async with make_http_client(session.base_url, headers, session.http) as http:
-        model = await resolve_model(http, shown, session.workload.model or None)
+        model, served = await resolve_model(http, shown, session.workload.model or None)
         workload = replace(session.workload, model=model)
-        probe_s = await _probe(http, workload, session, shown)
+        probe_s = await _probe(http, workload, session, shown, served)
         workload = replace(workload, calibration=await _calibrate(http, workload, session))
         scrape = session.scrape == "on" or (
             session.scrape == "auto" and await probe(http, metrics_url(session.base_url))
@@ -176,12 +177,14 @@ PROBE_ATTEMPTS = 3
 CONFIG_STATUSES = frozenset({400, 401, 403, 404, 405, 422})  # a wrong setup, not a flaky server
 
 
-async def _probe(http: Any, workload: Workload, session: Session, shown: str) -> float:
+async def _probe(http: Any, workload: Workload, session: Session, shown: str, served: list[str]) -> float:
     """Stream one request before the load; returns its duration (s).
 
     A status that means the setup is wrong fails at once; a flaky answer
     (5xx, 429, a broken stream) gets up to three tries, since a load test is
-    often pointed at exactly such a server.
+    often pointed at exactly such a server. The message carries the server's
+    own reason (scrubbed of secrets) and, for a model it does not know, the ids
+    ``/models`` lists.
     """
     prepared = RequestFactory(workload, seed=-1 % 2**32).next()
     clock = time.monotonic
@@ -201,9 +204,13 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str) ->
             return record.t_done - record.t_intended
         status = record.http_status if record.http_status and record.http_status >= 400 else None
         if status in CONFIG_STATUSES or attempt == PROBE_ATTEMPTS:
-            what = f"HTTP {status}" if status else record.error.value
-            hint = ": check --api-key" if status in (401, 403) else ""
-            raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({what}{hint})")
+            what = scrub(record.error_detail or record.error.value, session.secrets)
+            if status in (401, 403):
+                what += "; check --api-key"
+            elif status == 404 and workload.model not in served:
+                listed = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
+                what += f"; /models lists: {listed or 'nothing'} (pass --model)"
+            raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({what})")
     raise AssertionError("unreachable")
 
 

@@ -114,8 +114,8 @@ def tls_failure(exc: BaseException) -> str | None:
     return None
 
 
-async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | None) -> str:
-    """Check ``/models`` answers like an OpenAI server; return ``model`` or the first id served."""
+async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | None) -> tuple[str, list[str]]:
+    """Check ``/models`` answers like an OpenAI server; return ``model`` (or the first id served) and the ids served."""
     try:
         response = await http.get("models", timeout=30.0)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -141,8 +141,9 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
         raise EndpointError(
             f"{shown_url}: /models did not return an OpenAI model list: not an OpenAI-compatible server?"
         ) from None
+    served = [str(i) for i in ids]
     if model:
-        return model  # servers behind gateways may list fewer models than they route
-    if not ids:
+        return model, served  # servers behind gateways may list fewer models than they route
+    if not served:
         raise EndpointError(f"{shown_url}: /models lists no model; pass --model")
-    return str(ids[0])
+    return served[0], served

@@ -25,6 +25,14 @@ WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "a
 class BadRequest(ValueError):
     """A request the OpenAI API would reject with 400."""
 
+    status = 400
+
+
+class UnknownModel(BadRequest):
+    """A model the server does not serve: 404, as vLLM and OpenAI answer."""
+
+    status = 404
+
 
 @dataclass(frozen=True, slots=True)
 class SimRequest:
@@ -120,6 +128,8 @@ def parse_request(
     if not isinstance(options, dict):
         raise BadRequest("'stream_options' must be an object")
     model = data.get("model") or default_model
+    if model != default_model:
+        raise UnknownModel(f"The model `{model}` does not exist.")
     return SimRequest(
         api=api,
         model=str(model),

@@ -159,7 +159,7 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
             options.tokenizer,
         )
     except BadRequest as exc:
-        return _error(str(exc), 400)
+        return _error(str(exc), exc.status)
     rng = request.app[RNG_KEY]
     fault = options.faults.draw(rng)
     if fault is Fault.HTTP_429:

@@ -123,6 +123,15 @@ def test_wrong_path_is_explained(sim: SimProcess, tmp_path: Path) -> None:
     assert result.exit_code == 3 and "404" in result.stderr
 
 
+def test_a_wrong_model_name_shows_the_servers_reason_and_the_models_served(sim: SimProcess, tmp_path: Path) -> None:
+    args = ["run", "--url", sim.base_url, "--api-key", KEY, "--model", "no-such-model", "--concurrency", "1"]
+    result = invoke([*args, "--requests", "1", "-o", str(tmp_path / "r.json")])
+    assert result.exit_code == 3
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "HTTP 404: The model `no-such-model` does not exist" in lines[0]
+    assert "/models lists: sim-model" in lines[0] and "Traceback" not in result.output
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
