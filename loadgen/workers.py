@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import queue
 import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from multiprocessing import resource_tracker
 from multiprocessing.synchronize import Event as MpEvent
 from typing import Any
 
@@ -74,8 +76,15 @@ def _share(total: int, n: int, i: int) -> int:
     return total // n + (1 if i < total % n else 0)
 
 
+#: What a terminal, ``kill -- -PGID``, a CI job timeout or a closed SSH session sends to the whole
+#: process group. Workers ignore them: the parent catches them and stops every worker through
+#: ``stop_flag``, so their partial results are still merged instead of dying with the signal.
+GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _child(job: WorkerJob, ready: Any, go: MpEvent, stop: MpEvent, t0_box: Any, results: Any) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     try:
         ready.put(job.index)
         go.wait()
@@ -87,9 +96,11 @@ def _child(job: WorkerJob, ready: Any, go: MpEvent, stop: MpEvent, t0_box: Any, 
 
 async def _child_level(job: WorkerJob, t0: float, stop_flag: MpEvent) -> LevelResult:
     stop = asyncio.Event()
+    parent = os.getppid()
 
     async def relay() -> None:
-        while not stop_flag.is_set():
+        # the parent's stop, or the parent gone (killed outright): either way, wind down
+        while not stop_flag.is_set() and os.getppid() == parent:
             await asyncio.sleep(0.1)
         stop.set()
 
@@ -120,6 +131,7 @@ async def run_level_in_processes(
     stop: asyncio.Event,
 ) -> MultiProcessOutcome:
     """Run ``plan`` on ``workers`` processes and merge their results."""
+    _start_resource_tracker()
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     go, stop_flag = ctx.Event(), ctx.Event()
@@ -148,6 +160,21 @@ async def run_level_in_processes(
     if lost:
         merged = replace(merged, complete=False)
     return MultiProcessOutcome(merged, tuple(lost))
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP ignored.
+
+    The tracker (which the queues and events below need) ignores SIGINT and
+    SIGTERM but not SIGHUP: a closed terminal killed it, and its relaunch
+    printed a stdlib ``KeyError`` traceback. An ignored disposition survives
+    its exec; a handler would not.
+    """
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 async def _await_ready(procs: list[Any], ready: Any) -> tuple[set[int], list[str]]:

@@ -150,8 +150,14 @@ def _error(message: str, status: int, headers: dict[str, str] | None = None) -> 
 async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     options = request.app[OPTIONS_KEY]
     try:
+        body = await request.read()
+    except ConnectionResetError:
+        # The client left before its body arrived: nothing to answer, nothing to log (a load
+        # tester's clients are cut off all the time; aiohttp would print a traceback).
+        return web.Response()
+    try:
         req = parse_request(
-            await request.read(),
+            body,
             api,
             options.model,
             options.default_max_tokens,

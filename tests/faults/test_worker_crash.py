@@ -6,11 +6,16 @@ import asyncio
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import pytest
 
 from loadgen.client import HttpOptions
-from loadgen.results import Load
+from loadgen.results import Load, load
 from loadgen.runner import LevelPlan
 from loadgen.sim.server import SimProcess
 from loadgen.workers import run_level_in_processes
@@ -44,3 +49,31 @@ async def test_one_dead_worker_leaves_the_others_data() -> None:
     assert len(outcome.lost_workers) == 1 and "died" in outcome.lost_workers[0], outcome.lost_workers
     assert not outcome.result.complete
     assert outcome.result.completed > 0 and outcome.result.workers == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_signal_to_the_whole_process_group_keeps_every_workers_data(tmp_path: Path, sig: signal.Signals) -> None:
+    # A closed SSH session (HUP) or a CI timeout (TERM) signals every process of the group: the
+    # workers and multiprocessing's resource tracker too, not only loadgen's own process.
+    out = tmp_path / "r.json"
+    with SimProcess() as sim:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", "run", "--url", sim.base_url, "--concurrency", "4", "--workers", "2",
+             "--duration", "60", "--max-tokens", "8", "-o", str(out), "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while _tokens_served(sim.base_url) < 200:  # both workers are streaming: the level is under way
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert b"Traceback" not in err and b"died" not in err, err
+    level = load(out).levels[0]
+    assert not level.complete and level.workers == 2 and level.completed > 0
+
+
+def _tokens_served(base_url: str) -> float:
+    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if "generation_tokens_total{" in line)
