@@ -15,7 +15,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_prompt_tokens
+from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
 from planner.plan import CapacityPlan
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
@@ -245,6 +245,7 @@ def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
 
 
 PROMPT_TOLERANCE = 0.10  # realised prompt tokens this far from the request: said out loud
+SHORT_ANSWERS = 0.90  # answers shorter than this share of max_tokens on average: the server stopped early
 
 
 def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> Verdicts | None:
@@ -261,11 +262,17 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if verdicts is not None:
         out += verdicts.problems
     asked = (results.settings.get("prompt_tokens") or {}).get("mean")
+    asked_out = (results.settings.get("output_tokens") or {}).get("mean")
     for lv in results.levels:
         realised = mean_prompt_tokens([lv])
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
             out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked} were asked (the "
                        "server's tokenizer); the results describe the realised length")  # fmt: skip
+        answered = mean_output_tokens([lv])
+        if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
+            out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out} were asked: "
+                       "the server stopped early (end of sequence); for fixed lengths pass --extra-body "
+                       "'{\"ignore_eos\": true}' (vLLM, SGLang)")  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.empty:

@@ -226,3 +226,26 @@ def test_the_sse_cap_is_a_flag(tmp_path) -> None:  # type: ignore[no-untyped-def
         app, ["run", "--url", "sim", "--requests", "1", "--concurrency", "1", "--max-event-mib", "0"]
     )
     assert refused.exit_code == 2 and "--max-event-mib" in refused.stderr
+
+
+def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
+    # A server that stops at end-of-sequence answers fewer tokens than max_tokens asked.
+    from loadgen.metrics import LevelRecorder
+    from loadgen.records import RequestRecord
+    from loadgen.results import Load, Results, RunInfo, Target
+    from planner.report import caveats
+
+    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    for i, tokens in enumerate((20, 24, 28)):
+        t = float(i)
+        times = tuple(t + 0.1 + 0.01 * k for k in range(tokens))
+        recorder.add(
+            RequestRecord(t, None, t, times[0], times[-1], times[-1], times, None, tokens, False, 8, None, 200)
+        )
+    level = recorder.finish(3.0)
+    settings = {"output_tokens": {"mean": 32, "dist": "fixed", "spread": 0.0}}
+    results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "chat"), settings, (level,), True)
+    said = [c for c in caveats(results) if "stopped early" in c]
+    assert len(said) == 1 and "averaged 24 tokens where up to 32" in said[0] and "ignore_eos" in said[0]
+    results = Results(results.run, results.target, {"output_tokens": {"mean": 26}}, (level,), True)
+    assert not any("stopped early" in c for c in caveats(results))
