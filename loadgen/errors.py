@@ -33,6 +33,12 @@ class ResultsError(LoadgenError):
     """A results file that is missing, corrupt or unreadable."""
 
 
+class MissingResultsFile(ResultsError):
+    """A results file argument that names no file: a usage error (exit 2), not untrustworthy data."""
+
+    exit_code = 2
+
+
 class SchemaVersionError(ResultsError):
     """A results file written by a newer loadgen than this one."""
 

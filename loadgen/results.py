@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
+from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
 from loadgen.quantity import Quantity, samples_needed
@@ -506,8 +506,8 @@ def save_atomic(results: Results, path: Path) -> None:
 def load(path: Path) -> Results:
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such results file") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise MissingResultsFile(f"{path}: no such results file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: cannot read ({exc})") from None
     return Results.from_json(text, source=str(path))

@@ -14,7 +14,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     help="Load testing and SLO capacity planning for OpenAI-compatible streaming LLM endpoints.\n\n"
-    "Exit codes: 0 ok; 1 gate failed; 2 usage error; 3 run or input error.",
+    "Exit codes: 0 ok; 1 gate failed; 2 usage error (a flag, a missing file); 3 the run failed or cannot be trusted.",
 )
 
 

@@ -7,38 +7,85 @@ from typing import Annotated
 
 import typer
 
+# --help panels: ``run`` has about 40 flags; grouped, a user finds the one they need.
+LOAD = "Load"
+WORKLOAD = "Workload"
+TARGET = "Target"
+MEASURE = "Measurement"
+OUTPUT = "Output"
+
 ApiKeyOpt = Annotated[
     str | None,
     typer.Option(
-        envvar="OPENAI_API_KEY", show_default=False, help="Bearer key (default: $OPENAI_API_KEY). Never stored."
+        envvar="OPENAI_API_KEY",
+        show_default=False,
+        metavar="KEY",
+        rich_help_panel=TARGET,
+        help="Bearer key (default: $OPENAI_API_KEY). Never stored.",
     ),
 ]
 HeaderOpt = Annotated[
-    list[str] | None, typer.Option(help="Extra request header NAME:VALUE (repeatable); values are never stored.")
+    list[str] | None,
+    typer.Option(
+        metavar="NAME:VALUE",
+        rich_help_panel=TARGET,
+        help="Extra request header (repeatable); values are never stored.",
+    ),
 ]
-TimeoutOpt = Annotated[float, typer.Option(help="Per-request limit, s.")]
-InsecureOpt = Annotated[bool, typer.Option(help="Skip TLS verification (self-signed certificates).")]
+TimeoutOpt = Annotated[float, typer.Option(metavar="SECONDS", rich_help_panel=TARGET, help="Per-request limit.")]
+InsecureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--insecure", metavar="", rich_help_panel=TARGET, help="Skip TLS verification (self-signed certificates)."
+    ),
+]
 MaxEventOpt = Annotated[
-    float, typer.Option(help="An SSE line or event larger than this (Mi characters) fails its request.")
+    float,
+    typer.Option(
+        metavar="MIB",
+        rich_help_panel=TARGET,
+        help="An SSE line or event larger than this (Mi characters) fails its request.",
+    ),
 ]
-TransportOpt = Annotated[str, typer.Option(help="aiohttp | httpx")]
-WorkersOpt = Annotated[int, typer.Option(min=1, help="Worker processes sharing each level.")]
-ScrapeOpt = Annotated[str, typer.Option(help="Scrape the server's /metrics: auto | on | off.")]
-OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Results file (JSON).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-QuietOpt = Annotated[bool, typer.Option(help="No live progress.")]
+TransportOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="aiohttp|httpx",
+        rich_help_panel=TARGET,
+        help="HTTP stack: aiohttp's pool under httpx's API, or httpx's own (collapses past ~64 streams).",
+    ),
+]
+WorkersOpt = Annotated[
+    int, typer.Option(min=1, metavar="N", rich_help_panel=LOAD, help="Worker processes sharing each level.")
+]
+ScrapeOpt = Annotated[
+    str, typer.Option(metavar="auto|on|off", rich_help_panel=MEASURE, help="Scrape the server's /metrics.")
+]
+OutputOpt = Annotated[
+    Path, typer.Option("--output", "-o", metavar="FILE", rich_help_panel=OUTPUT, help="Results file (JSON).")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", metavar="", rich_help_panel=OUTPUT, help="Print machine-readable JSON on stdout.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", metavar="", rich_help_panel=OUTPUT, help="No live progress.")]
 ConventionOpt = Annotated[
     str,
     typer.Option(
+        metavar="tokens|text",
+        rich_help_panel=MEASURE,
         help="Which chunks time the stream: tokens (every token event, "
-        "empty-content ones included: DESIGN.md) | text (text chunks only)."
+        "empty-content ones included: DESIGN.md) | text (text chunks only).",
     ),
 ]
 StartOpt = Annotated[
     str,
     typer.Option(
+        metavar="staggered|burst",
+        rich_help_panel=LOAD,
         help="Closed loop: staggered (clients spread over about one request) | burst (all at once, as vLLM's "
-        "benchmark does; phase-locks clients into cohorts). Recorded in the results."
+        "benchmark does; phase-locks clients into cohorts). Recorded in the results.",
     ),
 ]
-ModelOpt = Annotated[str | None, typer.Option(help="Model id (default: first from /models).")]
+ModelOpt = Annotated[
+    str | None, typer.Option(metavar="ID", rich_help_panel=TARGET, help="Model id (default: first from /models).")
+]

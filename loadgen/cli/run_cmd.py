@@ -12,6 +12,11 @@ from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
 from loadgen.cli.execute import http_options, parse_extra_body, progress_observer, resolved_url, run_with_interrupt
 from loadgen.cli.options import (
+    LOAD,
+    MEASURE,
+    OUTPUT,
+    TARGET,
+    WORKLOAD,
     ApiKeyOpt,
     ConventionOpt,
     HeaderOpt,
@@ -32,6 +37,7 @@ from loadgen.errors import UsageError
 from loadgen.records import RecordsWriter
 from loadgen.results import Load, save_atomic
 from loadgen.runner import LevelPlan
+from loadgen.schedule import ARRIVALS
 from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
 from loadgen.sse import APIS, CONVENTIONS
 from loadgen.target import parse_headers
@@ -44,53 +50,110 @@ def run(
     url: Annotated[
         str,
         typer.Option(
-            help="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1; "
-            "'sim' starts the built-in simulator."
+            envvar="OPENAI_BASE_URL",
+            metavar="URL",
+            rich_help_panel=TARGET,
+            help="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 (default: "
+            "$OPENAI_BASE_URL); 'sim' starts the built-in simulator.",
         ),
     ],
-    concurrency: Annotated[int | None, typer.Option(help="Closed loop: number of concurrent clients.")] = None,
-    rate: Annotated[float | None, typer.Option(help="Open loop: requests per second.")] = None,
-    arrival: Annotated[str, typer.Option(help="Open loop arrivals: constant | poisson | gamma.")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="Gamma shape (1 = Poisson, < 1 burstier).")] = 1.0,
-    max_in_flight: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Measured duration after warm-up, s.")] = None,
-    requests: Annotated[int | None, typer.Option(help="Request budget (warm-up included).")] = None,
-    warmup: Annotated[float, typer.Option(help="Warm-up excluded from the measurement, s.")] = 0.0,
+    concurrency: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Closed loop: number of concurrent clients.")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(metavar="PER_S", rich_help_panel=LOAD, help="Open loop: requests per second.")
+    ] = None,
+    arrival: Annotated[
+        str, typer.Option(metavar="constant|poisson|gamma", rich_help_panel=LOAD, help="Open loop arrivals.")
+    ] = "poisson",
+    burstiness: Annotated[
+        float, typer.Option(metavar="K", rich_help_panel=LOAD, help="Gamma shape (1 = Poisson, < 1 burstier).")
+    ] = 1.0,
+    max_in_flight: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Open loop: cap on requests in flight.")
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Measured duration after warm-up.")
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Request budget (warm-up included).")
+    ] = None,
+    warmup: Annotated[
+        float, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Warm-up excluded from the measurement.")
+    ] = 0.0,
     ramp_up: Annotated[
         float | None,
         typer.Option(
-            help="Closed loop: start clients staggered over this span, s (default: one probe request's duration)."
+            metavar="SECONDS",
+            rich_help_panel=LOAD,
+            help="Closed loop: start clients staggered over this span (default: one probe request's duration).",
         ),
     ] = None,
-    api: Annotated[str, typer.Option(help="chat | completions")] = "chat",
+    start: StartOpt = "staggered",
+    workers: WorkersOpt = 1,
+    seed: Annotated[
+        int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Seed for prompts, lengths and arrivals.")
+    ] = 0,
+    api: Annotated[str, typer.Option(metavar="chat|completions", rich_help_panel=TARGET, help="Which API.")] = "chat",
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
     header: HeaderOpt = None,
-    extra_body: Annotated[
-        str | None, typer.Option(help="JSON merged into every request body, e.g. '{\"ignore_eos\": true}' for vLLM.")
-    ] = None,
-    prompt_tokens: Annotated[int, typer.Option(help="Synthetic prompt length, tokens.")] = 128,
-    prompt_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
-    prompt_spread: Annotated[float, typer.Option(help="Relative spread of the prompt length.")] = 0.0,
-    dataset: Annotated[Path | None, typer.Option(help='JSONL prompts: {"prompt": ...} or {"messages": [...]}.')] = None,
-    shared_prompts: Annotated[
-        bool, typer.Option(help="Let prompts share prefixes (default: unique per request).")
-    ] = False,
-    max_tokens: Annotated[int, typer.Option(help="Output tokens per request (max_tokens).")] = 128,
-    output_dist: Annotated[str, typer.Option(help="fixed | uniform | normal | lognormal")] = "fixed",
-    output_spread: Annotated[float, typer.Option(help="Relative spread of the output length.")] = 0.0,
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
     max_event_mib: MaxEventOpt = 4.0,
+    prompt_tokens: Annotated[
+        int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Synthetic prompt length, tokens.")
+    ] = 128,
+    prompt_dist: Annotated[
+        str, typer.Option(metavar="DIST", rich_help_panel=WORKLOAD, help="fixed | uniform | normal | lognormal")
+    ] = "fixed",
+    prompt_spread: Annotated[
+        float, typer.Option(metavar="CV", rich_help_panel=WORKLOAD, help="Relative spread of the prompt length.")
+    ] = 0.0,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", rich_help_panel=WORKLOAD, help='JSONL prompts: {"prompt": ...} or {"messages": [...]}.'
+        ),
+    ] = None,
+    shared_prompts: Annotated[
+        bool,
+        typer.Option(
+            "--shared-prompts",
+            metavar="",
+            rich_help_panel=WORKLOAD,
+            help="Let prompts share prefixes (default: unique per request).",
+        ),
+    ] = False,
+    max_tokens: Annotated[
+        int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Output tokens per request (max_tokens).")
+    ] = 128,
+    output_dist: Annotated[
+        str, typer.Option(metavar="DIST", rich_help_panel=WORKLOAD, help="fixed | uniform | normal | lognormal")
+    ] = "fixed",
+    output_spread: Annotated[
+        float, typer.Option(metavar="CV", rich_help_panel=WORKLOAD, help="Relative spread of the output length.")
+    ] = 0.0,
+    extra_body: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JSON",
+            rich_help_panel=WORKLOAD,
+            help="JSON merged into every request body, e.g. '{\"ignore_eos\": true}' for vLLM.",
+        ),
+    ] = None,
     metric_convention: ConventionOpt = "tokens",
-    start: StartOpt = "staggered",
-    workers: WorkersOpt = 1,
     scrape_metrics: ScrapeOpt = "auto",
-    lag_threshold_ms: Annotated[float, typer.Option(help="p99 generator lag that flags a level client-bound.")] = 10.0,
-    seed: Annotated[int, typer.Option(help="Seed for prompts, lengths and arrivals.")] = 0,
+    lag_threshold_ms: Annotated[
+        float,
+        typer.Option(metavar="MS", rich_help_panel=MEASURE, help="p99 generator lag that flags a level client-bound."),
+    ] = 10.0,
     output: OutputOpt = Path("results.json"),
-    records: Annotated[Path | None, typer.Option(help="Also write one raw record per request (JSONL).")] = None,
+    records: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", rich_help_panel=OUTPUT, help="Also write one raw record per request (JSONL)."),
+    ] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -182,8 +245,8 @@ def run(
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
     out.err.print(f"results written to {output}", highlight=False)
-    if not result.complete:
-        raise typer.Exit(EXIT_RUN_ERROR)
+    if not result.complete or level.completed == 0:
+        raise typer.Exit(EXIT_RUN_ERROR)  # an interrupted level, or nothing measured: never a silent success
 
 
 def _load(
@@ -202,9 +265,18 @@ def _load(
         raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
     if max_in_flight is not None and max_in_flight < 1:
         raise UsageError(f"--max-in-flight: must be a positive integer, got {max_in_flight}")
-    choice("--arrival", arrival, ("constant", "poisson", "gamma"))
-    return Load("rate", rate, arrival, burstiness, max_in_flight)
+    return Load("rate", rate, choice("--arrival", arrival, ARRIVALS), burstiness, max_in_flight)
+
+
+EXAMPLES = """Examples:
+
+  loadgen run --url sim --concurrency 8 --duration 20 -o results.json
+
+  loadgen run --url http://127.0.0.1:8000/v1 --concurrency 32 --duration 60 --warmup 10 --max-tokens 200 --extra-body '{"ignore_eos": true}'
+
+  loadgen run --url http://127.0.0.1:8000/v1 --rate 20 --arrival gamma --burstiness 0.5 --duration 60
+"""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", epilog=EXAMPLES)(run)

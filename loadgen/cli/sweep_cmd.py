@@ -14,6 +14,8 @@ from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
 from loadgen.cli.execute import http_options, progress_observer, resolved_url, run_with_interrupt
 from loadgen.cli.options import (
+    LOAD,
+    TARGET,
     ApiKeyOpt,
     ConventionOpt,
     HeaderOpt,
@@ -60,26 +62,64 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
 
 @friendly_errors
 def sweep(
-    profile: Annotated[str, typer.Option("--profile", "-p", help="Profile name (profiles/NAME.yaml) or path.")],
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            "-p",
+            metavar="NAME|FILE",
+            rich_help_panel=LOAD,
+            help="Profile name (see `profile list`) or path.",
+        ),
+    ],
     url: Annotated[
-        str | None, typer.Option(help="Base URL (overrides the profile's target; 'sim' for the built-in simulator).")
+        str | None,
+        typer.Option(
+            metavar="URL",
+            rich_help_panel=TARGET,
+            help="Base URL (overrides the profile's target; 'sim' for the built-in simulator).",
+        ),
     ] = None,
-    levels: Annotated[str | None, typer.Option(help="Override the levels, e.g. 1,2,4,8.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Override the measured duration per level, s.")] = None,
-    warmup: Annotated[float | None, typer.Option(help="Override the warm-up per level, s.")] = None,
-    requests: Annotated[int | None, typer.Option(help="Override the request budget per level.")] = None,
+    levels: Annotated[
+        str | None, typer.Option(metavar="A,B,...", rich_help_panel=LOAD, help="Override the levels, e.g. 1,2,4,8.")
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the measured duration per level."),
+    ] = None,
+    warmup: Annotated[
+        float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the warm-up per level.")
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Override the request budget per level.")
+    ] = None,
     min_requests: Annotated[
         int | None,
         typer.Option(
+            metavar="N",
+            rich_help_panel=LOAD,
             help="Request floor per level: a level runs past its duration "
             "until this many completed (default: what the SLOs' "
-            "percentiles need, e.g. 59 for a p95)."
+            "percentiles need, e.g. 59 for a p95).",
         ),
     ] = None,
     model: ModelOpt = None,
-    seed: Annotated[int | None, typer.Option(help="Override the profile's seed.")] = None,
-    sim_mode: Annotated[str | None, typer.Option(help="Simulator target only: continuous | static.")] = None,
-    no_stop: Annotated[bool, typer.Option(help="Run every level: no early stop on breach or saturation.")] = False,
+    seed: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Override the profile's seed.")
+    ] = None,
+    sim_mode: Annotated[
+        str | None,
+        typer.Option(metavar="continuous|static", rich_help_panel=TARGET, help="Simulator target only: batching mode."),
+    ] = None,
+    no_stop: Annotated[
+        bool,
+        typer.Option(
+            "--no-stop",
+            metavar="",
+            rich_help_panel=LOAD,
+            help="Run every level: no early stop on breach or saturation.",
+        ),
+    ] = False,
     api_key: ApiKeyOpt = None,
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 600.0,
@@ -195,5 +235,15 @@ def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capaci
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
 
 
+EXAMPLES = """Examples:
+
+  loadgen sweep --profile quickstart -o sweep.json
+
+  loadgen sweep --profile chat --url http://127.0.0.1:8000/v1 --levels 1,4,16,64 -o chat.json
+
+  loadgen plan sweep.json --slo "tpot_p95<50ms" --qps 40
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep)
+    app.command("sweep", epilog=EXAMPLES)(sweep)

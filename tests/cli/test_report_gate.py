@@ -164,3 +164,16 @@ def test_baseline_rerun_passes_and_a_slower_law_is_a_regression(tmp_path: Path) 
     assert table.exit_code == 0 and "tpot_p50" in table.stdout and "*" in table.stdout
     doc = json.loads(invoke("compare", str(base), str(slower), "--json").stdout)
     assert any(d["regression"] for d in doc["comparisons"][0]["deltas"])
+
+
+@pytest.mark.parametrize("command", ["gate", "report", "plan", "compare"])
+def test_a_missing_results_file_is_a_usage_error_and_a_corrupt_one_untrusted(command: str, tmp_path: Path) -> None:
+    # The gate's exit table: 2 for a file argument that names nothing, 3 for data that cannot be trusted.
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema": "loadgen.results"')
+    extra = [str(corrupt)] if command == "compare" else []
+    missing = runner.invoke(app, [command, str(tmp_path / "missing.json"), *extra])
+    assert missing.exit_code == 2 and "no such results file" in missing.stderr
+    if command != "compare":
+        broken = runner.invoke(app, [command, str(corrupt)])
+        assert broken.exit_code == 3 and "Traceback" not in broken.output

@@ -250,3 +250,18 @@ def test_no_artefact_or_message_ever_contains_the_key(sim: SimProcess, tmp_path:
     assert len(artefacts) >= 7
     for text in artefacts + outputs:
         assert KEY not in text
+
+
+def test_a_level_with_no_completed_request_exits_3(sim: SimProcess, tmp_path: Path) -> None:
+    # Both requests finish inside the warm-up: nothing was measured, which is never a success.
+    args = ["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "1", "--requests", "2"]
+    result = invoke([*args, "--warmup", "30", "--max-tokens", "4", "-o", str(tmp_path / "r.json"), "--quiet"])
+    assert result.exit_code == 3 and "no request completed" in result.stderr
+    assert load(tmp_path / "r.json").levels[0].completed == 0  # the file is still written
+
+
+def test_the_url_defaults_to_openai_base_url(sim: SimProcess, tmp_path: Path) -> None:
+    args = ["run", "--concurrency", "1", "--requests", "2", "--max-tokens", "4", "-o", str(tmp_path / "r.json")]
+    result = invoke(args, env={"OPENAI_BASE_URL": sim.base_url, "OPENAI_API_KEY": KEY})
+    assert result.exit_code == 0, result.output
+    assert load(tmp_path / "r.json").levels[0].completed >= 1
