@@ -31,7 +31,16 @@ from loadgen.workload import LENGTH_DISTS, LengthDist, owned_key_problem
 C = TypeVar("C", bound=str)
 
 SCHEMA_VERSION: Final = 1
-PROFILE_DIRS: Final = (Path("profiles"), Path(__file__).resolve().parents[1] / "profiles")
+
+
+def _shipped_profiles() -> Path:
+    """The profiles that come with loadgen: ``profiles/`` in a checkout, ``loadgen/builtin_profiles`` in a wheel."""
+    installed = Path(__file__).resolve().parent / "builtin_profiles"
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[1] / "profiles"
+
+
+#: Searched in order: the user's own ``profiles/`` in the working directory, then the shipped ones.
+PROFILE_DIRS: Final = (Path("profiles"), _shipped_profiles())
 
 
 @dataclass(frozen=True, slots=True)

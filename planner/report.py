@@ -14,6 +14,7 @@ import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
 from planner.plan import CapacityPlan
@@ -68,9 +69,29 @@ class Plot:
 @dataclass(frozen=True, slots=True)
 class Report:
     title: str
+    headline: str  # the answer in one sentence, first thing a reader sees
     meta: tuple[tuple[str, str], ...]
     sections: tuple[Section, ...]
     plots: tuple[Plot, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as data (``report --json``): the same sections the Markdown shows."""
+        return {
+            "title": self.title,
+            "headline": self.headline,
+            "meta": dict(self.meta),
+            "sections": [
+                {
+                    "title": sec.title,
+                    "paragraphs": list(sec.paragraphs),
+                    "table": None
+                    if sec.table is None
+                    else [dict(zip(sec.table.columns, row)) for row in sec.table.rows],
+                    "bullets": list(sec.bullets),
+                }
+                for sec in self.sections
+            ],
+        }
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
@@ -326,7 +347,33 @@ def build_report(
         sections.append(Section("Caveats", bullets=notes))
     sections.append(Section("Metric definitions", paragraphs=(DEFINITIONS,)))
     title = f"Capacity report: {results.target.model}"
-    return Report(title, meta, tuple(sections), plots)
+    return Report(title, headline(results, plan, slos), meta, tuple(sections), plots)
+
+
+def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> str:
+    """One sentence: the deciding batch and replica count when there is a plan, and whether to trust them."""
+    parts = []
+    if plan is not None and plan.max_batch is not None:
+        deciding = min(
+            (lim for lim in plan.limits if lim.batch is not None), key=lambda lim: lim.batch or 0, default=None
+        )
+        slo = (
+            f" under {deciding.slo.key} <= {deciding.slo.limit:g}"
+            if deciding is not None
+            else f" ({plan.max_batch_method})"
+            if plan.max_batch_method
+            else ""
+        )
+        parts.append(f"max batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)}{slo}")
+    if plan is not None and plan.recommended_replicas is not None and plan.sizing is not None:
+        parts.append(f"{plan.recommended_replicas} replicas for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s")
+    verdicts = level_verdicts(results, plan, slos)
+    untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
+    n = len(results.levels)
+    trust = f"{n} level(s), {untrusted} untrusted" if untrusted else f"{n} level(s), all trusted"
+    if not results.complete:
+        trust += ", run incomplete"
+    return "; ".join([*parts, trust]) + "."
 
 
 def _md_cell(text: str) -> str:
@@ -334,7 +381,7 @@ def _md_cell(text: str) -> str:
 
 
 def to_markdown(report: Report) -> str:
-    out = [f"# {report.title}", ""]
+    out = [f"# {report.title}", "", f"**{_md_cell(report.headline)}**", ""]
     out += [f"- **{k}**: {_md_cell(v)}" for k, v in report.meta]
     for section in report.sections:
         out += ["", f"## {section.title}", ""]
@@ -371,6 +418,7 @@ def to_html(report: Report) -> str:
         f"<title>{e(report.title)}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>{e(report.title)}</h1>",
+        f"<p><strong>{e(report.headline)}</strong></p>",
         '<dl class="meta">',
     ]
     out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report.meta]

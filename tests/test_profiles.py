@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,13 @@ def test_cli_validate_exit_codes(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "load.levels[0]" in result.stderr and "Traceback" not in result.output
     shown = runner.invoke(app, ["profile", "show", "quickstart"])
     assert shown.exit_code == 0 and '"name": "quickstart"' in shown.stdout
+
+
+def test_profile_list_json_names_every_shipped_profile() -> None:
+    result = CliRunner().invoke(app, ["profile", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    names = {row["name"] for row in rows}
+    assert {"quickstart", "chat", "ci-gate"} <= names
+    quick = next(row for row in rows if row["name"] == "quickstart")
+    assert quick["target"] == "simulator" and quick["levels"][0] == 2

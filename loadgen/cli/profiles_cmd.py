@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,14 +17,22 @@ app = typer.Typer(no_args_is_help=True, help="List, show and validate workload p
 
 @app.command("list")
 @friendly_errors
-def list_cmd() -> None:
-    """The shipped profiles (profiles/*.yaml) and what each is for."""
-    table = Table("name", "target", "levels", "description")
+def list_cmd(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """The shipped profiles (and ./profiles/*.yaml) and what each is for."""
+    rows: list[dict[str, Any]] = []
     for path in list_profiles():
         p = load_profile(path)
-        table.add_row(
-            p.name, "simulator" if p.url is None else p.url, ", ".join(f"{v:g}" for v in p.load.levels), p.description
-        )
+        target = "simulator" if p.url is None else p.url
+        rows.append({"name": p.name, "target": target, "levels": list(p.load.levels), "description": p.description,
+                     "path": str(path)})  # fmt: skip
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("name", "target", "levels", "description")
+    for row in rows:
+        table.add_row(row["name"], row["target"], ", ".join(f"{v:g}" for v in row["levels"]), row["description"])
     consoles().out.print(table)
 
 

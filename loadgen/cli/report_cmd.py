@@ -37,7 +37,7 @@ def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple
 
 
 def rich_report(report: Report) -> RenderableType:
-    parts: list[RenderableType] = [Text(report.title, style="bold")]
+    parts: list[RenderableType] = [Text(report.title, style="bold"), Text(report.headline)]
     parts += [Text(f"{k}: {v}") for k, v in report.meta]
     for section in report.sections:
         parts.append(Text(f"\n{section.title}", style="bold underline"))
@@ -76,6 +76,7 @@ def report(
     profile: Annotated[str | None, typer.Option(help="Take SLOs from this profile.")] = None,
     qps: Annotated[float | None, typer.Option(help="Target QPS for the replica plan.")] = None,
     output_tokens: Annotated[float | None, typer.Option(help="Output tokens per request for the plan.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
     if output is not None and output.suffix not in FORMATS:
@@ -103,8 +104,11 @@ def report(
     )
     plots = html_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
     doc = build_report(results, capacity, slos, plots)
-    if output is None:
+    if json_out:
+        typer.echo(json.dumps(doc.to_json(), indent=2))
+    elif output is None:
         consoles().out.print(rich_report(doc))
+    if output is None:
         return
     output.write_text(to_html(doc) if output.suffix == ".html" else to_markdown(doc), encoding="utf-8")
     consoles().err.print(f"report written to {output}", highlight=False)

@@ -177,3 +177,15 @@ def test_a_missing_results_file_is_a_usage_error_and_a_corrupt_one_untrusted(com
     if command != "compare":
         broken = runner.invoke(app, [command, str(corrupt)])
         assert broken.exit_code == 3 and "Traceback" not in broken.output
+
+
+def test_the_report_leads_with_a_one_line_headline_in_every_format(tmp_path: Path) -> None:
+    stored = Path(__file__).parents[1] / "data" / "results_v1_sweep.json"
+    as_json = runner.invoke(app, ["report", str(stored), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    doc = json.loads(as_json.stdout)
+    assert doc["headline"] == "max batch 16 (the server's saturation plateau B); 5 level(s), 2 untrusted."
+    assert doc["sections"][0]["title"] == "Levels" and doc["sections"][0]["table"][0]["load"] == "c=4"
+    md = tmp_path / "r.md"
+    assert runner.invoke(app, ["report", str(stored), "-o", str(md)]).exit_code == 0
+    assert md.read_text().splitlines()[:3] == ["# Capacity report: sim-model", "", f"**{doc['headline']}**"]
