@@ -82,15 +82,16 @@ def ttft_vs_load(plan: CapacityPlan) -> Plot:
         for attr, label, marker in (("ttft_p50_ms", "TTFT p50", "o-"), ("ttft_p95_ms", "TTFT p95", "s-")):
             x, y = _values(conc, [getattr(lv, attr) for lv in obs.levels])  # type: ignore[arg-type]
             ax.plot(x, y, marker, label=label)
-        if "knee" in sat.states:
-            knee = conc[sat.states.index("knee")]
+        knee = conc[sat.states.index("knee")] if "knee" in sat.states else None
+        if knee is not None:
             ax.axvline(knee, color="C3", ls=":", label=f"knee (B ~ {sat.max_batch:.0f})")
         ax.set_xlabel("load (achieved concurrency)")
         ax.set_ylabel("TTFT (ms)")
         ax.set_yscale("log")
         ax.set_title("TTFT vs load")
         ax.legend()
-        return Plot("ttft_vs_load", "TTFT p50/p95 against load, with the knee marked", _png(fig))
+        said = f"the knee marked at concurrency {knee:.1f}" if knee is not None else "no knee in the range swept"
+        return Plot("ttft_vs_load", f"TTFT p50/p95 against load; {said}", _png(fig))
 
 
 def throughput_vs_load(plan: CapacityPlan) -> Plot:
@@ -141,6 +142,7 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         shown = _labelled(len(obs.results))
+        lows = []
         for lv in (lv for i, lv in enumerate(obs.results) if i in shown):
             counts = lv.histograms[Metric.ITL].counts()
             if not counts:
@@ -148,14 +150,19 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
             values = np.array([v for v, _ in counts], dtype=float) / 1000.0
             cum = np.cumsum([c for _, c in counts]) / sum(c for _, c in counts)
             ax.step(values, cum * 100, where="post", label=lv.load.label)
+            if (p1 := lv.percentile_ms(Metric.ITL, 1)) is not None and p1 > 0:
+                lows.append(p1)
         ax.set_xscale("log")
+        if lows:
+            # a few near-zero gaps (two tokens in one socket read) would stretch a log axis over decades
+            ax.set_xlim(left=min(lows) / 2)
         ax.set_xlabel("inter-token latency (ms)")
         ax.set_ylabel("percentile")
         ax.set_title("ITL distribution per level")
         ax.legend(fontsize=7, ncol=2)
         return Plot(
             "itl_distribution",
-            f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram)",
+            f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram; the axis starts at half the lowest p1)",
             _png(fig),
         )
 

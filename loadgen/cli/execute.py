@@ -14,7 +14,7 @@ from rich.console import Console
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice
-from loadgen.cli.progress import RichProgress
+from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
 from loadgen.observe import LevelObserver, NullObserver
@@ -67,7 +67,10 @@ def resolved_url(url: str | None, sim: SimOptions | None = None) -> Iterator[str
 
 
 def progress_observer(console: Console, quiet: bool) -> LevelObserver:
-    return RichProgress(console) if not quiet and sys.stderr.isatty() else NullObserver()
+    """A live line on a terminal; plain lines every 10 s in a log (CI); nothing with --quiet."""
+    if quiet:
+        return NullObserver()
+    return RichProgress(console) if sys.stderr.isatty() else PlainProgress(console)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill / docker stop / CI timeout, SSH gone

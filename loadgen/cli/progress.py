@@ -1,4 +1,4 @@
-"""Live progress on stderr (rich), off when stderr is not a terminal or with --quiet."""
+"""Progress on stderr: a live line on a terminal, a plain line every few seconds in CI logs, none with --quiet."""
 
 from __future__ import annotations
 
@@ -12,6 +12,51 @@ from loadgen.results import LevelResult, Load, Metric
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
+
+
+def _status(snap: LoadSnapshot, planned_s: float | None) -> str:
+    live = snap.live
+    total = f"/{planned_s:.0f}s" if planned_s else "s"
+    tok_s = live.output_tokens / snap.elapsed_s if snap.elapsed_s > 0 else 0.0
+    return (
+        f"{snap.load.label}  {snap.elapsed_s:.0f}{total}  done {live.completed}  in flight {live.in_flight}  "
+        f"~{tok_s:.0f} tok/s  TTFT p50/p95 {_ms(live.ttft_p50_ms)}/{_ms(live.ttft_p95_ms)} ms  "
+        f"TPOT p50/p95 {_ms(live.tpot_p50_ms)}/{_ms(live.tpot_p95_ms)} ms  errors {live.failed}"
+    )
+
+
+def _summary(result: LevelResult) -> str:
+    tpot = result.percentile_ms(Metric.TPOT, 50)
+    return f"{result.load.label}: {result.completed} done, {result.failed} failed, TPOT p50 {_ms(tpot)} ms" + (
+        "" if result.complete else " (interrupted)"
+    )
+
+
+class PlainProgress:
+    """For a log, not a terminal (CI): a line when a level starts, every ``every_s`` seconds, and at its end.
+
+    A sweep in CI otherwise prints nothing for minutes, and a job that looks
+    hung gets killed.
+    """
+
+    def __init__(self, console: Console, every_s: float = 10.0) -> None:
+        self._console = console
+        self._every_s = every_s
+        self._planned_s: float | None = None
+        self._next_s = every_s
+
+    def on_level_start(self, load: Load, planned_s: float | None) -> None:
+        self._planned_s, self._next_s = planned_s, self._every_s
+        planned = f" (about {planned_s:.0f} s)" if planned_s else ""
+        self._console.print(f"{load.label}: started{planned}", highlight=False, soft_wrap=True)
+
+    def on_progress(self, snap: LoadSnapshot) -> None:
+        if snap.elapsed_s >= self._next_s:
+            self._next_s = (snap.elapsed_s // self._every_s + 1) * self._every_s
+            self._console.print(_status(snap, self._planned_s), highlight=False, soft_wrap=True)
+
+    def on_level_end(self, result: LevelResult) -> None:
+        self._console.print(_summary(result), highlight=False, soft_wrap=True)
 
 
 class RichProgress:
@@ -30,23 +75,10 @@ class RichProgress:
     def on_progress(self, snap: LoadSnapshot) -> None:
         if self._live is None:
             return
-        live = snap.live
-        total = f"/{self._planned_s:.0f}s" if self._planned_s else "s"
-        tok_s = live.output_tokens / snap.elapsed_s if snap.elapsed_s > 0 else 0.0
-        line = (
-            f"{snap.load.label}  {snap.elapsed_s:.0f}{total}  done {live.completed}  in flight {live.in_flight}  "
-            f"~{tok_s:.0f} tok/s  TTFT p50/p95 {_ms(live.ttft_p50_ms)}/{_ms(live.ttft_p95_ms)} ms  "
-            f"TPOT p50/p95 {_ms(live.tpot_p50_ms)}/{_ms(live.tpot_p95_ms)} ms  errors {live.failed}"
-        )
-        self._live.update(Text(line, style="red" if live.failed else ""))
+        self._live.update(Text(_status(snap, self._planned_s), style="red" if snap.live.failed else ""))
 
     def on_level_end(self, result: LevelResult) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        tpot = result.percentile_ms(Metric.TPOT, 50)
-        self._console.print(
-            f"{result.load.label}: {result.completed} done, {result.failed} failed, "
-            f"TPOT p50 {_ms(tpot)} ms" + ("" if result.complete else " (interrupted)"),
-            highlight=False,
-        )
+        self._console.print(_summary(result), highlight=False)

@@ -265,3 +265,14 @@ def test_the_url_defaults_to_openai_base_url(sim: SimProcess, tmp_path: Path) ->
     result = invoke(args, env={"OPENAI_BASE_URL": sim.base_url, "OPENAI_API_KEY": KEY})
     assert result.exit_code == 0, result.output
     assert load(tmp_path / "r.json").levels[0].completed >= 1
+
+
+def test_progress_in_a_log_is_plain_lines_and_quiet_is_silent(sim: SimProcess, tmp_path: Path) -> None:
+    # CliRunner's stderr is not a terminal, as in CI: plain lines, no live display.
+    args = ["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "2", "--requests", "6",
+            "--max-tokens", "4", "-o", str(tmp_path / "r.json")]  # fmt: skip
+    shown = invoke(args)
+    assert shown.exit_code == 0, shown.output
+    assert "c=2: started" in shown.stderr and "c=2: 6 done, 0 failed" in shown.stderr and "\r" not in shown.stderr
+    quiet = invoke([*args, "--quiet"])
+    assert "started" not in quiet.stderr
