@@ -119,6 +119,15 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
             if model is not None and model is not fit:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
         limits.append(max_batch_under_slo(obs, saturation, slo, model))
+    if results.settings.get("imported"):
+        # synthesised histograms answer the table's percentiles, not their confidence intervals
+        limits = [
+            dataclasses.replace(lim, quality="unknown", more_requests=None)
+            if lim.quality in ("resolved", "unresolved")
+            else lim
+            for lim in limits
+        ]
+        warnings.append("imported numbers: percentile intervals unknown; 'unknown' answers rest on the table alone")
     output_tokens = request.output_tokens or obs.output_tokens_mean
     prefill = _prefill(obs, fit, request)
     return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill)

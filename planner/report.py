@@ -308,7 +308,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         out += [
             f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
             for lim in plan.limits
-            if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound")
+            if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
         ]
         out += list(plan.warnings)
     return tuple(dict.fromkeys(out))

@@ -39,6 +39,7 @@ Quality = Literal[
     "below the floor",  # a law whose batch-1 step already breaches: no batch meets it
     "insufficient range",  # no unsaturated level measured it
     "model only",  # what-if: the stated law alone
+    "unknown",  # imported numbers: it crosses between two levels, but without samples no interval decides it
 ]
 _SLO = re.compile(
     r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$"

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from loadgen import __version__
-from loadgen.cli import analyze, measure, profiles_cmd, report_cmd, run_cmd, sweep_cmd
+from loadgen.cli import analyze, import_cmd, measure, profiles_cmd, report_cmd, run_cmd, sweep_cmd
 
 app = typer.Typer(
     name="loadgen",
@@ -39,3 +39,4 @@ sweep_cmd.register(app)
 profiles_cmd.register(app)
 analyze.register(app)
 report_cmd.register(app)
+import_cmd.register(app)

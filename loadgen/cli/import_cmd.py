@@ -1,0 +1,60 @@
+"""``loadgen import``: another tool's numbers (a per-level table, vLLM bench serve JSON) as a results file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from loadgen.cli.common import check_writable, consoles, friendly_errors
+from loadgen.errors import UsageError
+from loadgen.imports import ImportedLevel, read_levels, to_results
+from loadgen.results import save_atomic
+
+
+@friendly_errors
+def import_cmd(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="FILE...",
+            help="A per-level table (CSV or JSON list; columns in the README), or vLLM bench serve result "
+            "JSON files (one level each).",
+        ),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Results file to write.")] = Path(
+        "imported.json"
+    ),
+    model: Annotated[str, typer.Option(metavar="ID", help="Model name to record.")] = "unknown",
+) -> None:
+    """Turn numbers from another tool into a results file that plan, report and compare read.
+
+    Histograms are synthesised to answer the given percentiles; the plan then marks
+    its answers 'unknown' (no sample counts, no percentile intervals).
+    """
+    check_writable(output)
+    levels: list[ImportedLevel] = []
+    formats = set()
+    for path in files:
+        found, fmt = read_levels(path)
+        levels += found
+        formats.add(fmt)
+    if not levels:
+        raise UsageError(f"{', '.join(map(str, files))}: no level found")
+    kinds = {lv.load.kind for lv in levels}
+    if len(kinds) > 1:
+        raise UsageError("the levels mix concurrency and rate: import closed-loop and open-loop runs separately")
+    values = [lv.load.value for lv in levels]
+    if len(set(values)) != len(values):
+        raise UsageError("two levels have the same load: one row per load level")
+    results = to_results(levels, source=", ".join(p.name for p in files), fmt="+".join(sorted(formats)), model=model)
+    save_atomic(results, output)
+    out = consoles()
+    for note in results.notes:
+        out.err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    out.err.print(f"{len(results.levels)} level(s) imported to {output}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import")(import_cmd)

@@ -1,0 +1,295 @@
+"""Results from numbers loadgen did not measure: a per-level table, or vLLM ``bench serve`` JSON.
+
+Planning needs per level a load, a few latency percentiles and a throughput; a table from
+another tool, a spreadsheet or a vendor's published benchmark has exactly that. Each level
+becomes a ``LevelResult`` whose histograms are *synthesised* so that they answer the given
+percentiles (and the mean, when given) as the table does: every consumer (plan, report,
+compare) then works unchanged. What the numbers cannot say is said: the results carry
+``settings.imported``, and the planner marks its answers ``unknown`` instead of ``resolved``
+(percentile intervals need the samples).
+
+The table (CSV with a header row, or a JSON list of objects), one row per level:
+
+- ``concurrency`` or ``rate`` (requests/s): the load;
+- ``{ttft,tpot,itl,e2e}_{pNN,mean}_ms``: any of them, e.g. ``tpot_p95_ms``, ``itl_p99.9_ms``;
+- ``output_tokens_per_s``, ``requests_per_s``: throughput (one of them at least);
+- optional: ``running_batch`` (the server's own mean running batch), ``completed`` (requests
+  measured), ``duration_s``, ``prompt_tokens``, ``output_tokens`` (means per request).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen import __version__
+from loadgen.errors import UsageError
+from loadgen.histogram import LatencyHistogram
+from loadgen.quantity import Aggregate, Metric, Quantity
+from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
+
+IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
+NOMINAL_COMPLETED = 1000  # requests assumed per level when the source does not say
+NOMINAL_WINDOW_S = 60.0  # window assumed when neither a duration nor a request rate is given
+LOAD_KEYS = ("concurrency", "rate")
+OTHER_KEYS = frozenset(
+    {"output_tokens_per_s", "requests_per_s", "running_batch", "completed", "duration_s", "prompt_tokens",
+     "output_tokens", "model"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedLevel:
+    """One level as a table gives it (times in ms)."""
+
+    load: Load
+    latencies: Mapping[Quantity, float]
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    running_batch: float | None = None
+    completed: int | None = None
+    duration_s: float | None = None
+    prompt_tokens: float | None = None
+    output_tokens: float | None = None
+    assumed: tuple[str, ...] = field(default=())
+
+
+def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
+    """The levels in ``path`` and the format recognised (``table`` or ``vllm-bench``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({exc})") from None
+    if path.suffix.lower() == ".csv":
+        rows: list[Any] = list(csv.DictReader(io.StringIO(text)))
+        return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not CSV (by its suffix) nor JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(doc, dict) and "median_ttft_ms" in doc:
+        return [_vllm_bench(doc, str(path))], "vllm-bench"
+    if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
+        return [_table_row(row, f"{path}: level {i}") for i, row in enumerate(doc)], "table"
+    raise UsageError(
+        f"{path}: expected a per-level table (CSV, or a JSON list of objects) or vLLM bench serve JSON "
+        "(with median_ttft_ms)"
+    )
+
+
+def _number(where: str, key: str, value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {key}: expected a number, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"{where}: {key}: expected a finite number >= 0, got {value!r}")
+    return number
+
+
+def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
+    loads = [k for k in LOAD_KEYS if _number(where, k, row.get(k)) is not None]
+    if len(loads) != 1:
+        raise UsageError(f"{where}: give exactly one of concurrency or rate")
+    value = _number(where, loads[0], row[loads[0]])
+    assert value is not None
+    if not value > 0:
+        raise UsageError(f"{where}: {loads[0]}: must be > 0")
+    load = Load("concurrency", value) if loads[0] == "concurrency" else Load("rate", value, "poisson", 1.0)
+    latencies: dict[Quantity, float] = {}
+    for key, raw in row.items():
+        if key in LOAD_KEYS or key in OTHER_KEYS:
+            continue
+        if not key.endswith("_ms"):
+            raise UsageError(f"{where}: {key}: unknown column (latencies end in _ms, e.g. tpot_p95_ms)")
+        try:
+            quantity = Quantity.parse(key.removesuffix("_ms"))
+        except ValueError as exc:
+            raise UsageError(f"{where}: {key}: {exc}") from None
+        if quantity.metric not in IMPORTED_METRICS or quantity.aggregate is Aggregate.MAX:
+            raise UsageError(f"{where}: {key}: importable are ttft, tpot, itl and e2e percentiles and means")
+        number = _number(where, key, raw)
+        if number is not None:
+            latencies[quantity] = number
+    completed = _number(where, "completed", row.get("completed"))
+    level = ImportedLevel(
+        load=load,
+        latencies=latencies,
+        output_tokens_per_s=_number(where, "output_tokens_per_s", row.get("output_tokens_per_s")),
+        requests_per_s=_number(where, "requests_per_s", row.get("requests_per_s")),
+        running_batch=_number(where, "running_batch", row.get("running_batch")),
+        completed=None if completed is None else int(completed),
+        duration_s=_number(where, "duration_s", row.get("duration_s")),
+        prompt_tokens=_number(where, "prompt_tokens", row.get("prompt_tokens")),
+        output_tokens=_number(where, "output_tokens", row.get("output_tokens")),
+    )
+    return _checked(level, where)
+
+
+def _checked(level: ImportedLevel, where: str) -> ImportedLevel:
+    if level.output_tokens_per_s is None and level.requests_per_s is None:
+        raise UsageError(f"{where}: give output_tokens_per_s or requests_per_s (the level's throughput)")
+    if not any(q.metric == Metric.TPOT or q.metric == Metric.ITL for q in level.latencies):
+        raise UsageError(f"{where}: give at least one TPOT or ITL latency (e.g. tpot_p50_ms or itl_p50_ms)")
+    return level
+
+
+# vLLM ``benchmarks/benchmark_serving.py`` / ``vllm bench serve --save-result`` names, per metric
+_VLLM_METRICS = {"ttft": Metric.TTFT, "tpot": Metric.TPOT, "itl": Metric.ITL, "e2el": Metric.E2E}
+
+
+def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
+    """One level from vLLM's bench serve result: ``{mean,median,pNN}_{ttft,tpot,itl,e2el}_ms`` and throughputs."""
+    concurrency = doc.get("max_concurrency")
+    rate = doc.get("request_rate")
+    if isinstance(concurrency, int | float) and concurrency > 0:
+        load = Load("concurrency", float(concurrency))
+    elif isinstance(rate, int | float) and math.isfinite(rate) and rate > 0:
+        load = Load("rate", float(rate), "poisson", float(doc.get("burstiness") or 1.0))
+    else:
+        raise UsageError(
+            f"{where}: neither max_concurrency nor a finite request_rate: the load of this run is unknown "
+            "(a run with request_rate inf and no max_concurrency sends every request at once)"
+        )
+    latencies: dict[Quantity, float] = {}
+    for key, raw in doc.items():
+        stat, _, rest = key.partition("_")
+        name = rest.removesuffix("_ms")
+        if name not in _VLLM_METRICS or not rest.endswith("_ms") or not isinstance(raw, int | float):
+            continue
+        metric = _VLLM_METRICS[name]
+        if stat == "mean":
+            latencies[Quantity(metric, aggregate=Aggregate.MEAN)] = float(raw)
+        elif stat == "median":
+            latencies[Quantity(metric, percentile=50.0)] = float(raw)
+        elif stat.startswith("p"):
+            try:
+                latencies[Quantity.parse(f"{metric.value}_{stat}")] = float(raw)
+            except ValueError:
+                continue
+    completed = doc.get("completed")
+    total_input, total_output = doc.get("total_input_tokens"), doc.get("total_output_tokens")
+    n = completed if isinstance(completed, int) and completed > 0 else None
+    level = ImportedLevel(
+        load=load,
+        latencies=latencies,
+        output_tokens_per_s=_number(where, "output_throughput", doc.get("output_throughput")),
+        requests_per_s=_number(where, "request_throughput", doc.get("request_throughput")),
+        completed=n,
+        duration_s=_number(where, "duration", doc.get("duration")),
+        prompt_tokens=total_input / n if n and isinstance(total_input, int | float) else None,
+        output_tokens=total_output / n if n and isinstance(total_output, int | float) else None,
+    )
+    return _checked(level, where)
+
+
+def synthesise(anchors: Mapping[float, float], mean: float | None, n: int) -> np.ndarray:
+    """``n`` values (ms) whose percentiles are ``anchors`` ({percentile: value}) and whose mean is ``mean``.
+
+    The quantile function is piecewise linear through the anchors, flat above
+    the highest one; its value at 0 is free, and is chosen so that the mean
+    comes out as given (clamped to [0, the lowest anchor] when it cannot).
+    """
+    if not anchors:
+        return np.full(n, mean if mean is not None else 0.0)
+    qs = sorted(anchors)
+    vs = list(np.maximum.accumulate([anchors[q] for q in qs]))  # a table's rounding must not invert the order
+    xs, ys = [q / 100.0 for q in qs] + [1.0], [*vs, vs[-1]]
+    lowest = ys[0]
+    bottom = lowest
+    if mean is not None and xs[0] > 0:
+        rest = sum((xs[i + 1] - xs[i]) * (ys[i] + ys[i + 1]) / 2 for i in range(len(xs) - 1))
+        bottom = min(max(2 * (mean - rest) / xs[0] - lowest, 0.0), lowest)
+    if xs[0] > 0:
+        xs, ys = [0.0, *xs], [bottom, *ys]
+    positions = (np.arange(n) + 0.5) / n
+    values: np.ndarray = np.interp(positions, xs, ys)
+    return values
+
+
+def to_results(levels: Sequence[ImportedLevel], *, source: str, fmt: str, model: str) -> Results:
+    """A results file from imported levels, marked ``settings.imported``."""
+    out, notes = [], []
+    for lv in sorted(levels, key=lambda level: level.load.value):
+        level, assumed = _level(lv)
+        out.append(level)
+        notes += [f"{level.load.label}: {a}" for a in assumed]
+    settings = {
+        "imported": {"source": source, "format": fmt, "note": "percentile intervals unknown: histograms synthesised"},
+        "metric_convention": "unknown",
+    }
+    run = RunInfo("imported", "", __version__, platform.python_version(), platform.platform(), None, "import")
+    return Results(run, Target(source, model, "unknown"), settings, tuple(out), True, notes=tuple(notes))
+
+
+def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
+    assumed = []
+    completed = lv.completed
+    if completed is None:
+        completed = NOMINAL_COMPLETED
+        assumed.append(f"request count not given: assumed {NOMINAL_COMPLETED}")
+    window = lv.duration_s
+    if window is None and lv.requests_per_s:
+        window = completed / lv.requests_per_s
+    if window is None:
+        window = NOMINAL_WINDOW_S
+    tok_s = lv.output_tokens_per_s
+    out_mean = lv.output_tokens
+    if tok_s is None and out_mean is not None and lv.requests_per_s:
+        tok_s = out_mean * lv.requests_per_s
+    if out_mean is None and tok_s is not None:
+        out_mean = tok_s * window / completed
+    rps = lv.requests_per_s if lv.requests_per_s is not None else completed / window
+    completed = max(1, round(rps * window))
+    output_tokens = round((out_mean or 0.0) * completed)
+    histograms = {}
+    for metric in IMPORTED_METRICS:
+        anchors = {q.percentile: v for q, v in lv.latencies.items() if q.metric == metric and q.percentile is not None}
+        mean = next((v for q, v in lv.latencies.items() if q.metric == metric and q.aggregate is not None), None)
+        h = LatencyHistogram()
+        if anchors or mean is not None:
+            n = completed if metric != Metric.ITL else max(completed, completed * max(int(out_mean or 2) - 1, 1))
+            h.record_many_s(synthesise(anchors, mean, min(n, 200_000)) / 1000.0)
+        histograms[metric] = h
+    for metric in (Metric.TTFT_SENT, Metric.QUEUE, Metric.LAG):
+        histograms[metric] = LatencyHistogram()
+    concurrency = lv.load.value if lv.load.kind == "concurrency" else _littles(lv, rps)
+    server = ServerSample("imported", 1, lv.running_batch, None) if lv.running_batch is not None else None
+    prompt = round((lv.prompt_tokens or 0.0) * completed)
+    level = LevelResult(
+        load=lv.load,
+        window_s=window,
+        completed=completed,
+        errors={},
+        output_tokens=output_tokens,
+        window_output_tokens=float(tok_s * window) if tok_s is not None else float(output_tokens),
+        prompt_tokens=prompt,
+        prompt_tokens_reported=completed if lv.prompt_tokens is not None else 0,
+        tokens_estimated=False,
+        achieved_concurrency=concurrency,
+        histograms=histograms,
+        server=server,
+        offered=completed,
+    )
+    return level, assumed
+
+
+def _littles(lv: ImportedLevel, rps: float) -> float:
+    """Open loop: requests in flight = arrivals/s x mean E2E (the given mean, else the median)."""
+    e2e = lv.latencies.get(Quantity(Metric.E2E, aggregate=Aggregate.MEAN)) or lv.latencies.get(
+        Quantity(Metric.E2E, percentile=50.0)
+    )
+    return rps * e2e / 1000.0 if e2e else 0.0

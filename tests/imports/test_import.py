@@ -1,0 +1,137 @@
+"""Planning from numbers loadgen did not measure: a per-level table and vLLM bench serve JSON."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.imports import synthesise
+from loadgen.results import load
+
+runner = CliRunner()
+LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
+CAP = 32  # the server's max running batch: past it, requests wait and throughput plateaus
+OUT = 128  # output tokens per request
+PREFILL_MS = 20.0
+
+
+def step_ms(b: float) -> float:
+    return 25 + 0.4 * b
+
+
+def law_table(with_batch: bool) -> list[dict[str, float]]:
+    """What a tool would report per level from a server that follows the law exactly."""
+    rows = []
+    for c in LEVELS:
+        b = min(c, CAP)
+        decode_ms = (OUT - 1) * step_ms(b)
+        rps = b / ((PREFILL_MS + decode_ms) / 1000)  # b slots, each busy prefill + decode per request
+        e2e_ms = c / rps * 1000  # closed loop: c in the system (Little's law)
+        ttft_ms = e2e_ms - decode_ms
+        row = {"concurrency": c, "ttft_p50_ms": ttft_ms, "ttft_mean_ms": ttft_ms, "ttft_p95_ms": ttft_ms * 1.1,
+               "tpot_p50_ms": step_ms(b), "tpot_p95_ms": step_ms(b) * 1.02, "itl_p50_ms": step_ms(b),
+               "itl_p99_ms": step_ms(b), "e2e_mean_ms": e2e_ms, "output_tokens_per_s": rps * OUT,
+               "requests_per_s": rps, "completed": 2000, "output_tokens": OUT}  # fmt: skip
+        if with_batch:
+            row["running_batch"] = b
+        rows.append(row)
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, float]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_synthesised_samples_answer_the_given_percentiles_and_mean() -> None:
+    values = synthesise({50: 40.0, 95: 80.0, 99: 120.0}, mean=45.0, n=10_000)
+    assert np.percentile(values, [50, 95, 99]) == pytest.approx([40.0, 80.0, 120.0], rel=0.01)
+    assert values.mean() == pytest.approx(45.0, rel=0.001)
+
+
+def test_a_law_table_with_a_plateau_plans_to_the_law_the_knee_and_the_itl_batch(tmp_path: Path) -> None:
+    table, imported = tmp_path / "levels.csv", tmp_path / "imported.json"
+    write_csv(table, law_table(with_batch=True))
+    done = runner.invoke(app, ["import", str(table), "-o", str(imported), "--model", "m"])
+    assert done.exit_code == 0, done.output
+    results = load(imported)
+    assert results.settings["imported"]["format"] == "table" and len(results.levels) == 8
+    planned = runner.invoke(app, ["plan", str(imported), "--slo", "itl_p99<35.5ms", "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    assert plan["batch_axis"] == "server"
+    assert plan["fit"]["base_ms"] == pytest.approx(25.0, abs=0.1)
+    assert plan["fit"]["per_seq_ms"] == pytest.approx(0.4, abs=0.005)
+    states = [lv["state"] for lv in plan["saturation"]["levels"]]
+    assert states == ["unsaturated"] * 5 + ["knee", "saturated", "saturated"]
+    assert plan["saturation"]["max_batch"] == pytest.approx(32, abs=0.5)
+    (limit,) = plan["slo"]
+    assert limit["batch"] == 26 and limit["quality"] == "unknown"  # 25 + 0.4 * 26 = 35.4 ms; 27 gives 35.8
+
+
+def test_a_vendor_table_without_a_batch_takes_it_from_littles_law(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row.items() if k not in ("completed", "output_tokens")} for row in law_table(False)]
+    table, imported = tmp_path / "vendor.json", tmp_path / "imported.json"
+    table.write_text(json.dumps(rows))
+    done = runner.invoke(app, ["import", str(table), "-o", str(imported)])
+    assert done.exit_code == 0, done.output
+    assert "request count not given: assumed 1000" in done.stderr
+    plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "itl_p99<35ms", "--json"]).stdout)
+    assert plan["batch_axis"] == "littles_law"
+    assert plan["saturation"]["max_batch"] == pytest.approx(32, rel=0.02)
+    assert plan["slo"][0]["batch"] in (24, 25)  # the decoding batch excludes prefill: a hair under c
+
+
+def test_vllm_bench_serve_results_plan(tmp_path: Path) -> None:
+    # The keys vLLM's `bench serve --save-result` writes (one file per run), from the same law.
+    files = []
+    for row in law_table(False)[:6]:
+        doc = {"backend": "vllm", "model_id": "m", "max_concurrency": row["concurrency"], "request_rate": float("inf"),
+               "duration": 2000 / row["requests_per_s"], "completed": 2000, "total_input_tokens": 2000 * 64,
+               "total_output_tokens": 2000 * OUT, "request_throughput": row["requests_per_s"],
+               "output_throughput": row["output_tokens_per_s"], "mean_ttft_ms": row["ttft_mean_ms"],
+               "median_ttft_ms": row["ttft_p50_ms"], "p99_ttft_ms": row["ttft_p95_ms"],
+               "mean_tpot_ms": row["tpot_p50_ms"], "median_tpot_ms": row["tpot_p50_ms"],
+               "p99_tpot_ms": row["tpot_p95_ms"], "mean_itl_ms": row["itl_p50_ms"], "median_itl_ms": row["itl_p50_ms"],
+               "p99_itl_ms": row["itl_p99_ms"], "mean_e2el_ms": row["e2e_mean_ms"],
+               "median_e2el_ms": row["e2e_mean_ms"], "p99_e2el_ms": row["e2e_mean_ms"]}  # fmt: skip
+        path = tmp_path / f"vllm-c{row['concurrency']}.json"
+        path.write_text(json.dumps(doc))  # request_rate inf is written as Infinity, as Python's json does
+        files.append(str(path))
+    imported = tmp_path / "imported.json"
+    done = runner.invoke(app, ["import", *files, "-o", str(imported)])
+    assert done.exit_code == 0, done.output
+    results = load(imported)
+    assert results.settings["imported"]["format"] == "vllm-bench"
+    assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32]
+    assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(64)
+    plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p99<35ms", "--json"]).stdout)
+    assert plan["fit"]["per_seq_ms"] == pytest.approx(0.4, abs=0.01)
+    # p99 TPOT is the law x 1.02: 1.02 * (25 + 0.4 * 23) = 34.9 ms, 24 gives 35.3
+    assert plan["slo"][0]["batch"] == 23 and plan["slo"][0]["quality"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("concurrency,tpot_p50_ms\n4,30\n", "give output_tokens_per_s or requests_per_s"),
+        ("concurrency,rate,tpot_p50_ms,requests_per_s\n4,2,30,1\n", "exactly one of concurrency or rate"),
+        ("concurrency,tpot_p50_ms,requests_per_s\n4,fast,1\n", "tpot_p50_ms: expected a number"),
+        ("concurrency,tpot_p50_msec,requests_per_s\n4,30,1\n", "tpot_p50_msec: unknown column"),
+        ("concurrency,ttft_p50_ms,requests_per_s\n4,30,1\n", "at least one TPOT or ITL latency"),
+    ],
+)
+def test_a_bad_table_is_one_line_naming_the_row_and_column(tmp_path: Path, content: str, message: str) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text(content)
+    result = runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and message in result.stderr and "row 2" in result.stderr
+    assert "Traceback" not in result.output
