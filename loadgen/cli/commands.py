@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from loadgen import __version__
-from loadgen.cli import analyze, import_cmd, measure, profiles_cmd, report_cmd, run_cmd, sweep_cmd
+from loadgen.cli import import_cmd, plan_cmd, profiles_cmd, report_cmd, run_cmd, serve_sim_cmd, sweep_cmd
 
 app = typer.Typer(
     name="loadgen",
@@ -33,10 +33,10 @@ def _root(
     """Load testing and SLO capacity planning for OpenAI-compatible streaming LLM endpoints."""
 
 
-measure.register(app)
+serve_sim_cmd.register(app)
 run_cmd.register(app)
 sweep_cmd.register(app)
 profiles_cmd.register(app)
-analyze.register(app)
+plan_cmd.register(app)
 report_cmd.register(app)
 import_cmd.register(app)

@@ -12,9 +12,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from loadgen.cli.analyze import parse_slos, profile_gate_levels, profile_slos, stored_plan
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
+from loadgen.cli.plan_cmd import parse_slos, profile_gate_levels, profile_slos, stored_plan
 from loadgen.errors import UsageError
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from loadgen.cli.measure import register
+from loadgen.cli.serve_sim_cmd import register
 
 app = typer.Typer(name="loadgen-sim", no_args_is_help=True, pretty_exceptions_show_locals=False)
 
