@@ -26,7 +26,7 @@ from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sse import APIS, Api
-from loadgen.workload import LENGTH_DISTS, LengthDist, owned_key_problem
+from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, LengthDist, owned_key_problem
 
 C = TypeVar("C", bound=str)
 
@@ -55,6 +55,8 @@ class WorkloadSpec:
     prompt_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
     output_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
     dataset: str | None = None
+    dataset_format: DatasetFormat = "auto"
+    output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer lengths
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
 
 
@@ -315,13 +317,18 @@ def _lengths(node: _Node, default: int) -> LengthSpec:
 
 def _workload(node: _Node) -> WorkloadSpec:
     node.require_mapping()
-    node.known("prompt_tokens", "output_tokens", "dataset", "shared_prefix")
-    return WorkloadSpec(
+    node.known("prompt_tokens", "output_tokens", "dataset", "dataset_format", "output_from_dataset", "shared_prefix")
+    spec = WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_dataset(node),
+        dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
+        output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
     )
+    if spec.output_from_dataset and spec.dataset is None:
+        node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
+    return spec
 
 
 def _levels(node: _Node, mode: str) -> tuple[float, ...]:

@@ -247,13 +247,17 @@ CALIBRATION_WORDS = (64, 192)  # the two probe prompts' lengths, in words
 async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptCalibration | None:
     """Measure how the server counts synthetic words (two one-token probes); None when it does not say.
 
-    Datasets are sent as they are: only synthetic prompts are sized.
+    Datasets are sent as they are: only synthetic prompts are sized, and a
+    dataset's recorded answer lengths (``output_from_dataset``) are converted
+    from words.
     """
-    if workload.dataset is not None:
+    if workload.dataset is not None and not workload.output_from_dataset:
         return None
     counts = []
     for words in CALIBRATION_WORDS:
-        probe_wl = replace(workload, prompt_tokens=Lengths(words), output_tokens=Lengths(1), calibration=None)
+        probe_wl = replace(
+            workload, prompt_tokens=Lengths(words), output_tokens=Lengths(1), calibration=None, dataset=None
+        )
         prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
         record = await stream_request(
             http, workload.path, prepared.body, workload.api, t_intended=time.monotonic(), clock=time.monotonic,
@@ -287,7 +291,8 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "model": workload.model,
         "prompt_tokens": _lengths(workload.prompt_tokens) if workload.dataset is None else None,
         "dataset_prompts": len(workload.dataset) if workload.dataset is not None else None,
-        "output_tokens": _lengths(workload.output_tokens),
+        "output_tokens": None if workload.output_from_dataset else _lengths(workload.output_tokens),
+        "output_from_dataset": workload.output_from_dataset,
         "unique_prompts": workload.unique_prompts,
         "metric_convention": workload.metric_convention,
         "prompt_calibration": dataclasses.asdict(workload.calibration) if workload.calibration else None,

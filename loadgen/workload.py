@@ -133,18 +133,77 @@ class DatasetEntry:
     prompt: str | None
     messages: tuple[Mapping[str, Any], ...] | None
     max_tokens: int | None
+    answer_words: int | None = None  # the recorded answer's length, for --output-from-dataset
 
 
-def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
-    """Read a JSONL file of ``{"prompt": ...}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``)."""
+DatasetFormat = Literal["auto", "sharegpt", "jsonl"]
+DATASET_FORMATS: tuple[DatasetFormat, ...] = get_args(DatasetFormat)
+_HUMAN = frozenset({"human", "user"})
+_MODEL = frozenset({"gpt", "assistant", "chatgpt", "bard", "model"})
+
+
+def load_dataset(path: Path, fmt: DatasetFormat = "auto") -> tuple[DatasetEntry, ...]:
+    """Read a prompt dataset: ShareGPT-style JSON, or JSON lines (OpenAI chat, or ``{"prompt": ...}``).
+
+    ``auto`` tells them apart by the first character (``[``: a ShareGPT array).
+    A ShareGPT conversation contributes its first human turn as the prompt and
+    the answer that follows as the recorded answer length (as vLLM's benchmark
+    reads it); conversations without both are skipped. A chat line whose last
+    message is the assistant's sends the messages before it and records that
+    answer's length.
+    """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read dataset ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text dataset (expected UTF-8 JSON lines)") from None
+        raise UsageError(f"{path}: not a text dataset (expected UTF-8 JSON or JSON lines)") from None
+    if fmt == "auto":
+        fmt = "sharegpt" if text.lstrip().startswith("[") else "jsonl"
+    entries = _sharegpt(path, text) if fmt == "sharegpt" else _jsonl(path, text)
+    if not entries:
+        raise UsageError(f"{path}: dataset has no prompts (read as {fmt})")
+    return entries
+
+
+def _words(text: Any) -> int:
+    return len(str(text).split())
+
+
+def _sharegpt(path: Path, text: str) -> tuple[DatasetEntry, ...]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid ShareGPT JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(doc, list):
+        raise UsageError(f'{path}: expected a JSON array of {{"conversations": [...]}} objects (ShareGPT)')
     entries = []
-    for no, line in enumerate(lines, 1):
+    for item in doc:
+        turns = item.get("conversations", item.get("conversation")) if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            continue
+        prompt = answer = None
+        for turn in turns:
+            if not isinstance(turn, dict):
+                break
+            who, value = turn.get("from", turn.get("role")), turn.get("value", turn.get("content"))
+            if not isinstance(value, str) or not value.strip():
+                break
+            if prompt is None and who in _HUMAN:
+                prompt = value
+            elif prompt is not None and who in _MODEL:
+                answer = value
+                break
+        if prompt is not None and answer is not None:
+            entries.append(DatasetEntry(prompt, None, None, answer_words=_words(answer)))
+    return tuple(entries)
+
+
+def _jsonl(path: Path, text: str) -> tuple[DatasetEntry, ...]:
+    entries = []
+    for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -161,9 +220,19 @@ def load_dataset(path: Path) -> tuple[DatasetEntry, ...]:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise UsageError(f"{path}:{no}: max_tokens must be a positive integer, got {max_tokens!r}")
         messages = obj.get("messages")
-        entries.append(DatasetEntry(obj.get("prompt"), tuple(messages) if messages else None, max_tokens))
-    if not entries:
-        raise UsageError(f"{path}: dataset has no prompts")
+        answer = obj.get("completion", obj.get("response"))
+        if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+            answer, messages = messages[-1].get("content"), messages[:-1]
+            if not messages:
+                raise UsageError(f"{path}:{no}: only an assistant message: nothing to send")
+        entries.append(
+            DatasetEntry(
+                obj.get("prompt"),
+                tuple(messages) if messages else None,
+                max_tokens,
+                answer_words=_words(answer) if isinstance(answer, str) and answer.strip() else None,
+            )
+        )
     return tuple(entries)
 
 
@@ -217,6 +286,7 @@ class Workload:
     prompt_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     dataset: tuple[DatasetEntry, ...] | None = None
+    output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer length, where it has one
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
@@ -240,14 +310,20 @@ class RequestFactory:
         self._w = workload
         self._rng = np.random.default_rng(seed)
         self._count = 0
+        # a dataset is visited in an order drawn from the seed (its own stream: synthetic draws stay as they were)
+        n = len(workload.dataset) if workload.dataset else 0
+        self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
 
     def next(self) -> PreparedRequest:
         w, rng, i = self._w, self._rng, self._count
         self._count += 1
         max_tokens = w.output_tokens.draw(rng)
         body: dict[str, Any] = {"model": w.model, "max_tokens": max_tokens}
-        if w.dataset is not None:
-            entry = w.dataset[i % len(w.dataset)]
+        if w.dataset is not None and self._order is not None:
+            entry = w.dataset[int(self._order[i % len(w.dataset)])]
+            if w.output_from_dataset and entry.answer_words:
+                per_word = w.calibration.tokens_per_word if w.calibration else 1.0
+                max_tokens = max(1, round(entry.answer_words * per_word))
             max_tokens = entry.max_tokens or max_tokens
             body["max_tokens"] = max_tokens
             if w.api == "chat":

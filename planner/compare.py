@@ -115,6 +115,7 @@ def workload_fingerprint(results: Results) -> dict[str, Any]:
         "prompt_tokens": s.get("prompt_tokens"),
         "dataset_prompts": s.get("dataset_prompts"),
         "output_tokens": s.get("output_tokens"),
+        "output_from_dataset": bool(s.get("output_from_dataset")),
         "unique_prompts": s.get("unique_prompts"),
         "metric_convention": s.get("metric_convention", "text"),  # files before the convention timed text chunks
         "start": s.get("start", "staggered") if "concurrency" in kinds else None,

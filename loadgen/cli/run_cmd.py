@@ -41,7 +41,7 @@ from loadgen.schedule import ARRIVALS
 from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
 from loadgen.sse import APIS, CONVENTIONS
 from loadgen.target import parse_headers
-from loadgen.workload import LENGTH_DISTS, Lengths, Workload, load_dataset
+from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths, Workload, load_dataset
 from planner.report import caveats
 
 
@@ -114,9 +114,25 @@ def run(
     dataset: Annotated[
         Path | None,
         typer.Option(
-            metavar="FILE", rich_help_panel=WORKLOAD, help='JSONL prompts: {"prompt": ...} or {"messages": [...]}.'
+            metavar="FILE",
+            rich_help_panel=WORKLOAD,
+            help='Prompts from a file: ShareGPT JSON, OpenAI chat JSONL, or JSONL of {"prompt": ...}; '
+            "visited in an order drawn from --seed.",
         ),
     ] = None,
+    dataset_format: Annotated[
+        str, typer.Option(metavar="auto|sharegpt|jsonl", rich_help_panel=WORKLOAD, help="How to read --dataset.")
+    ] = "auto",
+    output_from_dataset: Annotated[
+        bool,
+        typer.Option(
+            "--output-from-dataset",
+            metavar="",
+            rich_help_panel=WORKLOAD,
+            help="max_tokens = each prompt's recorded answer length (ShareGPT answers, chat lines ending with "
+            "the assistant's message); --max-tokens where there is none.",
+        ),
+    ] = False,
     shared_prompts: Annotated[
         bool,
         typer.Option(
@@ -174,6 +190,8 @@ def run(
         ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    if output_from_dataset and dataset is None:
+        raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")
     if start == "burst" and ramp_up:
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
     load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
@@ -199,7 +217,10 @@ def run(
             model=model or "",
             prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, LENGTH_DISTS), prompt_spread),
             output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, LENGTH_DISTS), output_spread),
-            dataset=load_dataset(dataset) if dataset else None,
+            dataset=load_dataset(dataset, choice("--dataset-format", dataset_format, DATASET_FORMATS))
+            if dataset
+            else None,
+            output_from_dataset=output_from_dataset,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
             metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
