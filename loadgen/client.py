@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ssl
+import uuid
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
@@ -55,6 +57,7 @@ class HttpOptions:
     verify_tls: bool = True
     transport: Transport = "aiohttp"
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
+    request_id_header: str | None = "X-Request-Id"  # a unique id per request, to find it in the server's logs
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
@@ -134,11 +137,21 @@ async def stream_request(
     timeout_s: float,
     convention: Convention = "tokens",
     max_event_chars: int = MAX_EVENT_CHARS,
+    request_id_header: str | None = None,
 ) -> RequestRecord:
-    """Send one streaming completion request and time its token events (or text chunks)."""
+    """Send one streaming completion request and time its token events (or text chunks).
+
+    With ``request_id_header``, the request carries a fresh id in that header
+    (vLLM and most gateways log it); the record keeps it beside the response's
+    own id, so a slow request can be found in the server's logs.
+    """
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
     state = _StreamState(convention)
+    request_id = uuid.uuid4().hex if request_id_header else None
+    headers = {"content-type": "application/json"}
+    if request_id_header and request_id:
+        headers[request_id_header] = request_id
     t_sent = clock()
     status: int | None = None
     error: ErrorKind | None = None
@@ -146,7 +159,7 @@ async def stream_request(
     in_body = False
     try:
         async with asyncio.timeout(timeout_s):
-            request = http.build_request("POST", path, content=body, headers={"content-type": "application/json"})
+            request = http.build_request("POST", path, content=body, headers=headers)
             response = await http.send(request, stream=True)
             try:
                 status = response.status_code
@@ -191,13 +204,16 @@ async def stream_request(
         error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT
         detail = type(exc).__name__
     t_done = clock()
-    return _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
+    record = _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
+    if request_id is None and state.response_id is None:
+        return record
+    return dataclasses.replace(record, request_id=request_id, response_id=state.response_id)
 
 
 class _StreamState:
     """Parsing state of one response body."""
 
-    __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "prompt_tokens")
+    __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "prompt_tokens", "response_id")
 
     def __init__(self, convention: Convention) -> None:
         self.by_token = convention == "tokens"
@@ -206,6 +222,7 @@ class _StreamState:
         self.completion_tokens: int | None = None
         self.prompt_tokens: int | None = None
         self.error: str | None = None
+        self.response_id: str | None = None
 
     def consume(
         self, events: list[SSEEvent], api: Api, now: float, times: list[float], cumulative: list[int | None]
@@ -225,6 +242,8 @@ class _StreamState:
                 self.prompt_tokens = chunk.prompt_tokens
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
+            if self.response_id is None:
+                self.response_id = chunk.id
             if chunk.token if self.by_token else chunk.text:
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)

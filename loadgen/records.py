@@ -44,6 +44,8 @@ class RequestRecord:
     error: ErrorKind | None  # None means success
     http_status: int | None
     error_detail: str | None = None  # a short reason, never a traceback or a header
+    request_id: str | None = None  # what was sent in the request-id header (--request-id-header)
+    response_id: str | None = None  # the server's own id for the response (the chunks' "id")
 
     @property
     def ok(self) -> bool:

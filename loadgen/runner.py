@@ -58,6 +58,7 @@ class LevelPlan:
     interrupt_grace_s: float = 2.0  # after an interrupt: how long to let in-flight requests finish
     timeout_s: float = 600.0  # per request
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request
+    request_id_header: str | None = None  # a fresh id per request in this header (None: none sent)
     lag_threshold_ms: float = 10.0
     seed: int = 0
     goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
@@ -301,6 +302,7 @@ class _Level:
                 timeout_s=self.plan.timeout_s,
                 convention=self.convention,
                 max_event_chars=self.plan.max_event_chars,
+                request_id_header=self.plan.request_id_header,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())

@@ -300,6 +300,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "extra_body": dict(workload.extra_body),
         "headers": redact_headers(dict(session.headers)),
         "api_key": "<redacted>" if session.api_key else None,
+        "request_id_header": session.http.request_id_header,
         "transport": session.http.transport,
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,

@@ -145,7 +145,10 @@ class Chunk(NamedTuple):
     prompt_tokens: int | None
     error: str | None = None  # an in-stream {"error": ...} object
     token: bool = False  # a token event: a delta for an output token, even one with empty text
+    id: str | None = None  # the response's id (chatcmpl-...), to find the request in the server's logs
 
+
+ID_CHARS = 128  # a response id longer than this is cut: it is for finding a request in logs, not storage
 
 Convention = Literal["tokens", "text"]
 CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
@@ -176,6 +179,8 @@ def parse_chunk(data: str, api: Api) -> Chunk:
         err = obj["error"]
         message = err.get("message") if isinstance(err, dict) else err
         return Chunk("", None, None, None, error=str(message)[:200])
+    cid = obj.get("id")
+    cid = cid[:ID_CHARS] if isinstance(cid, str) else None
     choices = obj.get("choices")
     if not isinstance(choices, list):
         raise MalformedChunk("chunk has no 'choices' list")
@@ -185,13 +190,13 @@ def parse_chunk(data: str, api: Api) -> Chunk:
         completion = _int_or_none(usage.get("completion_tokens"))
         prompt = _int_or_none(usage.get("prompt_tokens"))
     if not choices:
-        return Chunk("", None, completion, prompt)
+        return Chunk("", None, completion, prompt, id=cid)
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedChunk("chunk choice is not an object")
     text, token = _choice_text(choice, api)
     finish = choice.get("finish_reason")
-    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt, token=token)
+    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt, token=token, id=cid)
 
 
 def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:

@@ -68,6 +68,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
                 warmup_s=ld.warmup_s,
                 timeout_s=target.http.timeout_s,
                 max_event_chars=target.http.max_event_chars,
+                request_id_header=target.http.request_id_header,
                 seed=profile.seed + i,
                 goodput_limits_ms=goodput,
                 min_requests=floor,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -43,13 +44,25 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     return value
 
 
-def http_options(timeout: float, insecure: bool, transport: str, max_event_mib: float = 4.0) -> HttpOptions:
+def http_options(
+    timeout: float, insecure: bool, transport: str, max_event_mib: float = 4.0, request_id_header: str = "X-Request-Id"
+) -> HttpOptions:
     bounded("--timeout", timeout, minimum=0, exclusive=True)
     bounded("--max-event-mib", max_event_mib, minimum=0, exclusive=True, maximum=1024)
     kind = choice("--transport", transport, TRANSPORTS)
+    name = request_id_header.strip()
+    if name and not _TOKEN.fullmatch(name):
+        raise UsageError(f"--request-id-header: {request_id_header!r} is not a header name (letters, digits, -)")
     return HttpOptions(
-        timeout_s=timeout, verify_tls=not insecure, transport=kind, max_event_chars=int(max_event_mib * 2**20)
+        timeout_s=timeout,
+        verify_tls=not insecure,
+        transport=kind,
+        max_event_chars=int(max_event_mib * 2**20),
+        request_id_header=name or None,
     )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")  # an HTTP header name (RFC 9110 token), bounded
 
 
 @contextlib.contextmanager

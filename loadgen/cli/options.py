@@ -47,6 +47,15 @@ MaxEventOpt = Annotated[
         help="An SSE line or event larger than this (Mi characters) fails its request.",
     ),
 ]
+RequestIdOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="NAME",
+        rich_help_panel=TARGET,
+        help="Send a fresh id per request in this header, recorded in --records beside the response's own "
+        "id, to find a request in the server's logs ('' sends none).",
+    ),
+]
 TransportOpt = Annotated[
     str,
     typer.Option(

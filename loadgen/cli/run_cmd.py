@@ -26,6 +26,7 @@ from loadgen.cli.options import (
     ModelOpt,
     OutputOpt,
     QuietOpt,
+    RequestIdOpt,
     ScrapeOpt,
     StartOpt,
     TimeoutOpt,
@@ -102,6 +103,7 @@ def run(
     insecure: InsecureOpt = False,
     transport: TransportOpt = "aiohttp",
     max_event_mib: MaxEventOpt = 4.0,
+    request_id_header: RequestIdOpt = "X-Request-Id",
     prompt_tokens: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Synthetic prompt length, tokens.")
     ] = 128,
@@ -199,7 +201,7 @@ def run(
         raise UsageError("give --duration and/or --requests to bound the level")
     if records is not None and workers > 1:
         raise UsageError("--records works with one worker process only")
-    http = http_options(timeout, insecure, transport, max_event_mib)
+    http = http_options(timeout, insecure, transport, max_event_mib, request_id_header)
     try:
         plan = LevelPlan(
             load,
@@ -209,6 +211,7 @@ def run(
             ramp_up_s=ramp_up or 0.0,
             timeout_s=timeout,
             max_event_chars=http.max_event_chars,
+            request_id_header=http.request_id_header,
             lag_threshold_ms=lag_threshold_ms,
             seed=seed,
         )

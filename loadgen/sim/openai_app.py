@@ -179,7 +179,9 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
         request.transport.abort()  # before any byte of a response
         return web.Response()
     driver = request.app[DRIVER_KEY]
-    request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + uuid.uuid4().hex
+    # as vLLM does: the client's X-Request-Id, when sent, becomes the response's id
+    base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
+    request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + base_id
     created = int(time.time())
     seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
     try:

@@ -276,3 +276,26 @@ def test_progress_in_a_log_is_plain_lines_and_quiet_is_silent(sim: SimProcess, t
     assert "c=2: started" in shown.stderr and "c=2: 6 done, 0 failed" in shown.stderr and "\r" not in shown.stderr
     quiet = invoke([*args, "--quiet"])
     assert "started" not in quiet.stderr
+
+
+def test_each_request_carries_an_id_the_server_logs_and_records_keep_both(sim: SimProcess, tmp_path: Path) -> None:
+    # vLLM (and the simulator) build the response id from X-Request-Id: the two ids join up in logs.
+    records = tmp_path / "rec.jsonl"
+    args = ["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "2", "--requests", "6",
+            "--max-tokens", "4", "--records", str(records), "-o", str(tmp_path / "r.json"), "--quiet"]  # fmt: skip
+    assert invoke(args).exit_code == 0
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len({r["request_id"] for r in rows}) == len(rows) == 6
+    assert all(r["response_id"] == f"chatcmpl-{r['request_id']}" for r in rows)
+    custom = invoke([*args, "--request-id-header", "X-Trace-Id"])
+    assert custom.exit_code == 0
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert all(
+        r["request_id"] and not r["response_id"].endswith(r["request_id"]) for r in rows
+    )  # sim reads X-Request-Id
+    none = invoke([*args, "--request-id-header", ""])
+    assert none.exit_code == 0 and all(
+        json.loads(line)["request_id"] is None for line in records.read_text().splitlines()
+    )
+    bad = invoke([*args, "--request-id-header", "X Bad:"])
+    assert bad.exit_code == 2 and "--request-id-header" in bad.stderr

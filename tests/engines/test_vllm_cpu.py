@@ -54,7 +54,8 @@ def test_every_token_is_its_own_event_and_ignore_eos_gives_the_length_asked(
     # per-chunk usage (continuous_usage_stats) such a chunk's gap is split over its tokens.
     per_chunk_usage = '{"ignore_eos": true, "stream_options": {"continuous_usage_stats": true}}'
     common = ["--concurrency", "1", "--requests", "16", "--max-tokens", "32", "--prompt-tokens", "32"]
-    tokens = run(vllm, tmp_path / "tokens.json", *common, "--extra-body", per_chunk_usage)
+    records = tmp_path / "records.jsonl"
+    tokens = run(vllm, tmp_path / "tokens.json", *common, "--extra-body", per_chunk_usage, "--records", str(records))
     text = run(vllm, tmp_path / "text.json", *common, "--extra-body", IGNORE_EOS, "--metric-convention", "text")
     for results in (tokens, text):
         level = results.levels[0]
@@ -63,6 +64,9 @@ def test_every_token_is_its_own_event_and_ignore_eos_gives_the_length_asked(
     n_tokens, n_text = tokens.levels[0].completed, text.levels[0].completed
     assert tokens.levels[0].histograms[Metric.ITL].count == 31 * n_tokens  # one gap per token after the first
     assert text.levels[0].histograms[Metric.ITL].count < 31 * n_text  # held-back tokens merge text gaps
+    # vLLM takes the X-Request-Id loadgen sends as its own request id: the two join up in its logs
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert rows and all(r["request_id"] and r["request_id"] in (r["response_id"] or "") for r in rows)
 
 
 def test_synthetic_prompts_are_sized_to_the_engines_tokenizer(vllm: VllmCpuServer, tmp_path: Path) -> None:
