@@ -59,6 +59,7 @@ class LevelPlan:
     timeout_s: float = 600.0  # per request
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request
     request_id_header: str | None = None  # a fresh id per request in this header (None: none sent)
+    arrivals_s: tuple[float, ...] | None = None  # open loop: replay these offsets (a trace) instead of drawing
     lag_threshold_ms: float = 10.0
     seed: int = 0
     goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
@@ -259,7 +260,9 @@ class _Level:
         load, rng = self.plan.load, np.random.default_rng(self.plan.seed)
         arrival: Arrival = load.arrival or "poisson"  # type: ignore[assignment]
         burstiness = load.burstiness or 1.0
-        if self.plan.duration_s is not None:
+        if self.plan.arrivals_s is not None:
+            offsets = np.asarray(self.plan.arrivals_s[: self.plan.requests], dtype=np.float64)
+        elif self.plan.duration_s is not None:
             span = self.plan.warmup_s + self.plan.duration_s
             offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
             if self.plan.requests is not None:

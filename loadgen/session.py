@@ -256,7 +256,12 @@ async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptC
     counts = []
     for words in CALIBRATION_WORDS:
         probe_wl = replace(
-            workload, prompt_tokens=Lengths(words), output_tokens=Lengths(1), calibration=None, dataset=None
+            workload,
+            prompt_tokens=Lengths(words),
+            output_tokens=Lengths(1),
+            calibration=None,
+            dataset=None,
+            lengths=None,
         )
         prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
         record = await stream_request(
@@ -289,9 +294,12 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
     return {
         "api": workload.api,
         "model": workload.model,
-        "prompt_tokens": _lengths(workload.prompt_tokens) if workload.dataset is None else None,
+        # per-request lengths from a dataset or a trace: no single length was asked
+        "prompt_tokens": _lengths(workload.prompt_tokens)
+        if workload.dataset is None and not workload.lengths
+        else None,
         "dataset_prompts": len(workload.dataset) if workload.dataset is not None else None,
-        "output_tokens": None if workload.output_from_dataset else _lengths(workload.output_tokens),
+        "output_tokens": None if workload.output_from_dataset or workload.lengths else _lengths(workload.output_tokens),
         "output_from_dataset": workload.output_from_dataset,
         "unique_prompts": workload.unique_prompts,
         "metric_convention": workload.metric_convention,

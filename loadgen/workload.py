@@ -287,6 +287,7 @@ class Workload:
     output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     dataset: tuple[DatasetEntry, ...] | None = None
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer length, where it has one
+    lengths: tuple[tuple[int, int], ...] | None = None  # per request (prompt, output) tokens: a replayed trace
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
@@ -318,6 +319,9 @@ class RequestFactory:
         w, rng, i = self._w, self._rng, self._count
         self._count += 1
         max_tokens = w.output_tokens.draw(rng)
+        prompt_tokens = None
+        if w.lengths:
+            prompt_tokens, max_tokens = w.lengths[i % len(w.lengths)]
         body: dict[str, Any] = {"model": w.model, "max_tokens": max_tokens}
         if w.dataset is not None and self._order is not None:
             entry = w.dataset[int(self._order[i % len(w.dataset)])]
@@ -333,7 +337,7 @@ class RequestFactory:
             else:
                 body["prompt"] = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
         else:
-            text = self._synthetic_prompt(w.prompt_tokens.draw(rng))
+            text = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
             if w.api == "chat":
                 body["messages"] = [{"role": "user", "content": text}]
             else:

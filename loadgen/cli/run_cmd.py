@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,12 +36,13 @@ from loadgen.cli.options import (
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.records import RecordsWriter
-from loadgen.results import Load, save_atomic
+from loadgen.results import Load, Metric, save_atomic
 from loadgen.runner import LevelPlan
 from loadgen.schedule import ARRIVALS
 from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
 from loadgen.sse import APIS, CONVENTIONS
 from loadgen.target import parse_headers
+from loadgen.trace import Trace, load_trace
 from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths, Workload, load_dataset
 from planner.report import caveats
 
@@ -90,6 +91,21 @@ def run(
             help="Closed loop: start clients staggered over this span (default: one probe request's duration).",
         ),
     ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            rich_help_panel=LOAD,
+            help="Replay a request trace in open loop at its recorded times, each request with its recorded "
+            "prompt and output lengths (loadgen, Mooncake or Azure format; see the README).",
+        ),
+    ] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            metavar="S", rich_help_panel=LOAD, help="--trace: multiply the recorded gaps (0.5 = twice as fast)."
+        ),
+    ] = 1.0,
     start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
     seed: Annotated[
@@ -196,7 +212,12 @@ def run(
         raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")
     if start == "burst" and ramp_up:
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
-    load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
+    replay = _replay(trace, time_scale, concurrency, rate, duration, requests, workers, dataset)
+    if replay is not None:
+        load = Load("rate", float(f"{replay.mean_rate:.4g}"), "trace", None, max_in_flight)
+        requests, duration = len(replay.offsets_s), None
+    else:
+        load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
     if duration is None and requests is None:
         raise UsageError("give --duration and/or --requests to bound the level")
     if records is not None and workers > 1:
@@ -214,6 +235,7 @@ def run(
             request_id_header=http.request_id_header,
             lag_threshold_ms=lag_threshold_ms,
             seed=seed,
+            arrivals_s=replay.offsets_s if replay else None,
         )
         workload = Workload(
             api=choice("--api", api, APIS),
@@ -224,6 +246,7 @@ def run(
             if dataset
             else None,
             output_from_dataset=output_from_dataset,
+            lengths=tuple(zip(replay.prompt_tokens, replay.output_tokens)) if replay else None,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
             metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
@@ -247,6 +270,7 @@ def run(
             scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
             auto_ramp=ramp_up is None and load.kind == "concurrency",
             start=choice("--start", start, STARTS),
+            extra_settings={"trace": _trace_settings(trace, replay, time_scale)} if replay else {},
         )
         writer = RecordsWriter(records, session.secrets) if records else None
         hooks = SessionHooks(
@@ -268,9 +292,45 @@ def run(
         out.out.print(throughput_table(level))
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
+    if replay is not None:
+        late = level.percentile_ms(Metric.LAG, 99)
+        out.err.print(
+            f"trace replay: {len(replay.offsets_s)} requests scheduled over {replay.span_s:.1f} s "
+            f"({replay.format} format, time scale {time_scale:g}); sends were late by at most "
+            f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
+            highlight=False,
+        )
     out.err.print(f"results written to {output}", highlight=False)
     if not result.complete or level.completed == 0:
         raise typer.Exit(EXIT_RUN_ERROR)  # an interrupted level, or nothing measured: never a silent success
+
+
+def _replay(
+    trace: Path | None,
+    time_scale: float,
+    concurrency: int | None,
+    rate: float | None,
+    duration: float | None,
+    requests: int | None,
+    workers: int,
+    dataset: Path | None,
+) -> Trace | None:
+    """The trace to replay (scaled, cut to --requests), or None; refuses flags that would contradict it."""
+    if trace is None:
+        return None
+    for flag, given in (("--concurrency", concurrency), ("--rate", rate), ("--duration", duration),
+                        ("--dataset", dataset)):  # fmt: skip
+        if given is not None:
+            raise UsageError(f"--trace sets the arrivals, lengths and span: it takes no {flag}")
+    if workers > 1:
+        raise UsageError("--trace replays on one worker process (--workers 1)")
+    bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
+    return load_trace(trace).scaled(time_scale, requests)
+
+
+def _trace_settings(path: Path | None, replay: Trace, time_scale: float) -> dict[str, Any]:
+    return {"file": path.name if path else None, "format": replay.format, "requests": len(replay.offsets_s),
+            "time_scale": time_scale, "span_s": round(replay.span_s, 6)}  # fmt: skip
 
 
 def _load(

@@ -1,0 +1,157 @@
+"""Request traces to replay: when each request arrived and how long its prompt and answer were.
+
+Production traffic is neither Poisson nor fixed-length. A trace replays it in
+open loop at its recorded times (scaled by ``time_scale``), each request with
+its recorded prompt and output lengths. Formats read (detected from the
+columns):
+
+- loadgen's own, JSON lines or CSV: ``time_s`` (seconds from any origin),
+  ``prompt_tokens``, ``output_tokens``;
+- Mooncake (JSON lines): ``timestamp`` in ms, ``input_length``,
+  ``output_length`` (``hash_ids`` are read past: prefix reuse is not replayed);
+- Azure LLM inference traces (CSV): ``TIMESTAMP`` (a date and time),
+  ``ContextTokens``, ``GeneratedTokens``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen.errors import UsageError
+
+MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Arrival offsets (s from the first request, sorted) with each request's lengths."""
+
+    offsets_s: tuple[float, ...]
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+    format: str
+
+    def scaled(self, time_scale: float, limit: int | None = None) -> Trace:
+        """Offsets times ``time_scale`` (0.5 replays twice as fast), the first ``limit`` requests."""
+        n = len(self.offsets_s) if limit is None else min(limit, len(self.offsets_s))
+        return Trace(
+            tuple(t * time_scale for t in self.offsets_s[:n]),
+            self.prompt_tokens[:n],
+            self.output_tokens[:n],
+            self.format,
+        )
+
+    @property
+    def span_s(self) -> float:
+        return self.offsets_s[-1] if self.offsets_s else 0.0
+
+    @property
+    def mean_rate(self) -> float:
+        """Requests per second over the trace (n - 1 gaps in the span)."""
+        return (len(self.offsets_s) - 1) / self.span_s if self.span_s > 0 else float(len(self.offsets_s))
+
+
+# columns per format: (time, prompt, output), and how to turn the time into seconds
+_FORMATS: dict[str, tuple[str, str, str]] = {
+    "loadgen": ("time_s", "prompt_tokens", "output_tokens"),
+    "mooncake": ("timestamp", "input_length", "output_length"),
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+}
+
+
+def load_trace(path: Path) -> Trace:
+    """Read a trace file; one line naming the file, line and column for anything wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--trace {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--trace {path}: cannot read ({exc})") from None
+    rows: Iterable[tuple[int, Mapping[str, Any]]]
+    if path.suffix.lower() == ".csv":
+        rows = enumerate(csv.DictReader(io.StringIO(text)), start=2)
+    else:
+        rows = _json_lines(path, text)
+    times: list[float] = []
+    prompts: list[int] = []
+    outputs: list[int] = []
+    fmt = None
+    for line, row in rows:
+        if fmt is None:
+            fmt = _detect(path, row)
+        time_key, prompt_key, output_key = _FORMATS[fmt]
+        where = f"--trace {path}:{line}"
+        times.append(_seconds(where, time_key, row.get(time_key), fmt))
+        prompts.append(_tokens(where, prompt_key, row.get(prompt_key)))
+        outputs.append(_tokens(where, output_key, row.get(output_key)))
+        if len(times) > MAX_TRACE_REQUESTS:
+            raise UsageError(f"--trace {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
+    if not times or fmt is None:
+        raise UsageError(f"--trace {path}: no requests")
+    order = np.argsort(np.asarray(times), kind="stable")
+    start = times[int(order[0])]
+    return Trace(
+        tuple(times[i] - start for i in order.tolist()),
+        tuple(prompts[i] for i in order.tolist()),
+        tuple(outputs[i] for i in order.tolist()),
+        fmt,
+    )
+
+
+def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Mapping[str, Any]]]:
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            raise UsageError(f"--trace {path}:{no}: not a JSON object (JSON lines, or a .csv file)") from None
+        if not isinstance(row, dict):
+            raise UsageError(f"--trace {path}:{no}: not a JSON object")
+        yield no, row
+
+
+def _detect(path: Path, row: Mapping[str, Any]) -> str:
+    for fmt, (time_key, prompt_key, output_key) in _FORMATS.items():
+        if {time_key, prompt_key, output_key} <= row.keys():
+            return fmt
+    known = "; ".join(", ".join(cols) for cols in _FORMATS.values())
+    raise UsageError(f"--trace {path}: unknown columns {sorted(row)}; expected one of: {known}")
+
+
+def _seconds(where: str, key: str, raw: Any, fmt: str) -> float:
+    if fmt == "azure":
+        try:
+            # "2023-11-16 18:15:46.6805900": Python reads at most 6 fractional digits
+            head, _, frac = str(raw).strip().partition(".")
+            moment = datetime.fromisoformat(head + (f".{frac[:6]}" if frac else ""))
+        except ValueError:
+            raise UsageError(f"{where}: {key}: expected a date and time, got {raw!r}") from None
+        return moment.timestamp()
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {key}: expected a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{where}: {key}: expected a finite number, got {raw!r}")
+    return value / 1000.0 if fmt == "mooncake" else value
+
+
+def _tokens(where: str, key: str, raw: Any) -> int:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {key}: expected a token count, got {raw!r}") from None
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise UsageError(f"{where}: {key}: expected a whole number >= 1, got {raw!r}")
+    return int(value)
