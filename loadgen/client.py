@@ -138,16 +138,19 @@ async def stream_request(
     convention: Convention = "tokens",
     max_event_chars: int = MAX_EVENT_CHARS,
     request_id_header: str | None = None,
+    answer: list[str] | None = None,
 ) -> RequestRecord:
     """Send one streaming completion request and time its token events (or text chunks).
 
     With ``request_id_header``, the request carries a fresh id in that header
     (vLLM and most gateways log it); the record keeps it beside the response's
-    own id, so a slow request can be found in the server's logs.
+    own id, so a slow request can be found in the server's logs. With
+    ``answer``, the streamed text is appended to it (a multi-turn session sends
+    it back as history); it is never stored.
     """
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
-    state = _StreamState(convention)
+    state = _StreamState(convention, answer)
     request_id = uuid.uuid4().hex if request_id_header else None
     headers = {"content-type": "application/json"}
     if request_id_header and request_id:
@@ -213,9 +216,19 @@ async def stream_request(
 class _StreamState:
     """Parsing state of one response body."""
 
-    __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "prompt_tokens", "response_id")
+    __slots__ = (
+        "by_token",
+        "completion_tokens",
+        "done",
+        "error",
+        "finish_reason",
+        "prompt_tokens",
+        "response_id",
+        "texts",
+    )
 
-    def __init__(self, convention: Convention) -> None:
+    def __init__(self, convention: Convention, texts: list[str] | None = None) -> None:
+        self.texts = texts
         self.by_token = convention == "tokens"
         self.done = False
         self.finish_reason: str | None = None
@@ -244,6 +257,8 @@ class _StreamState:
                 self.finish_reason = chunk.finish_reason
             if self.response_id is None:
                 self.response_id = chunk.id
+            if self.texts is not None and chunk.text:
+                self.texts.append(chunk.text)
             if chunk.token if self.by_token else chunk.text:
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.errors import ErrorKind
-from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig
+from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Load, Metric, ServerSample, Trend, empty_histograms
 
@@ -85,6 +85,8 @@ class LevelRecorder:
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
         self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
+        self.config = config
+        self.ttft_by_turn: dict[int, LatencyHistogram] = {}  # multi-turn sessions: TTFT per turn index
 
     def due(self, t_intended: float) -> None:
         """A request became due (before any slot or send): the offered load, whatever happens to it."""
@@ -131,6 +133,8 @@ class LevelRecorder:
             self.good += 1
         self.trend.add(record.t_intended - self.window_start, m.ttft_s)
         h[Metric.TTFT].record_s(m.ttft_s)
+        if record.turn is not None:
+            self.ttft_by_turn.setdefault(record.turn, LatencyHistogram(self.config)).record_s(m.ttft_s)
         h[Metric.TTFT_SENT].record_s(m.ttft_sent_s)
         if m.tpot_s is not None:
             h[Metric.TPOT].record_s(m.tpot_s)
@@ -197,6 +201,7 @@ class LevelRecorder:
             offered=self.offered,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
+            ttft_by_turn=dict(sorted(self.ttft_by_turn.items())) or None,
         )
 
     def _advance(self, t: float) -> None:

@@ -57,6 +57,8 @@ class WorkloadSpec:
     dataset: str | None = None
     dataset_format: DatasetFormat = "auto"
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer lengths
+    turns: int = 1  # closed-loop chat conversations: turns each, the history sent back every turn
+    think_time_s: float = 0.0  # mean pause between a conversation's turns
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
 
 
@@ -317,7 +319,16 @@ def _lengths(node: _Node, default: int) -> LengthSpec:
 
 def _workload(node: _Node) -> WorkloadSpec:
     node.require_mapping()
-    node.known("prompt_tokens", "output_tokens", "dataset", "dataset_format", "output_from_dataset", "shared_prefix")
+    node.known(
+        "prompt_tokens",
+        "output_tokens",
+        "dataset",
+        "dataset_format",
+        "output_from_dataset",
+        "shared_prefix",
+        "turns",
+        "think_time_s",
+    )
     spec = WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
@@ -325,7 +336,11 @@ def _workload(node: _Node) -> WorkloadSpec:
         dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
         output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
+        turns=node.integer("turns", 1, minimum=1),
+        think_time_s=node.number("think_time_s", 0.0, minimum=0),
     )
+    if spec.turns > 1 and spec.dataset is not None:
+        node.child("turns").fail("conversations are synthetic: no dataset with turns > 1")
     if spec.output_from_dataset and spec.dataset is None:
         node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
     return spec

@@ -46,6 +46,7 @@ class RequestRecord:
     error_detail: str | None = None  # a short reason, never a traceback or a header
     request_id: str | None = None  # what was sent in the request-id header (--request-id-header)
     response_id: str | None = None  # the server's own id for the response (the chunks' "id")
+    turn: int | None = None  # multi-turn sessions: which turn of its conversation (1 = the first)
 
     @property
     def ok(self) -> bool:

@@ -161,6 +161,7 @@ class LevelResult:
     offered: int | None = None  # requests due inside the window (None: written before it was counted)
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
     empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
+    ttft_by_turn: Mapping[int, LatencyHistogram] | None = None  # multi-turn sessions: TTFT per turn (1 = first)
 
     @property
     def failed(self) -> int:
@@ -237,6 +238,8 @@ class LevelResult:
             client_bound=self.client_bound,
             load=self.load.to_json(),
         )
+        if self.ttft_by_turn:
+            out["ttft_by_turn_ms"] = {str(t): _metric_summary(h) for t, h in self.ttft_by_turn.items()}
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -262,6 +265,7 @@ class LevelResult:
             "offered": self.offered,
             "empty": self.empty,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
+            "ttft_by_turn": {str(t): h.encode() for t, h in self.ttft_by_turn.items()} if self.ttft_by_turn else None,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -296,6 +300,9 @@ class LevelResult:
             offered=None if raw.get("offered") is None else int(raw["offered"]),
             empty=int(raw.get("empty", 0)),
             ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
+            ttft_by_turn={int(t): LatencyHistogram.decode(h, config) for t, h in raw["ttft_by_turn"].items()}
+            if raw.get("ttft_by_turn")
+            else None,
         )
 
 
@@ -350,7 +357,19 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         ttft_trend=None
         if any(p.ttft_trend is None for p in parts)
         else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),
+        ttft_by_turn=_merge_turns(parts),
     )
+
+
+def _merge_turns(parts: Sequence[LevelResult]) -> dict[int, LatencyHistogram] | None:
+    turns: dict[int, LatencyHistogram] = {}
+    for part in parts:
+        for t, h in (part.ttft_by_turn or {}).items():
+            if t in turns:
+                turns[t].merge(h)
+            else:
+                turns[t] = h.copy()
+    return dict(sorted(turns.items())) or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
 from loadgen.schedule import Arrival, arrival_offsets, offsets_within
 from loadgen.scrape import MetricsScraper
 from loadgen.sse import MAX_EVENT_CHARS
-from loadgen.workload import RequestFactory, Workload
+from loadgen.workload import Conversation, RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
 CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
@@ -239,22 +239,31 @@ class _Level:
         n = int(min(self.plan.load.value, self.plan.requests or math.inf))  # no idle clients past the budget
         async with asyncio.TaskGroup() as tg:
             for k in range(n):
-                tg.create_task(self._worker(self.t0 + self.plan.ramp_up_s * k / n))
+                tg.create_task(self._worker(k, self.t0 + self.plan.ramp_up_s * k / n))
 
-    async def _worker(self, t_start: float) -> None:
+    async def _worker(self, k: int, t_start: float) -> None:
         """One closed-loop client. After a connect failure it backs off (50 ms doubling to 1 s): a dead
-        target would otherwise be hammered thousands of times a second and drown the count."""
+        target would otherwise be hammered thousands of times a second and drown the count.
+
+        With multi-turn sessions it carries one conversation at a time and
+        thinks (an exponential pause, its own seeded stream) between turns; the
+        next turn is due when the thinking ends.
+        """
         await _sleep_until(t_start, self.clock)
         backoff = 0.0
+        conversation = Conversation(self.factory.turns) if self.factory.turns > 1 else None
+        think = np.random.default_rng([self.plan.seed, 2, k])
         while not self.stopping() and self.take_ticket():
             t_intended = self.clock()
             self.recorder.due(t_intended)
-            record = await self._one(t_intended, None)
+            record = await self._one(t_intended, None, conversation=conversation)
             if record.error is ErrorKind.CONNECT:
                 backoff = min(max(2 * backoff, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
                 await asyncio.sleep(backoff)
             else:
                 backoff = 0.0
+            if conversation is not None and conversation.turn > 1 and self.factory.think_time_s > 0:
+                await asyncio.sleep(float(think.exponential(self.factory.think_time_s)))
 
     async def _open(self) -> None:
         load, rng = self.plan.load, np.random.default_rng(self.plan.seed)
@@ -289,9 +298,15 @@ class _Level:
                 tg.create_task(self._one(t_intended, t_slot, cap))
 
     async def _one(
-        self, t_intended: float, t_slot: float | None, cap: asyncio.Semaphore | None = None
+        self,
+        t_intended: float,
+        t_slot: float | None,
+        cap: asyncio.Semaphore | None = None,
+        *,
+        conversation: Conversation | None = None,
     ) -> RequestRecord:
-        prepared = self.factory.next()
+        prepared = self.factory.next(conversation.history if conversation else ())
+        answer: list[str] | None = [] if conversation is not None else None
         self.recorder.started(self.clock())
         try:
             record = await stream_request(
@@ -306,6 +321,7 @@ class _Level:
                 convention=self.convention,
                 max_event_chars=self.plan.max_event_chars,
                 request_id_header=self.plan.request_id_header,
+                answer=answer,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())
@@ -313,6 +329,9 @@ class _Level:
         finally:
             if cap is not None:
                 cap.release()
+        if conversation is not None:
+            record = replace(record, turn=conversation.turn)
+            conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
         if record.t_done >= self.t_stop:
             self.stopping()  # the request floor decides whether the window still takes it
         self.recorder.add(record)

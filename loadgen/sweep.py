@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.client import HttpOptions
+from loadgen.errors import UsageError
 from loadgen.profile import LengthSpec, Profile
 from loadgen.quantity import PER_REQUEST
 from loadgen.results import Load
@@ -40,6 +41,10 @@ def _lengths(spec: LengthSpec) -> Lengths:
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions) -> Session:
     """The levels and workload of a profile, aimed at ``base_url``."""
     w, ld = profile.workload, profile.load
+    if w.turns > 1 and (ld.mode != "closed" or profile.api != "chat"):
+        raise UsageError(
+            f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat)"
+        )
     workload = Workload(
         api=profile.api,
         model=profile.model or "",
@@ -47,6 +52,8 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         output_tokens=_lengths(w.output_tokens),
         dataset=load_dataset(Path(w.dataset), w.dataset_format) if w.dataset else None,
         output_from_dataset=w.output_from_dataset,
+        turns=w.turns,
+        think_time_s=w.think_time_s,
         unique_prompts=not w.shared_prefix,
         extra_body=dict(profile.extra_body),
         metric_convention=target.metric_convention,

@@ -288,6 +288,8 @@ class Workload:
     dataset: tuple[DatasetEntry, ...] | None = None
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer length, where it has one
     lengths: tuple[tuple[int, int], ...] | None = None  # per request (prompt, output) tokens: a replayed trace
+    turns: int = 1  # closed-loop chat: turns per conversation, each sending the whole history back
+    think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
@@ -302,6 +304,32 @@ class Workload:
 class PreparedRequest:
     body: bytes
     max_tokens: int
+    messages: tuple[Mapping[str, Any], ...] | None = None  # chat: what was sent (a conversation's next history)
+
+
+class Conversation:
+    """One closed-loop client's multi-turn chat: the history it sends back and the turn that comes next.
+
+    Each turn sends every earlier message and answer verbatim plus a new user
+    prompt, so the prompt grows turn by turn (the prefix cache's real
+    workload). A failed turn, or the last one, starts a new conversation.
+    """
+
+    __slots__ = ("history", "turn", "turns")
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+        self.turn = 1
+        self.history: tuple[Mapping[str, Any], ...] = ()
+
+    def advance(self, sent: tuple[Mapping[str, Any], ...] | None, answer: str, ok: bool) -> bool:
+        """After a turn; True when the conversation goes on (the client then thinks before the next turn)."""
+        if ok and sent is not None and self.turn < self.turns:
+            self.history = (*sent, {"role": "assistant", "content": answer})
+            self.turn += 1
+            return True
+        self.history, self.turn = (), 1
+        return False
 
 
 class RequestFactory:
@@ -315,7 +343,16 @@ class RequestFactory:
         n = len(workload.dataset) if workload.dataset else 0
         self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
 
-    def next(self) -> PreparedRequest:
+    @property
+    def turns(self) -> int:
+        return self._w.turns
+
+    @property
+    def think_time_s(self) -> float:
+        return self._w.think_time_s
+
+    def next(self, history: tuple[Mapping[str, Any], ...] = ()) -> PreparedRequest:
+        """The next request; ``history``: a conversation's earlier turns, sent before the new prompt."""
         w, rng, i = self._w, self._rng, self._count
         self._count += 1
         max_tokens = w.output_tokens.draw(rng)
@@ -339,14 +376,15 @@ class RequestFactory:
         else:
             text = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
             if w.api == "chat":
-                body["messages"] = [{"role": "user", "content": text}]
+                body["messages"] = [*history, {"role": "user", "content": text}]
             else:
                 body["prompt"] = text
         extra = dict(w.extra_body)
         body["stream"] = True
         body["stream_options"] = {**extra.pop("stream_options", {}), "include_usage": True}
         body.update(extra)
-        return PreparedRequest(json.dumps(body).encode(), max_tokens)
+        messages = tuple(body["messages"]) if w.turns > 1 and "messages" in body else None
+        return PreparedRequest(json.dumps(body).encode(), max_tokens, messages)
 
     def _synthetic_prompt(self, tokens: int) -> str:
         n = self._w.calibration.words_for(tokens) if self._w.calibration else tokens

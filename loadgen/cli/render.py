@@ -51,6 +51,9 @@ def throughput_table(level: LevelResult) -> Table:
         ("achieved concurrency", fmt(s["achieved_concurrency"], 2)),
         ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
     ]
+    if "ttft_by_turn_ms" in s:
+        turns = ", ".join(f"{t}: {fmt(v['p50'])}" for t, v in s["ttft_by_turn_ms"].items())
+        rows.append(("TTFT p50 by turn (ms)", turns))
     if level.errors:
         rows.append(("errors by kind", ", ".join(f"{k.value}={v}" for k, v in sorted(level.errors.items()))))
     if level.server is not None:

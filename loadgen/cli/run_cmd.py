@@ -169,6 +169,19 @@ def run(
     output_spread: Annotated[
         float, typer.Option(metavar="CV", rich_help_panel=WORKLOAD, help="Relative spread of the output length.")
     ] = 0.0,
+    turns: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Closed-loop chat: turns per conversation; each turn sends the whole history back "
+            "(TTFT is reported per turn).",
+        ),
+    ] = 1,
+    think_time: Annotated[
+        float,
+        typer.Option(metavar="SECONDS", rich_help_panel=WORKLOAD, help="Mean pause between a conversation's turns."),
+    ] = 0.0,
     extra_body: Annotated[
         str | None,
         typer.Option(
@@ -206,8 +219,14 @@ def run(
         ("--max-tokens", max_tokens, 1, False, MAX_TOKENS),
         ("--output-spread", output_spread, 0, False, None),
         ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
+        ("--turns", turns, 1, False, 1000),
+        ("--think-time", think_time, 0, False, 3600),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    if turns > 1 and (concurrency is None or api != "chat" or dataset is not None or trace is not None):
+        raise UsageError(
+            "--turns runs closed-loop chat conversations: give --concurrency, --api chat, no --dataset or --trace"
+        )
     if output_from_dataset and dataset is None:
         raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")
     if start == "burst" and ramp_up:
@@ -247,6 +266,8 @@ def run(
             else None,
             output_from_dataset=output_from_dataset,
             lengths=tuple(zip(replay.prompt_tokens, replay.output_tokens)) if replay else None,
+            turns=turns,
+            think_time_s=think_time,
             unique_prompts=not shared_prompts,
             extra_body=parse_extra_body(extra_body),
             metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),

@@ -54,6 +54,13 @@ def serve_sim(
         float, typer.Option(min=0.1, help="Prompt tokens per word in usage, as a real tokenizer's ratio.")
     ] = 1.0,
     template_tokens: Annotated[int, typer.Option(min=0, help="Chat: tokens the template adds to a prompt.")] = 0,
+    no_prefix_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-prefix-cache",
+            help="Prefill every prompt in full (by default a conversation's earlier turns cost no prefill).",
+        ),
+    ] = False,
     allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
@@ -82,6 +89,7 @@ def serve_sim(
             stall_ms=stall_ms,
             max_model_len=max_model_len,
             tokenizer=Tokenizer(tokens_per_word, template_tokens),
+            prefix_cache=not no_prefix_cache,
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

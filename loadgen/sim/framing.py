@@ -14,6 +14,7 @@ followed by a space.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ class SimRequest:
     max_tokens: int
     stream: bool
     include_usage: bool
+    messages: tuple[Mapping[str, Any], ...] = ()  # chat: what was sent (the prefix cache keys on it)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache (no prefill; usage says so)
 
 
 def count_words(text: str) -> int:
@@ -137,6 +140,7 @@ def parse_request(
         max_tokens=max_tokens,
         stream=bool(stream),
         include_usage=bool(options.get("include_usage", False)),
+        messages=tuple(data["messages"]) if api == "chat" else (),
     )
 
 
@@ -175,10 +179,11 @@ class ChunkFramer:
         return self._frame(body)
 
     def usage(self, completion_tokens: int) -> bytes:
-        p = self._req.prompt_tokens
+        p, cached = self._req.prompt_tokens, self._req.cached_tokens
+        details = f',"prompt_tokens_details":{{"cached_tokens":{cached}}}' if cached else ""
         return self._frame(
             f',"choices":[],"usage":{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
-            f'"total_tokens":{p + completion_tokens}}}}}'
+            f'"total_tokens":{p + completion_tokens}{details}}}}}'
         )
 
     def _frame(self, tail: str) -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,7 @@ from loadgen.sim.framing import (
     output_text,
     parse_request,
 )
+from loadgen.sim.prefix_cache import PrefixCache
 from loadgen.sse import Api
 
 METRIC_PREFIX = "loadgen_sim:"
@@ -53,6 +55,7 @@ class SimOptions:
     stall_ms: float = 1000.0  # how long the "stall" fault pauses a stream
     max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
     tokenizer: Tokenizer = field(default_factory=Tokenizer)  # how prompts are counted in usage
+    prefix_cache: bool = True  # a conversation's earlier turns cost no prefill (as vLLM's default)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
@@ -64,6 +67,7 @@ class SimOptions:
 DRIVER_KEY = web.AppKey("driver", EngineDriver)
 OPTIONS_KEY = web.AppKey("options", SimOptions)
 RNG_KEY = web.AppKey("rng", np.random.Generator)
+CACHE_KEY = web.AppKey("prefix_cache", PrefixCache)
 
 
 def build_app(options: SimOptions) -> web.Application:
@@ -71,6 +75,7 @@ def build_app(options: SimOptions) -> web.Application:
     app = web.Application(middlewares=[_auth] if options.api_key else [])
     app[OPTIONS_KEY] = options
     app[RNG_KEY] = np.random.default_rng(options.engine.seed + 1)
+    app[CACHE_KEY] = PrefixCache()
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
@@ -183,16 +188,24 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
     request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + base_id
     created = int(time.time())
-    seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
+    cache = request.app[CACHE_KEY] if options.prefix_cache and req.messages else None
+    if cache is not None:
+        req = dataclasses.replace(req, cached_tokens=min(cache.cached_tokens(req.messages), req.prompt_tokens))
+    seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens)
+    if cache is not None:
+        # the answer is known now (the text is a function of its length): remembered before it is sent,
+        # so a client that asks its next turn the moment [DONE] arrives always finds it
+        cache.remember(req.messages, output_text(0, req.max_tokens), req.prompt_tokens + req.max_tokens)
     try:
         if not req.stream:
             for _ in range(req.max_tokens):
                 await tokens.get()
-            return web.json_response(completion_body(req, request_id, created))
-        merge = options.merge_prob if options.merge_prob > 0 else 0.0
-        return await _stream(
-            request, req, ChunkFramer(req, request_id, created), tokens, fault, rng, merge, options.stall_ms
-        )
+            response: web.StreamResponse = web.json_response(completion_body(req, request_id, created))
+        else:
+            merge = options.merge_prob if options.merge_prob > 0 else 0.0
+            framer = ChunkFramer(req, request_id, created)
+            response = await _stream(request, req, framer, tokens, fault, rng, merge, options.stall_ms)
+        return response
     finally:
         driver.release(seq_id)
 

@@ -148,6 +148,8 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
         "--template-tokens",
         str(options.tokenizer.template),
     ]
+    if not options.prefix_cache:
+        argv.append("--no-prefix-cache")
     for field in dataclasses.fields(f):
         p = getattr(f, field.name)
         if p:
