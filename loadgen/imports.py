@@ -1,4 +1,4 @@
-"""Results from numbers loadgen did not measure: a per-level table, or vLLM ``bench serve`` JSON.
+"""Results from numbers loadgen did not measure: a per-level table, or another tool's result file.
 
 Planning needs per level a load, a few latency percentiles and a throughput; a table from
 another tool, a spreadsheet or a vendor's published benchmark has exactly that. Each level
@@ -15,6 +15,12 @@ The table (CSV with a header row, or a JSON list of objects), one row per level:
 - ``output_tokens_per_s``, ``requests_per_s``: throughput (one of them at least);
 - optional: ``running_batch`` (the server's own mean running batch), ``completed`` (requests
   measured), ``duration_s``, ``prompt_tokens``, ``output_tokens`` (means per request).
+
+Other tools' files (each read by the keys their documentation gives; versions differ, so each
+reader takes what it finds and names what it missed): vLLM ``bench serve --save-result`` JSON
+(one level), GuideLLM's ``benchmarks.json`` (one level per benchmark) and AIPerf's
+``profile_export_aiperf.json`` (one level; its ``inter_token_latency`` is a per-request mean
+gap, which is loadgen's TPOT).
 """
 
 from __future__ import annotations
@@ -80,11 +86,16 @@ def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
         raise UsageError(f"{path}: not CSV (by its suffix) nor JSON ({exc.msg} at line {exc.lineno})") from None
     if isinstance(doc, dict) and "median_ttft_ms" in doc:
         return [_vllm_bench(doc, str(path))], "vllm-bench"
+    if isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list):
+        return [_guidellm(b, f"{path}: benchmarks[{i}]") for i, b in enumerate(doc["benchmarks"])], "guidellm"
+    if isinstance(doc, dict) and isinstance(doc.get("time_to_first_token"), dict):
+        return [_aiperf(doc, str(path))], "aiperf"
     if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
         return [_table_row(row, f"{path}: level {i}") for i, row in enumerate(doc)], "table"
     raise UsageError(
-        f"{path}: expected a per-level table (CSV, or a JSON list of objects) or vLLM bench serve JSON "
-        "(with median_ttft_ms)"
+        f"{path}: expected a per-level table (CSV, or a JSON list of objects), vLLM bench serve JSON "
+        "(median_ttft_ms), GuideLLM benchmarks.json (benchmarks) or AIPerf profile_export_aiperf.json "
+        "(time_to_first_token)"
     )
 
 
@@ -192,6 +203,110 @@ def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
         duration_s=_number(where, "duration", doc.get("duration")),
         prompt_tokens=total_input / n if n and isinstance(total_input, int | float) else None,
         output_tokens=total_output / n if n and isinstance(total_output, int | float) else None,
+    )
+    return _checked(level, where)
+
+
+def _stat_quantities(metric: Metric, stats: Mapping[str, Any]) -> dict[Quantity, float]:
+    """``{mean|avg|median|pNN: ms}`` (GuideLLM nests percentiles under ``percentiles``) as quantities."""
+    flat = {**stats, **(stats.get("percentiles") or {})} if isinstance(stats.get("percentiles"), dict) else stats
+    out: dict[Quantity, float] = {}
+    for key, raw in flat.items():
+        if not isinstance(raw, int | float) or isinstance(raw, bool):
+            continue
+        if key in ("mean", "avg"):
+            out[Quantity(metric, aggregate=Aggregate.MEAN)] = float(raw)
+        elif key == "median":
+            out[Quantity(metric, percentile=50.0)] = float(raw)
+        elif key.startswith("p") and key[1:].replace(".", "", 1).isdigit():
+            try:
+                out[Quantity.parse(f"{metric.value}_{key}")] = float(raw)
+            except ValueError:
+                continue
+    return out
+
+
+def _number_at(doc: Mapping[str, Any], *path: str) -> float | None:
+    value: Any = doc
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if isinstance(value, Mapping):  # AIPerf scalars are {"avg": v}; GuideLLM's {"successful": {"mean": v}}
+        value = value.get("avg", value.get("mean"))
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _guidellm(bench: Any, where: str) -> ImportedLevel:
+    """One GuideLLM benchmark: metrics ``*_ms`` with ``successful`` stats; the load from its strategy."""
+    if not isinstance(bench, Mapping) or not isinstance(bench.get("metrics"), Mapping):
+        raise UsageError(f"{where}: expected an object with 'metrics'")
+    metrics = bench["metrics"]
+    config = bench.get("config") or bench.get("args") or {}
+    strategy = config.get("strategy") if isinstance(config, Mapping) else None
+    strategy = strategy if isinstance(strategy, Mapping) else (config if isinstance(config, Mapping) else {})
+    streams = strategy.get("streams") or strategy.get("max_concurrency")
+    rate = strategy.get("rate")
+    kind = str(strategy.get("type_", strategy.get("type", "")))
+    if isinstance(streams, int) and streams > 0:
+        load = Load("concurrency", float(streams))
+    elif kind == "synchronous":
+        load = Load("concurrency", 1.0)
+    elif isinstance(rate, int | float) and rate > 0:
+        load = Load("rate", float(rate), "poisson" if kind == "poisson" else "constant", 1.0)
+    else:
+        raise UsageError(f"{where}: no concurrency (strategy streams) or rate in its config: the load is unknown")
+    latencies: dict[Quantity, float] = {}
+    names = {"time_to_first_token_ms": Metric.TTFT, "time_per_output_token_ms": Metric.TPOT,
+             "inter_token_latency_ms": Metric.ITL, "request_latency": Metric.E2E}  # fmt: skip
+    for name, metric in names.items():
+        block = metrics.get(name)
+        stats = block.get("successful", block) if isinstance(block, Mapping) else None
+        if isinstance(stats, Mapping):
+            found = _stat_quantities(metric, stats)
+            if name == "request_latency":  # GuideLLM writes it in seconds
+                found = {q: v * 1000.0 for q, v in found.items()}
+            latencies.update(found)
+    completed = _number_at(metrics, "request_totals", "successful")
+    level = ImportedLevel(
+        load=load,
+        latencies=latencies,
+        output_tokens_per_s=_number_at(metrics, "output_tokens_per_second", "successful"),
+        requests_per_s=_number_at(metrics, "requests_per_second", "successful"),
+        completed=int(completed) if completed else None,
+        duration_s=_number_at(bench, "duration"),
+        prompt_tokens=_number_at(metrics, "prompt_token_count", "successful"),
+        output_tokens=_number_at(metrics, "output_token_count", "successful"),
+    )
+    return _checked(level, where)
+
+
+def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
+    """AIPerf's summary: top-level metric blocks ``{unit, avg, pNN}``; the load from its input config."""
+    loadgen = (doc.get("input_config") or {}).get("loadgen") or {}
+    concurrency = loadgen.get("concurrency", doc.get("concurrency"))
+    rate = loadgen.get("request_rate", doc.get("request_rate"))
+    if isinstance(concurrency, int) and concurrency > 0:
+        load = Load("concurrency", float(concurrency))
+    elif isinstance(rate, int | float) and rate > 0:
+        load = Load("rate", float(rate), "poisson", 1.0)
+    else:
+        raise UsageError(f"{where}: no input_config.loadgen.concurrency or request_rate: the load is unknown")
+    latencies: dict[Quantity, float] = {}
+    # AIPerf's inter_token_latency is (latency - TTFT) / (tokens - 1) per request: loadgen's TPOT
+    names = {"time_to_first_token": Metric.TTFT, "inter_token_latency": Metric.TPOT, "request_latency": Metric.E2E}
+    for name, metric in names.items():
+        block = doc.get(name)
+        if isinstance(block, Mapping):
+            scale = 1000.0 if block.get("unit") in ("s", "sec", "seconds") else 1.0
+            latencies.update({q: v * scale for q, v in _stat_quantities(metric, block).items()})
+    count = _number_at(doc, "request_count")
+    level = ImportedLevel(
+        load=load,
+        latencies=latencies,
+        output_tokens_per_s=_number_at(doc, "output_token_throughput"),
+        requests_per_s=_number_at(doc, "request_throughput"),
+        completed=int(count) if count else None,
+        prompt_tokens=_number_at(doc, "input_sequence_length"),
+        output_tokens=_number_at(doc, "output_sequence_length"),
     )
     return _checked(level, where)
 

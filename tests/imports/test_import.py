@@ -135,3 +135,60 @@ def test_a_bad_table_is_one_line_naming_the_row_and_column(tmp_path: Path, conte
     result = runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "o.json")])
     assert result.exit_code == 2 and message in result.stderr and "row 2" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_guidellm_benchmarks_plan(tmp_path: Path) -> None:
+    # GuideLLM's benchmarks.json: one benchmark per level, "successful" stats, request_latency in seconds
+    benches = []
+    for row in law_table(False)[:6]:
+        stats = {"mean": row["tpot_p50_ms"], "median": row["tpot_p50_ms"], "percentiles": {"p95": row["tpot_p95_ms"]}}
+        benches.append({
+            "config": {"strategy": {"type_": "concurrent", "streams": row["concurrency"]}},
+            "duration": 2000 / row["requests_per_s"],
+            "metrics": {
+                "request_totals": {"successful": 2000, "errored": 0},
+                "requests_per_second": {"successful": {"mean": row["requests_per_s"]}},
+                "output_tokens_per_second": {"successful": {"mean": row["output_tokens_per_s"]}},
+                "time_to_first_token_ms": {"successful": {"mean": row["ttft_mean_ms"], "median": row["ttft_p50_ms"]}},
+                "time_per_output_token_ms": {"successful": stats},
+                "inter_token_latency_ms": {"successful": {"median": row["itl_p50_ms"], "p99": row["itl_p99_ms"]}},
+                "request_latency": {"successful": {"mean": row["e2e_mean_ms"] / 1000}},
+            },
+        })  # fmt: skip
+    path, imported = tmp_path / "benchmarks.json", tmp_path / "imported.json"
+    path.write_text(json.dumps({"benchmarks": benches}))
+    done = runner.invoke(app, ["import", str(path), "-o", str(imported)])
+    assert done.exit_code == 0, done.output
+    results = load(imported)
+    assert results.settings["imported"]["format"] == "guidellm" and len(results.levels) == 6
+    plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p95<35ms", "--json"]).stdout)
+    assert plan["fit"]["per_seq_ms"] == pytest.approx(0.4, abs=0.01)
+    assert plan["slo"][0]["batch"] == 23  # 1.02 * (25 + 0.4 * 23) = 34.9 ms
+
+
+def test_aiperf_exports_plan(tmp_path: Path) -> None:
+    # AIPerf's profile_export_aiperf.json, one per run; its inter_token_latency is a per-request TPOT
+    files = []
+    for row in law_table(False)[:6]:
+        doc = {
+            "input_config": {"loadgen": {"concurrency": row["concurrency"]}},
+            "request_count": {"avg": 2000},
+            "request_throughput": {"unit": "requests/sec", "avg": row["requests_per_s"]},
+            "output_token_throughput": {"unit": "tokens/sec", "avg": row["output_tokens_per_s"]},
+            "time_to_first_token": {"unit": "ms", "avg": row["ttft_mean_ms"], "p50": row["ttft_p50_ms"]},
+            "inter_token_latency": {"unit": "ms", "avg": row["tpot_p50_ms"], "p50": row["tpot_p50_ms"],
+                                    "p95": row["tpot_p95_ms"]},
+            "request_latency": {"unit": "ms", "avg": row["e2e_mean_ms"]},
+            "output_sequence_length": {"unit": "tokens", "avg": OUT},
+        }  # fmt: skip
+        path = tmp_path / f"aiperf-c{row['concurrency']}.json"
+        path.write_text(json.dumps(doc))
+        files.append(str(path))
+    imported = tmp_path / "imported.json"
+    done = runner.invoke(app, ["import", *files, "-o", str(imported)])
+    assert done.exit_code == 0, done.output
+    results = load(imported)
+    assert results.settings["imported"]["format"] == "aiperf"
+    assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32]
+    plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p95<35ms", "--json"]).stdout)
+    assert plan["batch_axis"] == "littles_law" and plan["slo"][0]["batch"] == 23
