@@ -56,6 +56,7 @@ class WorkloadSpec:
     output_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
     dataset: str | None = None
     dataset_format: DatasetFormat = "auto"
+    dataset_max_words: int | None = None  # drop entries longer than this (prompt + recorded answer, words)
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer lengths
     turns: int = 1  # closed-loop chat conversations: turns each, the history sent back every turn
     think_time_s: float = 0.0  # mean pause between a conversation's turns
@@ -324,6 +325,7 @@ def _workload(node: _Node) -> WorkloadSpec:
         "output_tokens",
         "dataset",
         "dataset_format",
+        "dataset_max_words",
         "output_from_dataset",
         "shared_prefix",
         "turns",
@@ -334,6 +336,7 @@ def _workload(node: _Node) -> WorkloadSpec:
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_dataset(node),
         dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
+        dataset_max_words=node.optional_integer("dataset_max_words", minimum=1),
         output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
         turns=node.integer("turns", 1, minimum=1),

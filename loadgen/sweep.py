@@ -50,7 +50,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         model=profile.model or "",
         prompt_tokens=_lengths(w.prompt_tokens),
         output_tokens=_lengths(w.output_tokens),
-        dataset=load_dataset(Path(w.dataset), w.dataset_format) if w.dataset else None,
+        dataset=load_dataset(Path(w.dataset), w.dataset_format, w.dataset_max_words) if w.dataset else None,
         output_from_dataset=w.output_from_dataset,
         turns=w.turns,
         think_time_s=w.think_time_s,

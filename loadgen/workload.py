@@ -142,7 +142,7 @@ _HUMAN = frozenset({"human", "user"})
 _MODEL = frozenset({"gpt", "assistant", "chatgpt", "bard", "model"})
 
 
-def load_dataset(path: Path, fmt: DatasetFormat = "auto") -> tuple[DatasetEntry, ...]:
+def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None = None) -> tuple[DatasetEntry, ...]:
     """Read a prompt dataset: ShareGPT-style JSON, or JSON lines (OpenAI chat, or ``{"prompt": ...}``).
 
     ``auto`` tells them apart by the first character (``[``: a ShareGPT array).
@@ -150,7 +150,9 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto") -> tuple[DatasetEntry,
     the answer that follows as the recorded answer length (as vLLM's benchmark
     reads it); conversations without both are skipped. A chat line whose last
     message is the assistant's sends the messages before it and records that
-    answer's length.
+    answer's length. ``max_words`` drops entries whose prompt and recorded
+    answer together are longer (words, not tokens: no tokenizer is needed),
+    as benchmarks drop conversations too long for the model's context.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -163,7 +165,21 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto") -> tuple[DatasetEntry,
     entries = _sharegpt(path, text) if fmt == "sharegpt" else _jsonl(path, text)
     if not entries:
         raise UsageError(f"{path}: dataset has no prompts (read as {fmt})")
+    if max_words is not None:
+        entries = tuple(e for e in entries if entry_words(e) <= max_words)
+        if not entries:
+            raise UsageError(f"{path}: no entry is {max_words} words or shorter (prompt + answer)")
     return entries
+
+
+def entry_words(entry: DatasetEntry) -> int:
+    """An entry's prompt (every message) and recorded answer, in words."""
+    prompt = (
+        _words(entry.prompt)
+        if entry.prompt is not None
+        else sum(_words(m.get("content", "")) for m in entry.messages or ())
+    )
+    return prompt + (entry.answer_words or 0)
 
 
 def _words(text: Any) -> int:

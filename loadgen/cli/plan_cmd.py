@@ -87,7 +87,7 @@ def plan(
     arrival: Annotated[str, typer.Option(help="Arrivals for the sizing simulation: poisson | gamma.")] = "poisson",
     burstiness: Annotated[float, typer.Option(help="Gamma shape for the simulation (1 = Poisson).")] = 1.0,
     lengths: Annotated[str | None, typer.Option(help="Output lengths of one static batch, e.g. 3,3,3,10.")] = None,
-    no_simulate: Annotated[bool, typer.Option(help="Skip the sizing simulation.")] = False,
+    no_simulate: Annotated[bool, typer.Option("--no-simulate", help="Skip the sizing simulation.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the sizing simulation and the fit's bootstrap.")] = 0,
     prefill_ms_per_token: Annotated[
         float | None,

@@ -232,7 +232,10 @@ def compare(
 
 AllowMismatchOpt = Annotated[
     bool,
-    typer.Option(help="Compare runs of different workloads anyway (API, model, prompt/output lengths, load mode)."),
+    typer.Option(
+        "--allow-mismatch",
+        help="Compare runs of different workloads anyway (API, model, prompt/output lengths, load mode).",
+    ),
 ]
 
 

@@ -141,6 +141,14 @@ def run(
     dataset_format: Annotated[
         str, typer.Option(metavar="auto|sharegpt|jsonl", rich_help_panel=WORKLOAD, help="How to read --dataset.")
     ] = "auto",
+    dataset_max_words: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Drop dataset entries whose prompt and recorded answer exceed N words (too long for the context).",
+        ),
+    ] = None,
     output_from_dataset: Annotated[
         bool,
         typer.Option(
@@ -220,6 +228,7 @@ def run(
         ("--output-spread", output_spread, 0, False, None),
         ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
         ("--turns", turns, 1, False, 1000),
+        ("--dataset-max-words", dataset_max_words, 1, False, None),
         ("--think-time", think_time, 0, False, 3600),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
@@ -261,7 +270,9 @@ def run(
             model=model or "",
             prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, LENGTH_DISTS), prompt_spread),
             output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, LENGTH_DISTS), output_spread),
-            dataset=load_dataset(dataset, choice("--dataset-format", dataset_format, DATASET_FORMATS))
+            dataset=load_dataset(
+                dataset, choice("--dataset-format", dataset_format, DATASET_FORMATS), dataset_max_words
+            )
             if dataset
             else None,
             output_from_dataset=output_from_dataset,

@@ -61,7 +61,7 @@ def serve_sim(
             help="Prefill every prompt in full (by default a conversation's earlier turns cost no prefill).",
         ),
     ] = False,
-    allow_remote: Annotated[bool, typer.Option(help="Allow binding a non-loopback address.")] = False,
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow binding a non-loopback address.")] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
     if not is_loopback(host) and not allow_remote:

@@ -89,3 +89,11 @@ def test_a_profile_reads_the_dataset_format_and_answer_lengths(tmp_path: Path) -
         parse_profile({"workload": {"output_from_dataset": True}}, "p.yaml")
     with pytest.raises(ProfileError, match=r"workload.dataset_format"):
         parse_profile({"workload": {"dataset": str(data), "dataset_format": "csv"}}, "p.yaml")
+
+
+def test_entries_longer_than_the_word_limit_are_dropped(tmp_path: Path) -> None:
+    # entry i: 10 + i prompt words and 4 + i answer words, 14 + 2i in all
+    path = sharegpt(tmp_path / "s.json")
+    assert len(load_dataset(path, max_words=20)) == 4  # i = 0..3
+    with pytest.raises(UsageError, match="no entry is 5 words or shorter"):
+        load_dataset(path, max_words=5)
