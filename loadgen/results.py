@@ -26,6 +26,10 @@ SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
+# Runnable but waiting for a core this share of the window: another process (a noisy neighbour, a
+# hypervisor's steal) had the generator's core. Seen here: under 6% with the simulator on the same two
+# cores at c=64; 14% with a CPU-bound process pinned to the generator's core.
+CLIENT_STEAL_BOUND: Final = 0.10
 WINDOW_LIFETIMES: Final = 3.0  # a measured window shorter than this many mean request lifetimes is quantised
 
 
@@ -162,6 +166,8 @@ class LevelResult:
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
     empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
     ttft_by_turn: Mapping[int, LatencyHistogram] | None = None  # multi-turn sessions: TTFT per turn (1 = first)
+    loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
+    runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
 
     @property
     def failed(self) -> int:
@@ -207,13 +213,36 @@ class LevelResult:
         return self.client_cpu_s / (self.window_s * self.workers)
 
     @property
-    def client_bound(self) -> bool:
-        """The numbers measure the client, not the server: p99 generator lag above the threshold
-        (open loop), or the generator's CPU saturated (closed loop, where lag cannot grow:
-        a busy client reads late instead)."""
+    def steal_share(self) -> float | None:
+        """Share of the window the generator's loop waited for a core while runnable (any other process)."""
+        if self.runqueue_wait_s is None or self.window_s <= 0:
+            return None
+        return self.runqueue_wait_s / (self.window_s * self.workers)
+
+    @property
+    def client_bound_causes(self) -> tuple[str, ...]:
+        """Why the numbers measure the client, not the server (empty: they do not).
+
+        p99 generator lag above the threshold (open loop); the generator's CPU
+        saturated (closed loop, where lag cannot grow: a busy client reads
+        late instead); or another process holding the generator's core (a
+        noisy neighbour, CPU steal), which its own CPU time cannot show.
+        """
+        out = []
         p99 = self.histograms[Metric.LAG].percentile_us(99)
+        if p99 is not None and p99 > self.lag_threshold_ms * 1000:
+            out.append(f"send lag p99 {p99 / 1000:.1f} ms > {self.lag_threshold_ms:g} ms")
         cpu = self.client_cpu_utilization
-        return (p99 is not None and p99 > self.lag_threshold_ms * 1000) or (cpu is not None and cpu > CLIENT_CPU_BOUND)
+        if cpu is not None and cpu > CLIENT_CPU_BOUND:
+            out.append(f"generator CPU {cpu:.0%} busy")
+        steal = self.steal_share
+        if steal is not None and steal > CLIENT_STEAL_BOUND:
+            out.append(f"its core taken by another process {steal:.0%} of the window")
+        return tuple(out)
+
+    @property
+    def client_bound(self) -> bool:
+        return bool(self.client_bound_causes)
 
     def percentile_ms(self, metric: Metric, percentile: float) -> float | None:
         value = self.histograms[metric].percentile_us(percentile)
@@ -236,6 +265,7 @@ class LevelResult:
             output_tokens_mean=_round(mean_output_tokens([self])),
             tokens_estimated=self.tokens_estimated,
             client_bound=self.client_bound,
+            client={"loop_lag_p99_ms": _round(self.loop_lag_p99_ms), "steal_share": _round(self.steal_share)},
             load=self.load.to_json(),
         )
         if self.ttft_by_turn:
@@ -266,6 +296,8 @@ class LevelResult:
             "empty": self.empty,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
             "ttft_by_turn": {str(t): h.encode() for t, h in self.ttft_by_turn.items()} if self.ttft_by_turn else None,
+            "loop_lag_p99_ms": self.loop_lag_p99_ms,
+            "runqueue_wait_s": self.runqueue_wait_s,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -303,6 +335,8 @@ class LevelResult:
             ttft_by_turn={int(t): LatencyHistogram.decode(h, config) for t, h in raw["ttft_by_turn"].items()}
             if raw.get("ttft_by_turn")
             else None,
+            loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
+            runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
         )
 
 
@@ -358,6 +392,10 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         if any(p.ttft_trend is None for p in parts)
         else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),
         ttft_by_turn=_merge_turns(parts),
+        loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
+        runqueue_wait_s=None
+        if any(p.runqueue_wait_s is None for p in parts)
+        else sum(p.runqueue_wait_s or 0.0 for p in parts),
     )
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from loadgen.client import stream_request
 from loadgen.errors import ErrorKind
+from loadgen.histogram import LatencyHistogram
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.records import Clock, RequestRecord
@@ -40,6 +41,7 @@ from loadgen.sse import MAX_EVENT_CHARS
 from loadgen.workload import Conversation, RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
+LOOP_PROBE_INTERVAL_S = 0.005  # the loop-lag probe's timer: 200 wake-ups a second cost nothing measurable
 CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
 MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
@@ -143,6 +145,9 @@ class _Level:
         self.interrupted = False
         self._cpu_start: float | None = None
         self._cpu_end: float | None = None
+        self._loop_lag = LatencyHistogram()
+        self._wait_start: float | None = None  # runnable-but-waiting seconds at the window's start
+        self._wait_end: float | None = None
 
     def stopping(self) -> bool:
         if self.interrupted:
@@ -185,7 +190,11 @@ class _Level:
         self.observer.on_level_start(self.plan.load, self.plan.planned_s)
         await _sleep_until(self.t0, self.clock)
         drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
-        helpers = [asyncio.create_task(self._progress()), asyncio.create_task(self._cpu_window())]
+        helpers = [
+            asyncio.create_task(self._progress()),
+            asyncio.create_task(self._cpu_window()),
+            asyncio.create_task(self._loop_probe()),
+        ]
         if self.scraper is not None:
             helpers.append(
                 asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop, self.clock))
@@ -203,6 +212,13 @@ class _Level:
         )
         if self._cpu_start is not None:
             result = replace(result, client_cpu_s=(self._cpu_end or time.process_time()) - self._cpu_start)
+        if self._wait_start is not None:
+            wait_end = self._wait_end if self._wait_end is not None else _runqueue_wait_s()
+            if wait_end is not None:
+                result = replace(result, runqueue_wait_s=wait_end - self._wait_start)
+        p99 = self._loop_lag.percentile_us(99)
+        if p99 is not None:
+            result = replace(result, loop_lag_p99_ms=p99 / 1000.0)
         self.observer.on_level_end(result)
         return result
 
@@ -340,19 +356,45 @@ class _Level:
         return record
 
     async def _cpu_window(self) -> None:
-        """This process's CPU time over the measured window (what the generator itself cost)."""
+        """This process's CPU time over the measured window (what the generator itself cost), and how
+        long its loop thread was runnable but waiting for a core (another process had it)."""
         await _sleep_until(self.recorder.window_start, self.clock)
         self._cpu_start = time.process_time()
+        self._wait_start = _runqueue_wait_s()
         if math.isfinite(self.t_stop):
             while self.clock() < self.t_stop:  # the request floor may move the end
                 await _sleep_until(self.t_stop, self.clock)
             self._cpu_end = time.process_time()
+            self._wait_end = _runqueue_wait_s()
+
+    async def _loop_probe(self) -> None:
+        """How late this event loop runs a timer, over the window: the client's own scheduling delay.
+
+        Whatever keeps the loop from running on time shows here: its own
+        callbacks piling up, or the OS giving its core to another process
+        (a noisy neighbour, CPU steal), which the process's own CPU time
+        cannot show. A p99 above the lag threshold flags the level client-bound.
+        """
+        await _sleep_until(self.recorder.window_start, self.clock)
+        while self.clock() < self.t_stop:
+            t = self.clock()
+            await asyncio.sleep(LOOP_PROBE_INTERVAL_S)
+            self._loop_lag.record_s(max(0.0, self.clock() - t - LOOP_PROBE_INTERVAL_S))
 
     async def _progress(self) -> None:
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             snapshot = LoadSnapshot(self.plan.load, self.clock() - self.t0, self.recorder.snapshot())
             self.observer.on_progress(snapshot)
+
+
+def _runqueue_wait_s() -> float | None:
+    """Seconds this thread has spent runnable but not running (Linux ``/proc/self/schedstat``)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 async def _sleep_until(t: float, clock: Clock) -> None:

@@ -296,6 +296,9 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
                        "'{\"ignore_eos\": true}' (vLLM, SGLang)")  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
+        if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:
+            out.append(f"{lv.load.label}: the generator's event loop ran timers {lv.loop_lag_p99_ms:.0f} ms late "
+                       "at p99: chunk timestamps can be that late in bursts (tail percentiles are upper bounds)")  # fmt: skip
         if lv.empty:
             out.append(f"{lv.load.label}: {lv.empty} requests succeeded without streaming any output token: they "
                        "count as completed but are in no TTFT, TPOT or ITL (check ignore_eos or the prompt)")  # fmt: skip

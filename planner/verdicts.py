@@ -84,8 +84,8 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
     out = []
     if level.client_bound:
         out.append(
-            f"{label}: client-bound (generator lag p99 > {level.lag_threshold_ms:g} ms, or its CPU "
-            "saturated): its latencies measure the load generator; try --workers"
+            f"{label}: client-bound ({'; '.join(level.client_bound_causes)}): its latencies measure the load "
+            "generator; try --workers, or a quieter machine"
         )
     if not level.complete:
         out.append(f"{label}: interrupted; a partial level")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
-from loadgen.histogram import LatencyHistogram
+from loadgen.histogram import DEFAULT_CONFIG, LatencyHistogram
 from loadgen.results import (
     SCHEMA_VERSION,
     LevelResult,
@@ -45,6 +46,7 @@ SUMMARY_KEYS = {
     "output_tokens_mean",
     "tokens_estimated",
     "client_bound",
+    "client",
     "load",
 }
 STAT_KEYS = {"mean", "p50", "p90", "p95", "p99", "max", "count"}
@@ -114,6 +116,16 @@ def test_summary_keys_are_exactly_the_documented_ones() -> None:
 def test_client_bound_follows_p99_lag() -> None:
     assert not level({Metric.LAG: [500] * 100}).client_bound
     assert level({Metric.LAG: [500] * 90 + [50_000] * 10}).client_bound
+
+
+def test_client_bound_sees_another_process_holding_the_core() -> None:
+    quiet = level({Metric.LAG: [500] * 100})
+    assert replace(quiet, runqueue_wait_s=0.05 * quiet.window_s).client_bound is False
+    noisy = replace(quiet, runqueue_wait_s=0.2 * quiet.window_s)
+    assert noisy.client_bound and noisy.client_bound_causes == ("its core taken by another process 20% of the window",)
+    assert LevelResult.from_json(noisy.to_json(), DEFAULT_CONFIG).runqueue_wait_s == pytest.approx(
+        noisy.runqueue_wait_s
+    )
 
 
 def test_merge_of_worker_parts_equals_recording_the_union() -> None:
