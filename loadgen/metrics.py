@@ -35,7 +35,7 @@ import numpy as np
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.records import RequestRecord
-from loadgen.results import LevelResult, Load, Metric, ServerSample, Trend, empty_histograms
+from loadgen.results import TURN_METRICS, LevelResult, Load, Metric, ServerSample, Trend, empty_histograms
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,8 @@ class LevelRecorder:
         self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
         self.config = config
-        self.ttft_by_turn: dict[int, LatencyHistogram] = {}  # multi-turn sessions: TTFT per turn index
+        # multi-turn sessions: TTFT, TPOT and E2E per turn index (the history grows turn by turn)
+        self.by_turn: dict[int, dict[Metric, LatencyHistogram]] = {}
 
     def due(self, t_intended: float) -> None:
         """A request became due (before any slot or send): the offered load, whatever happens to it."""
@@ -134,7 +135,11 @@ class LevelRecorder:
         self.trend.add(record.t_intended - self.window_start, m.ttft_s)
         h[Metric.TTFT].record_s(m.ttft_s)
         if record.turn is not None:
-            self.ttft_by_turn.setdefault(record.turn, LatencyHistogram(self.config)).record_s(m.ttft_s)
+            turn = self.by_turn.setdefault(record.turn, {k: LatencyHistogram(self.config) for k in TURN_METRICS})
+            turn[Metric.TTFT].record_s(m.ttft_s)
+            turn[Metric.E2E].record_s(m.e2e_s)
+            if m.tpot_s is not None:
+                turn[Metric.TPOT].record_s(m.tpot_s)
         h[Metric.TTFT_SENT].record_s(m.ttft_sent_s)
         if m.tpot_s is not None:
             h[Metric.TPOT].record_s(m.tpot_s)
@@ -201,7 +206,7 @@ class LevelRecorder:
             offered=self.offered,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
-            ttft_by_turn=dict(sorted(self.ttft_by_turn.items())) or None,
+            by_turn=dict(sorted(self.by_turn.items())) or None,
         )
 
     def _advance(self, t: float) -> None:

@@ -25,6 +25,7 @@ from loadgen.quantity import Quantity, samples_needed
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
+TURN_METRICS: Final = (Metric.TTFT, Metric.TPOT, Metric.E2E)  # recorded per turn of a conversation
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
 # Runnable but waiting for a core this share of the window: another process (a noisy neighbour, a
 # hypervisor's steal) had the generator's core. Seen here: under 6% with the simulator on the same two
@@ -165,7 +166,8 @@ class LevelResult:
     offered: int | None = None  # requests due inside the window (None: written before it was counted)
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
     empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
-    ttft_by_turn: Mapping[int, LatencyHistogram] | None = None  # multi-turn sessions: TTFT per turn (1 = first)
+    # multi-turn sessions: per turn index (1 = first), TURN_METRICS' histograms
+    by_turn: Mapping[int, Mapping[Metric, LatencyHistogram]] | None = None
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
 
@@ -268,8 +270,11 @@ class LevelResult:
             client={"loop_lag_p99_ms": _round(self.loop_lag_p99_ms), "steal_share": _round(self.steal_share)},
             load=self.load.to_json(),
         )
-        if self.ttft_by_turn:
-            out["ttft_by_turn_ms"] = {str(t): _metric_summary(h) for t, h in self.ttft_by_turn.items()}
+        if self.by_turn:
+            out["by_turn"] = {
+                str(t): {f"{m.value}_ms": _metric_summary(h) for m, h in hists.items()}
+                for t, hists in self.by_turn.items()
+            }
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -295,7 +300,9 @@ class LevelResult:
             "offered": self.offered,
             "empty": self.empty,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
-            "ttft_by_turn": {str(t): h.encode() for t, h in self.ttft_by_turn.items()} if self.ttft_by_turn else None,
+            "by_turn": {str(t): {m.value: h.encode() for m, h in hs.items()} for t, hs in self.by_turn.items()}
+            if self.by_turn
+            else None,
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "runqueue_wait_s": self.runqueue_wait_s,
             "server": self.server.to_json() if self.server else None,
@@ -332,8 +339,11 @@ class LevelResult:
             offered=None if raw.get("offered") is None else int(raw["offered"]),
             empty=int(raw.get("empty", 0)),
             ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
-            ttft_by_turn={int(t): LatencyHistogram.decode(h, config) for t, h in raw["ttft_by_turn"].items()}
-            if raw.get("ttft_by_turn")
+            by_turn={
+                int(t): {Metric(m): LatencyHistogram.decode(h, config) for m, h in hs.items()}
+                for t, hs in raw["by_turn"].items()
+            }
+            if raw.get("by_turn")
             else None,
             loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
@@ -391,7 +401,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         ttft_trend=None
         if any(p.ttft_trend is None for p in parts)
         else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),
-        ttft_by_turn=_merge_turns(parts),
+        by_turn=_merge_turns(parts),
         loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
         runqueue_wait_s=None
         if any(p.runqueue_wait_s is None for p in parts)
@@ -399,14 +409,16 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
     )
 
 
-def _merge_turns(parts: Sequence[LevelResult]) -> dict[int, LatencyHistogram] | None:
-    turns: dict[int, LatencyHistogram] = {}
+def _merge_turns(parts: Sequence[LevelResult]) -> dict[int, dict[Metric, LatencyHistogram]] | None:
+    turns: dict[int, dict[Metric, LatencyHistogram]] = {}
     for part in parts:
-        for t, h in (part.ttft_by_turn or {}).items():
-            if t in turns:
-                turns[t].merge(h)
-            else:
-                turns[t] = h.copy()
+        for t, hists in (part.by_turn or {}).items():
+            merged = turns.setdefault(t, {})
+            for m, h in hists.items():
+                if m in merged:
+                    merged[m].merge(h)
+                else:
+                    merged[m] = h.copy()
     return dict(sorted(turns.items())) or None
 
 

@@ -51,9 +51,10 @@ def throughput_table(level: LevelResult) -> Table:
         ("achieved concurrency", fmt(s["achieved_concurrency"], 2)),
         ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
     ]
-    if "ttft_by_turn_ms" in s:
-        turns = ", ".join(f"{t}: {fmt(v['p50'])}" for t, v in s["ttft_by_turn_ms"].items())
-        rows.append(("TTFT p50 by turn (ms)", turns))
+    if "by_turn" in s:
+        for metric in ("ttft", "tpot"):
+            turns = ", ".join(f"{t}: {fmt(v[f'{metric}_ms']['p50'])}" for t, v in s["by_turn"].items())
+            rows.append((f"{metric.upper()} p50 by turn (ms)", turns))
     if level.errors:
         rows.append(("errors by kind", ", ".join(f"{k.value}={v}" for k, v in sorted(level.errors.items()))))
     if level.server is not None:

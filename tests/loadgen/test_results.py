@@ -181,3 +181,23 @@ def test_corrupt_files_get_one_clear_error(tmp_path: Path, text: str, match: str
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="no such results file"):
         load(tmp_path / "nope.json")
+
+
+def test_per_turn_histograms_round_trip_and_merge_across_workers() -> None:
+    def turns(ttft_us: dict[int, list[int]]) -> dict[int, dict[Metric, LatencyHistogram]]:
+        out = {}
+        for t, values in ttft_us.items():
+            hists = {m: LatencyHistogram() for m in (Metric.TTFT, Metric.TPOT, Metric.E2E)}
+            for v in values:
+                hists[Metric.TTFT].record_us(v)
+            out[t] = hists
+        return out
+
+    a = replace(level({Metric.TTFT: [1000]}), by_turn=turns({1: [1000], 2: [3000]}))
+    b = replace(level({Metric.TTFT: [2000]}), by_turn=turns({1: [2000]}))
+    merged = merge_levels([a, b])
+    assert merged.by_turn is not None and sorted(merged.by_turn) == [1, 2]
+    assert merged.by_turn[1][Metric.TTFT].count == 2 and merged.by_turn[2][Metric.TTFT].count == 1
+    back = LevelResult.from_json(merged.to_json(), DEFAULT_CONFIG)
+    assert back.by_turn is not None and back.by_turn[1][Metric.TTFT] == merged.by_turn[1][Metric.TTFT]
+    assert back.summary()["by_turn"]["2"]["ttft_ms"]["p50"] == pytest.approx(3.0, rel=0.01)

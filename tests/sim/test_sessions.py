@@ -28,7 +28,8 @@ def converse(tmp_path: Path, prefix_cache: bool) -> tuple[dict[str, dict[str, fl
                                           str(OUTPUT), "--records", str(records), "-o", str(out), "--quiet"])  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in records.read_text().splitlines()]
-    return load(out).levels[0].summary()["ttft_by_turn_ms"], rows
+    by_turn = load(out).levels[0].summary()["by_turn"]
+    return {t: v["ttft_ms"] for t, v in by_turn.items()}, rows
 
 
 def test_each_turn_sends_the_whole_history_back(tmp_path: Path) -> None:
@@ -76,4 +77,5 @@ def test_a_profile_sweeps_conversations(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     result = CliRunner().invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert set(load(out).levels[0].summary()["ttft_by_turn_ms"]) == {"1", "2"}
+    by_turn = load(out).levels[0].summary()["by_turn"]
+    assert set(by_turn) == {"1", "2"} and set(by_turn["2"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}
