@@ -1,4 +1,4 @@
-"""A CPU-bound process on the generator's core: the level is flagged client-bound, and says why.
+"""CPU-bound processes on the generator's core: the level is flagged client-bound, and says why.
 
 The generator's own CPU time and send lag cannot see this (it is simply not running); the time its
 loop spends runnable but waiting for a core does (``/proc/thread-self/schedstat``).
@@ -39,14 +39,18 @@ def test_a_cpu_hog_on_the_generators_core_flags_the_level(tmp_path: Path) -> Non
     with SimProcess(SimOptions(engine=EngineConfig(max_num_seqs=256))) as sim:
         assert sim._proc is not None
         os.sched_setaffinity(sim._proc.pid, {1})  # the target on the other core: only the client is disturbed
-        hog = subprocess.Popen(
-            [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {0})
-        )
+        hogs = [  # two CPU-bound neighbours on the generator's core
+            subprocess.Popen(
+                [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {0})
+            )
+            for _ in range(2)
+        ]
         try:
             noisy = run_on_core_0(sim.base_url, tmp_path / "noisy.json")
         finally:
-            hog.kill()
-            hog.wait()
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
         quiet = run_on_core_0(sim.base_url, tmp_path / "quiet.json")
     assert noisy.returncode == 0 and quiet.returncode == 0, noisy.stderr + quiet.stderr
     flagged, clean = load(tmp_path / "noisy.json").levels[0], load(tmp_path / "quiet.json").levels[0]
@@ -54,4 +58,4 @@ def test_a_cpu_hog_on_the_generators_core_flags_the_level(tmp_path: Path) -> Non
     assert "client-bound (its core taken by another process" in noisy.stderr
     assert clean.steal_share is not None and clean.steal_share < flagged.steal_share  # type: ignore[operator]
     summary = json.loads(json.dumps(flagged.summary()))
-    assert summary["client"]["steal_share"] > 0.10 and summary["client"]["loop_lag_p99_ms"] is not None
+    assert summary["client"]["steal_share"] > 0.25 and summary["client"]["loop_lag_p99_ms"] is not None
