@@ -155,6 +155,12 @@ def _checked(level: ImportedLevel, where: str) -> ImportedLevel:
         raise UsageError(f"{where}: give output_tokens_per_s or requests_per_s (the level's throughput)")
     if not any(q.metric == Metric.TPOT or q.metric == Metric.ITL for q in level.latencies):
         raise UsageError(f"{where}: give at least one TPOT or ITL latency (e.g. tpot_p50_ms or itl_p50_ms)")
+    e2e = {Quantity(Metric.E2E, aggregate=Aggregate.MEAN), Quantity(Metric.E2E, percentile=50.0)}
+    if level.load.kind == "rate" and level.running_batch is None and e2e.isdisjoint(level.latencies):
+        raise UsageError(
+            f"{where}: an open-loop level needs e2e_mean_ms (or e2e_p50_ms) or running_batch: without them "
+            "its requests in flight, the batch axis, are unknown"
+        )
     return level
 
 

@@ -192,3 +192,10 @@ def test_aiperf_exports_plan(tmp_path: Path) -> None:
     assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32]
     plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p95<35ms", "--json"]).stdout)
     assert plan["batch_axis"] == "littles_law" and plan["slo"][0]["batch"] == 23
+
+
+def test_an_open_loop_row_without_e2e_or_batch_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("rate,tpot_p50_ms,requests_per_s\n4,30,4\n")
+    result = runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and "needs e2e_mean_ms" in result.stderr
