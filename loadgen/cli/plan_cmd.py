@@ -71,35 +71,51 @@ def stored_plan(results: Results) -> dict[str, Any]:
 @friendly_errors
 def plan(
     results_file: Annotated[Path | None, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")] = None,
-    law: Annotated[str | None, typer.Option(help="What-if without a sweep: the step law, e.g. 25+0.4b (ms).")] = None,
+    law: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="What-if without a sweep: the step law, e.g. 25+0.4b (ms).")
+    ] = None,
     slo: Annotated[
         list[str] | None,
-        typer.Option(help="SLO, e.g. tpot_p95<50ms, ttft_p95<1s (repeatable; default: the profile's)."),
+        typer.Option(metavar="TEXT", help="SLO, e.g. tpot_p95<50ms, ttft_p95<1s (repeatable; default: the profile's)."),
     ] = None,
-    profile: Annotated[str | None, typer.Option(help="Take SLOs and the plan section from this profile.")] = None,
-    qps: Annotated[float | None, typer.Option(help="Target peak requests per second.")] = None,
+    profile: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="Take SLOs and the plan section from this profile.")
+    ] = None,
+    qps: Annotated[float | None, typer.Option(metavar="NUMBER", help="Target peak requests per second.")] = None,
     output_tokens: Annotated[
-        float | None, typer.Option(help="Output tokens per request (default: the sweep's).")
+        float | None, typer.Option(metavar="NUMBER", help="Output tokens per request (default: the sweep's).")
     ] = None,
-    max_utilization: Annotated[float, typer.Option(help="Utilization target per replica, in (0, 1].")] = 0.8,
-    current_batch: Annotated[int | None, typer.Option(help="The batch cap (--max-num-seqs) in use now.")] = None,
-    replicas: Annotated[int | None, typer.Option(help="Replicas running now.")] = None,
-    arrival: Annotated[str, typer.Option(help="Arrivals for the sizing simulation: poisson | gamma.")] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="Gamma shape for the simulation (1 = Poisson).")] = 1.0,
-    lengths: Annotated[str | None, typer.Option(help="Output lengths of one static batch, e.g. 3,3,3,10.")] = None,
-    no_simulate: Annotated[bool, typer.Option("--no-simulate", help="Skip the sizing simulation.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the sizing simulation and the fit's bootstrap.")] = 0,
+    max_utilization: Annotated[
+        float, typer.Option(metavar="NUMBER", help="Utilization target per replica, in (0, 1].")
+    ] = 0.8,
+    current_batch: Annotated[
+        int | None, typer.Option(metavar="N", help="The batch cap (--max-num-seqs) in use now.")
+    ] = None,
+    replicas: Annotated[int | None, typer.Option(metavar="N", help="Replicas running now.")] = None,
+    arrival: Annotated[
+        str, typer.Option(metavar="TEXT", help="Arrivals for the sizing simulation: poisson | gamma.")
+    ] = "poisson",
+    burstiness: Annotated[
+        float, typer.Option(metavar="NUMBER", help="Gamma shape for the simulation (1 = Poisson).")
+    ] = 1.0,
+    lengths: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="Output lengths of one static batch, e.g. 3,3,3,10.")
+    ] = None,
+    no_simulate: Annotated[bool, typer.Option("--no-simulate", metavar="", help="Skip the sizing simulation.")] = False,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the sizing simulation and the fit's bootstrap.")] = 0,
     prefill_ms_per_token: Annotated[
         float | None,
         typer.Option(
+            metavar="NUMBER",
             help="Prefill cost per prompt token in the sizing simulation, ms (default: fitted from TTFT "
-            "at concurrency 1, when the sweep ran it)."
+            "at concurrency 1, when the sweep ran it).",
         ),
     ] = None,
     prompt_tokens: Annotated[
-        float | None, typer.Option(help="Prompt tokens per request for the prefill term (default: the sweep's).")
+        float | None,
+        typer.Option(metavar="NUMBER", help="Prompt tokens per request for the prefill term (default: the sweep's)."),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the complete plan as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
     if (results_file is None) == (law is None):

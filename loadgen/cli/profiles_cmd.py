@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True, help="List, show and validate workload p
 @app.command("list")
 @friendly_errors
 def list_cmd(
-    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the list as JSON.")] = False,
 ) -> None:
     """The shipped profiles (and ./profiles/*.yaml) and what each is for."""
     rows: list[dict[str, Any]] = []

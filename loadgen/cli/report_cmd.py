@@ -69,14 +69,21 @@ def report(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="Write report.md, report.html or report.csv (default: print to the terminal)."
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write report.md, report.html or report.csv (default: print to the terminal).",
         ),
     ] = None,
-    slo: Annotated[list[str] | None, typer.Option(help="SLO, e.g. tpot_p95<50ms (default: the profile's).")] = None,
-    profile: Annotated[str | None, typer.Option(help="Take SLOs from this profile.")] = None,
-    qps: Annotated[float | None, typer.Option(help="Target QPS for the replica plan.")] = None,
-    output_tokens: Annotated[float | None, typer.Option(help="Output tokens per request for the plan.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report's sections as JSON.")] = False,
+    slo: Annotated[
+        list[str] | None, typer.Option(metavar="TEXT", help="SLO, e.g. tpot_p95<50ms (default: the profile's).")
+    ] = None,
+    profile: Annotated[str | None, typer.Option(metavar="TEXT", help="Take SLOs from this profile.")] = None,
+    qps: Annotated[float | None, typer.Option(metavar="NUMBER", help="Target QPS for the replica plan.")] = None,
+    output_tokens: Annotated[
+        float | None, typer.Option(metavar="NUMBER", help="Output tokens per request for the plan.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
     if output is not None and output.suffix not in FORMATS:
@@ -117,32 +124,39 @@ def report(
 @friendly_errors
 def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="The candidate run's results.")],
-    baseline: Annotated[Path | None, typer.Option(help="Results of the baseline build to compare against.")] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Results of the baseline build to compare against.")
+    ] = None,
     require: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="TEXT",
             help="A condition that must hold, e.g. 'tpot_p95 < 50ms', "
-            "'error_rate < 1%', 'output_tokens_per_s > 1200 @c=32'."
+            "'error_rate < 1%', 'output_tokens_per_s > 1200 @c=32'.",
         ),
     ] = None,
     fail_if: Annotated[
-        list[str] | None, typer.Option(help="A condition that fails the gate, e.g. 'ttft_p99 > 2s'.")
+        list[str] | None, typer.Option(metavar="TEXT", help="A condition that fails the gate, e.g. 'ttft_p99 > 2s'.")
     ] = None,
     profile: Annotated[
         str | None,
-        typer.Option(help="Take SLO thresholds from this profile (default: the profile stored in the results)."),
+        typer.Option(
+            metavar="TEXT", help="Take SLO thresholds from this profile (default: the profile stored in the results)."
+        ),
     ] = None,
     max_regression: Annotated[
-        float, typer.Option(help="Largest tolerated change against the baseline (0.10 = 10%).")
+        float, typer.Option(metavar="NUMBER", help="Largest tolerated change against the baseline (0.10 = 10%).")
     ] = 0.10,
     untrusted_error_rate: Annotated[
-        float, typer.Option(help="A level failing more requests than this is untrusted.")
+        float, typer.Option(metavar="NUMBER", help="A level failing more requests than this is untrusted.")
     ] = 0.20,
-    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report (one test case per check).")] = None,
-    summary_md: Annotated[
-        Path | None, typer.Option(help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")
+    junit: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write a JUnit XML report (one test case per check).")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    summary_md: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the verdict as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
     """CI gate. Exit codes: 0 pass; 1 a threshold breached or a real regression; 2 usage error;
@@ -196,9 +210,9 @@ def compare(
         list[Path], typer.Argument(metavar="A B [...]", help="Results files; the first is the reference.")
     ],
     max_regression: Annotated[
-        float, typer.Option(help="Changes beyond this fraction (and outside the noise) are marked.")
+        float, typer.Option(metavar="NUMBER", help="Changes beyond this fraction (and outside the noise) are marked.")
     ] = 0.10,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the comparison as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
     """Side-by-side table of two or more results, with direction-aware deltas and significance marks."""
@@ -234,6 +248,7 @@ AllowMismatchOpt = Annotated[
     bool,
     typer.Option(
         "--allow-mismatch",
+        metavar="",
         help="Compare runs of different workloads anyway (API, model, prompt/output lengths, load mode).",
     ),
 ]

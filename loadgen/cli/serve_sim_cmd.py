@@ -16,52 +16,74 @@ from loadgen.sim.server import is_loopback, serve_forever
 
 
 def serve_sim(
-    host: Annotated[str, typer.Option(help="Address to bind. Loopback unless --allow-remote.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0 picks a free one).")] = 8000,
-    model: Annotated[str, typer.Option(help="Model id served on /v1/models.")] = "sim-model",
-    base_ms: Annotated[float, typer.Option(min=0.0, help="Fixed cost of one decode step, ms.")] = 25.0,
-    per_seq_ms: Annotated[float, typer.Option(min=0.0, help="Added step cost per running sequence, ms.")] = 0.4,
+    host: Annotated[
+        str, typer.Option(metavar="TEXT", help="Address to bind. Loopback unless --allow-remote.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="N", min=0, max=65535, help="Port (0 picks a free one).")] = 8000,
+    model: Annotated[str, typer.Option(metavar="TEXT", help="Model id served on /v1/models.")] = "sim-model",
+    base_ms: Annotated[
+        float, typer.Option(metavar="NUMBER", min=0.0, help="Fixed cost of one decode step, ms.")
+    ] = 25.0,
+    per_seq_ms: Annotated[
+        float, typer.Option(metavar="NUMBER", min=0.0, help="Added step cost per running sequence, ms.")
+    ] = 0.4,
     prefill_ms_per_token: Annotated[
-        float, typer.Option(min=0.0, help="Added step cost per prompt token admitted in the step, ms.")
+        float,
+        typer.Option(metavar="NUMBER", min=0.0, help="Added step cost per prompt token admitted in the step, ms."),
     ] = 0.0,
-    max_num_seqs: Annotated[int, typer.Option(min=1, help="Most sequences running at once.")] = 128,
-    mode: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
-    static_batch: Annotated[int, typer.Option(min=1, help="Static mode: batch size to collect.")] = 8,
+    max_num_seqs: Annotated[int, typer.Option(metavar="N", min=1, help="Most sequences running at once.")] = 128,
+    mode: Annotated[str, typer.Option(metavar="TEXT", help="continuous | static")] = "continuous",
+    static_batch: Annotated[int, typer.Option(metavar="N", min=1, help="Static mode: batch size to collect.")] = 8,
     static_wait_ms: Annotated[
-        float, typer.Option(min=0.0, help="Static mode: longest wait to fill a batch, ms.")
+        float, typer.Option(metavar="NUMBER", min=0.0, help="Static mode: longest wait to fill a batch, ms.")
     ] = 50.0,
-    noise_cv: Annotated[float, typer.Option(min=0.0, help="Lognormal step noise, coefficient of variation.")] = 0.0,
+    noise_cv: Annotated[
+        float, typer.Option(metavar="NUMBER", min=0.0, help="Lognormal step noise, coefficient of variation.")
+    ] = 0.0,
     merge_prob: Annotated[
-        float, typer.Option(min=0.0, max=0.99, help="Chance a token is held and sent with the next one.")
+        float,
+        typer.Option(metavar="NUMBER", min=0.0, max=0.99, help="Chance a token is held and sent with the next one."),
     ] = 0.0,
     fault: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="TEXT",
             help="Inject a fault per request with probability P: KIND=P, KIND one of "
             "http_429, http_500, http_503, drop, malformed, reset, hang, stall, trickle, oversized. "
-            "Repeatable."
+            "Repeatable.",
         ),
     ] = None,
-    stall_ms: Annotated[float, typer.Option(min=0.0, help="How long the 'stall' fault pauses a stream, ms.")] = 1000.0,
-    seed: Annotated[int, typer.Option(help="Seed for noise, faults and chunk merging.")] = 0,
+    stall_ms: Annotated[
+        float, typer.Option(metavar="NUMBER", min=0.0, help="How long the 'stall' fault pauses a stream, ms.")
+    ] = 1000.0,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed for noise, faults and chunk merging.")] = 0,
     require_api_key: Annotated[
-        str | None, typer.Option(help="Answer 401 unless requests carry 'Authorization: Bearer KEY'.")
+        str | None, typer.Option(metavar="TEXT", help="Answer 401 unless requests carry 'Authorization: Bearer KEY'.")
     ] = None,
     max_model_len: Annotated[
-        int, typer.Option(min=1, help="Context limit: prompt + max_tokens beyond it answer 400, as engines do.")
+        int,
+        typer.Option(
+            metavar="N", min=1, help="Context limit: prompt + max_tokens beyond it answer 400, as engines do."
+        ),
     ] = 131_072,
     tokens_per_word: Annotated[
-        float, typer.Option(min=0.1, help="Prompt tokens per word in usage, as a real tokenizer's ratio.")
+        float,
+        typer.Option(metavar="NUMBER", min=0.1, help="Prompt tokens per word in usage, as a real tokenizer's ratio."),
     ] = 1.0,
-    template_tokens: Annotated[int, typer.Option(min=0, help="Chat: tokens the template adds to a prompt.")] = 0,
+    template_tokens: Annotated[
+        int, typer.Option(metavar="N", min=0, help="Chat: tokens the template adds to a prompt.")
+    ] = 0,
     no_prefix_cache: Annotated[
         bool,
         typer.Option(
             "--no-prefix-cache",
+            metavar="",
             help="Prefill every prompt in full (by default a conversation's earlier turns cost no prefill).",
         ),
     ] = False,
-    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow binding a non-loopback address.")] = False,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", metavar="", help="Allow binding a non-loopback address.")
+    ] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
     if not is_loopback(host) and not allow_remote:
