@@ -31,7 +31,7 @@ import json
 import math
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from loadgen.errors import UsageError
 from loadgen.histogram import LatencyHistogram
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
+from loadgen.textfiles import read_text
 
 IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
 NOMINAL_COMPLETED = 1000  # requests assumed per level when the source does not say
@@ -66,17 +67,11 @@ class ImportedLevel:
     duration_s: float | None = None
     prompt_tokens: float | None = None
     output_tokens: float | None = None
-    assumed: tuple[str, ...] = field(default=())
 
 
 def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
-    """The levels in ``path`` and the format recognised (``table`` or ``vllm-bench``)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
+    """The levels in ``path`` and the format recognised (table, vllm-bench, guidellm or aiperf)."""
+    text = read_text(path)
     if path.suffix.lower() == ".csv":
         rows: list[Any] = list(csv.DictReader(io.StringIO(text)))
         return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.errors import UsageError
+from loadgen.textfiles import read_text
 
 MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
 
@@ -71,12 +72,7 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
 
 def load_trace(path: Path) -> Trace:
     """Read a trace file; one line naming the file, line and column for anything wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--trace {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--trace {path}: cannot read ({exc})") from None
+    text = read_text(path, "--trace")
     rows: Iterable[tuple[int, Mapping[str, Any]]]
     if path.suffix.lower() == ".csv":
         rows = enumerate(csv.DictReader(io.StringIO(text)), start=2)

@@ -91,3 +91,12 @@ def test_a_trace_refuses_flags_that_contradict_it(tmp_path: Path) -> None:
     ):
         result = runner.invoke(app, ["run", "--url", "sim", "--trace", trace, *extra, "-o", str(tmp_path / "o.json")])
         assert result.exit_code == 2 and flag in result.stderr, result.output
+
+
+def test_a_missing_or_binary_trace_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--trace .*nope.jsonl: no such file"):
+        load_trace(tmp_path / "nope.jsonl")
+    binary = tmp_path / "b.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(UsageError, match=r"--trace .*b.jsonl: cannot read"):
+        load_trace(binary)
