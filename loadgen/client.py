@@ -39,6 +39,7 @@ from loadgen.sse import (
     SSEDecoder,
     SSEError,
     SSEEvent,
+    error_message,
     parse_chunk,
 )
 from loadgen.target import split_endpoint
@@ -118,10 +119,10 @@ async def _server_reason(response: httpx.Response) -> str:
     text = head[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
     try:
         parsed = orjson.loads(text)
-        message = parsed["error"]["message"] if isinstance(parsed.get("error"), dict) else parsed.get("error", "")
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
-        message = text
-    line = " ".join(str(message).split())
+    except orjson.JSONDecodeError:
+        parsed = None
+    message = error_message(parsed) if isinstance(parsed, dict) else text
+    line = " ".join(message.split())
     return f": {line[:REASON_CHARS]}" if line else ""
 
 
@@ -151,10 +152,10 @@ async def stream_request(
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
     state = _StreamState(convention, answer)
-    request_id = uuid.uuid4().hex if request_id_header else None
     headers = {"content-type": "application/json"}
-    if request_id_header and request_id:
-        headers[request_id_header] = request_id
+    request_id = None
+    if request_id_header:
+        request_id = headers[request_id_header] = uuid.uuid4().hex
     t_sent = clock()
     status: int | None = None
     error: ErrorKind | None = None

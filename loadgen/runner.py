@@ -373,7 +373,9 @@ class _Level:
         Whatever keeps the loop from running on time shows here: its own
         callbacks piling up, or the OS giving its core to another process
         (a noisy neighbour, CPU steal), which the process's own CPU time
-        cannot show. A p99 above the lag threshold flags the level client-bound.
+        cannot show. Recorded and said in the caveats, not a verdict by itself:
+        bursts of chunks from one engine step make it read high on a quiet
+        machine too (the run-queue wait is what tells a neighbour apart).
         """
         await _sleep_until(self.recorder.window_start, self.clock)
         while self.clock() < self.t_stop:

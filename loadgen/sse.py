@@ -163,6 +163,12 @@ record which, and comparisons never mix them.
 """
 
 
+def error_message(obj: dict[str, Any]) -> str:
+    """The server's words in an OpenAI error object: ``error.message``, or ``error`` when it is a string."""
+    err = obj.get("error", "")
+    return str(err.get("message", "") if isinstance(err, dict) else err)
+
+
 def parse_chunk(data: str, api: Api) -> Chunk:
     """Parse one event's data. Raises ``MalformedChunk`` when it is not a chunk.
 
@@ -176,9 +182,7 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     if not isinstance(obj, dict):
         raise MalformedChunk("chunk data is not a JSON object")
     if "choices" not in obj and "error" in obj:
-        err = obj["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        return Chunk("", None, None, None, error=str(message)[:200])
+        return Chunk("", None, None, None, error=error_message(obj)[:200])
     cid = obj.get("id")
     cid = cid[:ID_CHARS] if isinstance(cid, str) else None
     choices = obj.get("choices")

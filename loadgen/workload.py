@@ -166,20 +166,16 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None 
     if not entries:
         raise UsageError(f"{path}: dataset has no prompts (read as {fmt})")
     if max_words is not None:
-        entries = tuple(e for e in entries if entry_words(e) <= max_words)
+        entries = tuple(e for e in entries if _entry_words(e) <= max_words)
         if not entries:
             raise UsageError(f"{path}: no entry is {max_words} words or shorter (prompt + answer)")
     return entries
 
 
-def entry_words(entry: DatasetEntry) -> int:
+def _entry_words(entry: DatasetEntry) -> int:
     """An entry's prompt (every message) and recorded answer, in words."""
-    prompt = (
-        _words(entry.prompt)
-        if entry.prompt is not None
-        else sum(_words(m.get("content", "")) for m in entry.messages or ())
-    )
-    return prompt + (entry.answer_words or 0)
+    prompt = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
+    return _words(prompt) + (entry.answer_words or 0)
 
 
 def _words(text: Any) -> int:
