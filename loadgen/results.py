@@ -251,6 +251,17 @@ class LevelResult:
         value = self.histograms[metric].percentile_us(percentile)
         return None if value is None else value / 1000.0
 
+    def independent_samples(self, metric: Metric) -> float:
+        """How many of this metric's samples carry independent information.
+
+        One per request for per-request metrics, but about one per engine step
+        for ITL: every running stream's gap comes from the same step, so the
+        pooled count is divided by the batch (methodology §2.7: never take
+        pooled ITL count as n).
+        """
+        n = self.histograms[metric].count
+        return n / max(self.achieved_concurrency, 1.0) if metric == Metric.ITL else float(n)
+
     def summary(self) -> dict[str, Any]:
         """The human/``jq`` block (milliseconds); never read back."""
         out: dict[str, Any] = {}

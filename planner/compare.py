@@ -5,8 +5,12 @@ Noise: a latency percentile's order-statistic interval, widened by a design
 effect of 2 because requests in one level share engine steps and are not
 independent (methodology §2.7); a rate's interval from its request count
 (Poisson, same widening); an error rate's from a two-proportion test. A
-change is a regression only when it is worse, larger than the allowed
-fraction, *and* significant, so a noisy rerun of the same build passes.
+percentile that either run has too few independent samples to bound
+(``samples_needed``: a p99 needs 299, and pooled ITL counts one per engine
+step) is shown but never significant: with fewer, it is the run's maximum,
+which one scheduling hiccup of the machine sets. A change is a regression
+only when it is worse, larger than the allowed fraction, *and* significant,
+so a noisy rerun of the same build passes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loadgen.quantity import samples_needed
 from loadgen.results import LevelResult, Results
 from planner.observations import Z95, percentile_ci_ms
 from planner.quantities import latency_quantity, quantity_value
@@ -46,6 +51,7 @@ class Delta:
     worse: bool
     significant: bool
     regression: bool
+    resolvable: bool = True  # False: a percentile one of the runs has too few samples to bound
 
 
 def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
@@ -62,10 +68,12 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
         return value - half, value + half
     q = latency_quantity(quantity)
     assert q is not None and q.percentile is not None
+    if level.independent_samples(q.metric) < samples_needed(q.percentile):
+        return None
     ci = percentile_ci_ms(level, q.metric, q.percentile)
     if ci is None:
         return None
-    lo, hi = ci  # for ITL, already on about one independent sample per engine step
+    lo, hi = ci
     return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
 
 
@@ -79,12 +87,12 @@ def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float
         change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
         worse = b > a if better == "lower" else b < a
         ia, ib = _interval(base, quantity), _interval(cand, quantity)
+        resolvable = ia is not None and ib is not None
         significant = ia is not None and ib is not None and (ib[0] > ia[1] or ib[1] < ia[0])
         # an error rate near zero is compared in points, not as a ratio
         big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
-        out.append(
-            Delta(base.load.label, quantity, better, a, b, change, worse, significant, worse and big and significant)
-        )
+        regression = worse and big and significant
+        out.append(Delta(base.load.label, quantity, better, a, b, change, worse, significant, regression, resolvable))
     return out
 
 

@@ -27,7 +27,7 @@ def _delta_text(d: Delta) -> str:
     change = "n/a" if d.change is None else f"{d.change:+.1%}"
     return (
         f"{d.quantity}: {_value(d.quantity, d.baseline)} -> {_value(d.quantity, d.candidate)} ({change}"
-        f"{', significant' if d.significant else ', within noise'})"
+        f"{', significant' if d.significant else ', within noise' if d.resolvable else ', too few samples to tell'})"
     )
 
 
@@ -121,6 +121,7 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
                 "change": d.change,
                 "worse": d.worse,
                 "significant": d.significant,
+                "resolvable": d.resolvable,
                 "regression": d.regression,
             }
             for d in verdict.deltas

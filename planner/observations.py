@@ -175,10 +175,9 @@ def littles_cause(level: LevelResult, e2e_ms: float) -> str:
 def percentile_ci_ms(level: LevelResult, metric: Metric, percentile: float) -> tuple[float, float] | None:
     """Distribution-free 95% interval of a percentile from order statistics (binomial ranks).
 
-    The ranks' spread comes from the number of *independent* samples: one per
-    request for per-request metrics, but about one per engine step for ITL,
-    since every running stream's gap comes from the same step (so the count
-    is divided by the batch). Requests in one level still share steps, so
+    The ranks' spread comes from the number of *independent* samples
+    (``LevelResult.independent_samples``: one per engine step for ITL).
+    Requests in one level still share steps, so
     this understates the real uncertainty (methodology §2.7): a lower bound.
     """
     h = level.histograms[metric]
@@ -186,8 +185,9 @@ def percentile_ci_ms(level: LevelResult, metric: Metric, percentile: float) -> t
     if n == 0:
         return None
     p = percentile / 100.0
-    independent = n / max(level.achieved_concurrency, 1.0) if metric == Metric.ITL else float(n)
-    half = Z95 * math.sqrt(p * (1 - p) / max(independent, 1.0)) * n  # in ranks of the n recorded samples
+    half = (
+        Z95 * math.sqrt(p * (1 - p) / max(level.independent_samples(metric), 1.0)) * n
+    )  # in ranks of the n recorded samples
     lo_rank = max(1, math.floor(n * p - half))
     hi_rank = min(n, math.ceil(n * p + half) + 1)
     lo, hi = h.percentile_us(100.0 * lo_rank / n), h.percentile_us(100.0 * hi_rank / n)

@@ -100,10 +100,11 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
         return tuple(out)
     for q in asked:
         assert q.percentile is not None
-        n, need = level.histograms[q.metric].count, samples_needed(q.percentile)
+        n, need = level.independent_samples(q.metric), samples_needed(q.percentile)
         if n < need:
+            what = "engine steps' worth of ITL samples" if q.metric == Metric.ITL else f"{q.metric.value} samples"
             out.append(
-                f"{label}: {n} {q.metric.value} samples cannot bound a p{q.percentile:g} (needs at least "
+                f"{label}: {n:.0f} {what} cannot bound a p{q.percentile:g} (needs at least "
                 f"{need}); run the level longer or give it a request floor"
             )
     e2e_us = level.histograms[Metric.E2E].mean_us()

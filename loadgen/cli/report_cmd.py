@@ -241,7 +241,10 @@ def compare(
             cells.append(_delta_cell(d) if d else "-")
         table.add_row(*cells)
     consoles().out.print(table)
-    consoles().err.print("* outside the noise; red worse, green better (direction-aware)", highlight=False)
+    consoles().err.print(
+        "* outside the noise; ? too few samples to bound that percentile; red worse, green better (direction-aware)",
+        highlight=False,
+    )
 
 
 AllowMismatchOpt = Annotated[
@@ -274,7 +277,7 @@ def _delta_cell(d: Delta) -> str:
     colour = (
         "red" if d.worse and abs(d.change) > 0.005 else "green" if not d.worse and abs(d.change) > 0.005 else "white"
     )
-    mark = "*" if d.significant else ""
+    mark = "*" if d.significant else "" if d.resolvable else "?"
     return f"{_num(d.candidate)} [{colour}]({d.change:+.1%}{mark})[/]"
 
 
