@@ -1,16 +1,111 @@
-"""The ``loadgen`` typer app: every command registered (imported only when the CLI runs)."""
+"""The ``loadgen`` typer app: every command listed, each one's module imported only when it runs.
+
+``loadgen --help`` lists nine commands; building them all would import
+aiohttp, httpx, numpy and the planner (about a second) just to print their
+one-line summaries. The root group therefore knows each command by its
+module and summary, shows a stand-in for the listing, and imports the module
+when the command itself is wanted: to run, for its own ``--help`` or for
+completion. ``tests/cli/test_lazy_commands.py`` checks each summary against
+the command's docstring.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
+import typer.core
+import typer.main
 
 from loadgen import __version__
-from loadgen.cli import import_cmd, plan_cmd, profiles_cmd, report_cmd, run_cmd, serve_sim_cmd, sweep_cmd
+
+
+@dataclass(frozen=True, slots=True)
+class LazyCommand:
+    module: str  # under loadgen.cli; its ``register(app)`` adds the command
+    summary: str  # the first line of the command's help, shown in ``loadgen --help``
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "serve-sim": LazyCommand(
+        "serve_sim_cmd", "Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."
+    ),
+    "run": LazyCommand("run_cmd", "Run one load level and write a results file."),
+    "sweep": LazyCommand(
+        "sweep_cmd", "Sweep load levels from a profile and write a results file (checkpointed after every level)."
+    ),
+    "plan": LazyCommand(
+        "plan_cmd", "Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."
+    ),
+    "report": LazyCommand(
+        "report_cmd",
+        "Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV).",
+    ),
+    "gate": LazyCommand("report_cmd", "CI gate: exit 0 pass, 1 breach or regression, 2 usage error, 3 untrusted run."),
+    "compare": LazyCommand(
+        "report_cmd", "Side-by-side table of two or more results, with direction-aware deltas and significance marks."
+    ),
+    "import": LazyCommand(
+        "import_cmd", "Turn numbers from another tool into a results file that plan, report and compare read."
+    ),
+    "profile": LazyCommand("profiles_cmd", "List, show and validate workload profiles."),
+}
+
+
+def load_command(name: str) -> typer.core.TyperCommand | typer.core.TyperGroup:
+    """Import a command's module and build its command (typer reads the function's signature)."""
+    module = importlib.import_module(f"loadgen.cli.{COMMANDS[name].module}")
+    holder = typer.Typer()
+    holder.callback()(lambda: None)  # a callback keeps typer from collapsing a one-command app into that command
+    module.register(holder)
+    group = typer.main.get_command(holder)
+    assert isinstance(group, typer.core.TyperGroup)
+    command = group.commands[name]
+    assert isinstance(command, (typer.core.TyperCommand, typer.core.TyperGroup))
+    return command
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """Lists every command from ``COMMANDS``; imports one only when it is run, asked for help or completed.
+
+    ``commands`` holds a stand-in per command (summary only), which is what
+    the root's help and click's "did you mean" read. (Click's context and
+    formatter are typed ``Any`` here: typer vendors click privately.)
+    """
+
+    _listing = False
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, lazy in COMMANDS.items():
+            self.commands[name] = typer.core.TyperCommand(name, help=lazy.summary, short_help=lazy.summary)
+        self._loaded: dict[str, typer.core.TyperCommand | typer.core.TyperGroup] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            return self.commands[cmd_name]
+        if cmd_name not in self._loaded:
+            self._loaded[cmd_name] = load_command(cmd_name)
+        return self._loaded[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True  # the root's help needs each command's summary, not the command
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="loadgen",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     help="Load testing and SLO capacity planning for OpenAI-compatible streaming LLM endpoints.\n\n"
@@ -27,16 +122,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, metavar="", help="Print the version and exit."),
     ] = False,
 ) -> None:
     """Load testing and SLO capacity planning for OpenAI-compatible streaming LLM endpoints."""
-
-
-serve_sim_cmd.register(app)
-run_cmd.register(app)
-sweep_cmd.register(app)
-profiles_cmd.register(app)
-plan_cmd.register(app)
-report_cmd.register(app)
-import_cmd.register(app)

@@ -159,8 +159,11 @@ def gate(
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the verdict as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:
-    """CI gate. Exit codes: 0 pass; 1 a threshold breached or a real regression; 2 usage error;
-    3 the run cannot be trusted (client-bound, incomplete, errors above the limit, too few samples)."""
+    """CI gate: exit 0 pass, 1 breach or regression, 2 usage error, 3 untrusted run.
+
+    1: a threshold breached, or a change from the baseline worse than --max-regression and outside the noise.
+    3: the run cannot be trusted (client-bound, incomplete, too many errors, too few samples for a percentile).
+    """
     bounded("--max-regression", max_regression, minimum=0, exclusive=True, maximum=10)
     bounded("--untrusted-error-rate", untrusted_error_rate, minimum=0, maximum=1)
     for flag, path in (("--junit", junit), ("--summary-md", summary_md)):
