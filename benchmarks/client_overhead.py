@@ -6,10 +6,13 @@ pinned to the first CPU at each concurrency, and prints per level: the
 client's CPU seconds (user+sys of the generator's processes only) per 1000
 streamed tokens, achieved vs expected tokens/s, and the error of the
 reported TTFT p50/p99 and TPOT p50/p99 against the truth. Then again with
-``--workers 2``. Traffic goes to 127.0.0.1 only; every level is bounded.
+``--workers 2``. With ``--ray`` the workers are Ray actors on a local Ray
+instance (the start-up of Ray itself is outside the measured window).
+Traffic goes to 127.0.0.1 only; every level is bounded.
 
     python benchmarks/client_overhead.py                  # the full table (about 3 minutes)
     python benchmarks/client_overhead.py --levels 1,64 --duration 3 --no-workers
+    python benchmarks/client_overhead.py --levels 64,256 --ray   # 1 and 2 Ray actors (pip install '.[ray]')
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
-def run_level(url: str, concurrency: int, duration: float, workers: int, transport: str) -> dict[str, float]:
+def run_level(
+    url: str, concurrency: int, duration: float, workers: int, transport: str, ray: bool = False
+) -> dict[str, float]:
     expected_tok_s = concurrency * TOKENS / ((TTFT_MS + (TOKENS - 1) * GAP_MS) / 1000)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -79,7 +84,7 @@ def run_level(url: str, concurrency: int, duration: float, workers: int, transpo
             "--quiet",
             "-o",
             str(Path(tmp) / "r.json"),
-        ]
+        ] + (["--ray", "local"] if ray else [])
         out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120)
         if out.returncode != 0:
             raise SystemExit(f"loadgen failed at c={concurrency}: {out.stderr.strip()[-300:]}")
@@ -118,13 +123,14 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--transport", default="aiohttp")
     parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 pass")
+    parser.add_argument("--ray", action="store_true", help="run the workers as Ray actors (local Ray)")
     args = parser.parse_args()
     server, url = start_server()
     try:
         print(
             f"target: {url} (TTFT {TTFT_MS:g} ms, gap {GAP_MS:g} ms, {TOKENS} tokens); "
             f"{os.cpu_count()} CPUs, client on CPU 0, server on CPU {(os.cpu_count() or 1) - 1}; "
-            f"transport {args.transport}"
+            f"transport {args.transport}" + ("; workers are Ray actors" if args.ray else "")
         )
         header = (
             f"{'workers':>7} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
@@ -135,7 +141,7 @@ def main() -> None:
         for workers in [1] if args.no_workers else [1, 2]:
             for c in (int(x) for x in args.levels.split(",")):
                 late_before = server_late(url)
-                r = run_level(url, c, args.duration, workers, args.transport)
+                r = run_level(url, c, args.duration, workers, args.transport, args.ray)
                 late = server_late(url) - late_before
                 print(
                     f"{workers:>7} {c:>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "

@@ -171,6 +171,7 @@ class LevelResult:
     by_turn: Mapping[int, Mapping[Metric, LatencyHistogram]] | None = None
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
+    bound_workers: tuple[str, ...] = ()  # a split level: each worker that was client-bound on its own, and why
 
     @property
     def failed(self) -> int:
@@ -229,7 +230,9 @@ class LevelResult:
         p99 generator lag above the threshold (open loop); the generator's CPU
         saturated (closed loop, where lag cannot grow: a busy client reads
         late instead); or another process holding the generator's core (a
-        noisy neighbour, CPU steal), which its own CPU time cannot show.
+        noisy neighbour, CPU steal), which its own CPU time cannot show. A
+        level split across workers is bound when any one worker was: the
+        merged averages would hide one saturated worker among idle ones.
         """
         out = []
         p99 = self.histograms[Metric.LAG].percentile_us(99)
@@ -241,7 +244,7 @@ class LevelResult:
         steal = self.steal_share
         if steal is not None and steal > CLIENT_STEAL_BOUND:
             out.append(f"its core taken by another process {steal:.0%} of the window")
-        return tuple(out)
+        return tuple(out) + self.bound_workers
 
     @property
     def client_bound(self) -> bool:
@@ -317,6 +320,7 @@ class LevelResult:
             else None,
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "runqueue_wait_s": self.runqueue_wait_s,
+            "bound_workers": list(self.bound_workers),
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -359,6 +363,7 @@ class LevelResult:
             else None,
             loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
+            bound_workers=tuple(str(x) for x in raw.get("bound_workers") or ()),
         )
 
 
@@ -418,6 +423,9 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         runqueue_wait_s=None
         if any(p.runqueue_wait_s is None for p in parts)
         else sum(p.runqueue_wait_s or 0.0 for p in parts),
+        bound_workers=tuple(
+            f"worker {i}: {'; '.join(p.client_bound_causes)}" for i, p in enumerate(parts) if p.client_bound
+        ),
     )
 
 

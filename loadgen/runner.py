@@ -78,6 +78,24 @@ class LevelPlan:
         return None if self.duration_s is None else self.warmup_s + self.duration_s
 
 
+def open_loop_offsets(plan: LevelPlan) -> np.ndarray:
+    """An open-loop level's send offsets (s from its start): replayed, or drawn from its seed.
+
+    A pure function of the plan, so a level split across workers or hosts
+    can deal one schedule out in interleaved shares (``loadgen.workers.split_plan``).
+    """
+    load, rng = plan.load, np.random.default_rng(plan.seed)
+    arrival: Arrival = load.arrival or "poisson"  # type: ignore[assignment]
+    burstiness = load.burstiness or 1.0
+    if plan.arrivals_s is not None:
+        return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)
+    if plan.duration_s is not None:
+        span = plan.warmup_s + plan.duration_s
+        offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
+        return offsets if plan.requests is None else offsets[: plan.requests]
+    return arrival_offsets(load.value, plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng)
+
+
 async def run_level(
     plan: LevelPlan,
     workload: Workload,
@@ -282,20 +300,7 @@ class _Level:
                 await asyncio.sleep(float(think.exponential(self.factory.think_time_s)))
 
     async def _open(self) -> None:
-        load, rng = self.plan.load, np.random.default_rng(self.plan.seed)
-        arrival: Arrival = load.arrival or "poisson"  # type: ignore[assignment]
-        burstiness = load.burstiness or 1.0
-        if self.plan.arrivals_s is not None:
-            offsets = np.asarray(self.plan.arrivals_s[: self.plan.requests], dtype=np.float64)
-        elif self.plan.duration_s is not None:
-            span = self.plan.warmup_s + self.plan.duration_s
-            offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
-            if self.plan.requests is not None:
-                offsets = offsets[: self.plan.requests]
-        else:
-            offsets = arrival_offsets(
-                load.value, self.plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng
-            )
+        load, offsets = self.plan.load, open_loop_offsets(self.plan)
         cap = asyncio.Semaphore(load.max_in_flight) if load.max_in_flight else None
         async with asyncio.TaskGroup() as tg:
             for offset in offsets.tolist():

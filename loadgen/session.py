@@ -25,6 +25,7 @@ from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
 from loadgen.observe import LevelObserver, NullObserver
+from loadgen.ray_workers import RayOptions
 from loadgen.records import RequestRecord
 from loadgen.results import LevelResult, Results, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
@@ -50,6 +51,7 @@ class Session:
     headers: Mapping[str, str] = field(default_factory=dict)
     http: HttpOptions = field(default_factory=HttpOptions)
     workers: int = 1
+    ray: RayOptions | None = None  # run the workers as Ray actors (one host or a cluster) instead of processes
     scrape: Scrape = "auto"
     auto_ramp: bool = True  # closed loop: ramp over about one request's duration
     start: Start = "staggered"  # closed loop: clients start spread over the ramp, or all at once (burst)
@@ -61,6 +63,11 @@ class Session:
         """Every secret this session knows: to scrub from any server-supplied text before it is kept."""
         keys = (self.api_key,) if self.api_key else ()
         return keys + tuple(v for v in self.headers.values() if v) + url_secrets(self.base_url)
+
+    @property
+    def split(self) -> bool:
+        """Whether levels run as shares on several processes or actors (not in this event loop)."""
+        return self.workers > 1 or self.ray is not None
 
     def request_headers(self) -> dict[str, str]:
         headers = dict(self.headers)
@@ -124,11 +131,11 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = replace(plan, ramp_up_s=0.0)
             elif session.auto_ramp and plan.load.kind == "concurrency":
                 plan = replace(plan, ramp_up_s=_auto_ramp(probe_s, plan))
-            if plan.load.kind == "rate" or session.workers > 1:  # one process closed loop: the runner extends
+            if plan.load.kind == "rate" or session.split:  # one process closed loop: the runner extends
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
-            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop)
+            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, settings)
             done.append(level)
             if hooks.checkpoint is not None:
                 hooks.checkpoint(results(complete=False))
@@ -151,12 +158,38 @@ async def _one_level(
     scrape: bool,
     hooks: SessionHooks,
     stop: asyncio.Event,
+    settings: dict[str, Any],
 ) -> LevelResult:
-    if session.workers <= 1:
+    if not session.split:
         scraper = MetricsScraper(http, metrics_url(session.base_url)) if scrape else None
         return await run_level(
             plan, workload, http, observer=hooks.observer, stop=stop, scraper=scraper, on_record=hooks.on_record
         )
+    if session.ray is not None:
+        from loadgen.ray_workers import run_level_on_ray
+
+        on_ray = await run_level_on_ray(
+            plan,
+            workload,
+            base_url=session.base_url,
+            headers=headers,
+            http=session.http,
+            workers=session.workers,
+            scrape=scrape,
+            stop=stop,
+            options=session.ray,
+            observer=hooks.observer,
+        )
+        settings["ray"].setdefault("clocks", {})[plan.load.label] = [dataclasses.asdict(c) for c in on_ray.clocks]
+        hooks.notes.extend(
+            f"{plan.load.label}: worker {c.worker} on {c.node}: its clock is {c.offset_ms:+.1f} ms from the "
+            f"driver's (+-{c.rtt_ms / 2:.1f} ms); the start was corrected, but hosts are assumed NTP-synchronised "
+            "to a few ms"
+            for c in on_ray.clocks
+            if c.suspect
+        )
+        hooks.notes.extend(f"{plan.load.label}: {line}" for line in on_ray.outcome.lost_workers)
+        return on_ray.outcome.result
     hooks.observer.on_level_start(plan.load, plan.planned_s)
     outcome = await run_level_in_processes(
         plan,
@@ -313,6 +346,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,
         "workers": session.workers,
+        "ray": session.ray.describe() if session.ray is not None else None,
         "scrape_metrics": scrape,
         "levels": [
             {

@@ -14,6 +14,7 @@ from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
 from loadgen.profile import LengthSpec, Profile
 from loadgen.quantity import PER_REQUEST
+from loadgen.ray_workers import RayOptions
 from loadgen.results import Load
 from loadgen.runner import LevelPlan
 from loadgen.session import Scrape, Session, Start
@@ -29,6 +30,7 @@ class TargetOptions:
     headers: Mapping[str, str] | None = None
     http: HttpOptions = field(default_factory=HttpOptions)
     workers: int = 1
+    ray: RayOptions | None = None
     scrape: Scrape = "auto"
     metric_convention: Convention = "tokens"
     start: Start = "staggered"
@@ -90,6 +92,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions)
         headers=headers,
         http=target.http,
         workers=target.workers,
+        ray=target.ray,
         scrape=target.scrape,
         auto_ramp=ld.mode == "closed",
         start=target.start,

@@ -28,8 +28,9 @@ from typing import Any
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult, merge_levels
-from loadgen.runner import LevelPlan, run_level
+from loadgen.runner import LevelPlan, open_loop_offsets, run_level
 from loadgen.scrape import MetricsScraper, metrics_url
 from loadgen.workload import Workload
 
@@ -51,24 +52,36 @@ class WorkerJob:
 
 
 def split_plan(plan: LevelPlan, n: int) -> list[LevelPlan]:
-    """Share a level among ``n`` workers; each gets a distinct seed. Empty shares are dropped."""
+    """Share a level among ``n`` workers; each gets a distinct seed (its prompts). Empty shares are dropped.
+
+    Closed loop: the clients and the request budget are divided. Open loop:
+    the level's one arrival schedule (``open_loop_offsets``, from the level's
+    seed) is dealt out in turn, worker ``i`` taking arrivals ``i, i+n, ...``,
+    so the union of the shares is exactly the schedule one process would send.
+    """
     load = plan.load
+    schedule = open_loop_offsets(plan) if load.kind == "rate" else None
     plans = []
     for i in range(n):
-        if load.kind == "concurrency":
-            share = _share(int(load.value), n, i)
-            if share == 0:
+        arrivals = None
+        if schedule is None:
+            part_load = replace(load, value=_share(int(load.value), n, i))
+            requests = _share(plan.requests, n, i) if plan.requests is not None else None
+            if part_load.value == 0 or requests == 0:
                 continue
-            part_load = replace(load, value=share)
         else:
+            arrivals = tuple(schedule[i::n].tolist())
+            if not arrivals:
+                continue
             cap = max(1, _share(load.max_in_flight, n, i)) if load.max_in_flight else None
             part_load = replace(load, value=load.value / n, max_in_flight=cap)
-        requests = _share(plan.requests, n, i) if plan.requests is not None else None
-        if requests == 0:
-            continue
+            requests = len(arrivals) if plan.requests is not None else None
         # the request floor was applied to the whole level's duration (session): each worker's window
         # must end at the same instant, so none extends its own
-        plans.append(replace(plan, load=part_load, requests=requests, seed=plan.seed * 1009 + i, min_requests=None))
+        seed = plan.seed * 1009 + i
+        plans.append(
+            replace(plan, load=part_load, requests=requests, seed=seed, min_requests=None, arrivals_s=arrivals)
+        )
     return plans
 
 
@@ -104,19 +117,43 @@ async def _child_level(job: WorkerJob, t0: float, stop_flag: MpEvent) -> LevelRe
             await asyncio.sleep(0.1)
         stop.set()
 
+    watcher = asyncio.create_task(relay())
+    try:
+        return await run_share(job, t0, stop)
+    finally:
+        watcher.cancel()
+
+
+async def run_share(
+    job: WorkerJob, t0: float, stop: asyncio.Event, observer: LevelObserver | None = None
+) -> LevelResult:
+    """One worker's share of a level, on its own connection pool, starting at ``t0`` on its monotonic clock.
+
+    The one per-worker code path: a local process and a Ray actor both run it.
+    """
     async with make_http_client(job.base_url, job.headers, job.http) as http:
         scraper = MetricsScraper(http, metrics_url(job.base_url)) if job.scrape else None
-        watcher = asyncio.create_task(relay())
-        try:
-            return await run_level(job.plan, job.workload, http, stop=stop, scraper=scraper, t0=t0)
-        finally:
-            watcher.cancel()
+        return await run_level(job.plan, job.workload, http, observer=observer, stop=stop, scraper=scraper, t0=t0)
 
 
 @dataclass(frozen=True, slots=True)
 class MultiProcessOutcome:
     result: LevelResult
     lost_workers: tuple[str, ...]  # one line per worker that produced no result
+    parts: tuple[LevelResult, ...] = ()  # each surviving worker's own share, as it measured it
+
+
+def merge_shares(plan: LevelPlan, parts: list[LevelResult], lost: list[str]) -> MultiProcessOutcome:
+    """The level as one result: shares merged exactly, labelled with the whole level's load.
+
+    A lost worker leaves the others' data, marked incomplete.
+    """
+    if not parts:
+        raise LoadgenError("every worker failed: " + "; ".join(lost))
+    merged = replace(merge_levels(parts), load=plan.load)
+    if lost:
+        merged = replace(merged, complete=False)
+    return MultiProcessOutcome(merged, tuple(lost), tuple(parts))
 
 
 async def run_level_in_processes(
@@ -154,12 +191,7 @@ async def run_level_in_processes(
             if proc.is_alive():
                 proc.terminate()
             proc.join(timeout=5)
-    if not parts:
-        raise LoadgenError("every worker process failed: " + "; ".join(lost))
-    merged = merge_levels([LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts])
-    if lost:
-        merged = replace(merged, complete=False)
-    return MultiProcessOutcome(merged, tuple(lost))
+    return merge_shares(plan, [LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts], lost)
 
 
 def _start_resource_tracker() -> None:

@@ -10,6 +10,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from loadgen.errors import LoadgenError, UsageError
 
@@ -42,7 +43,8 @@ def consoles() -> Consoles:
 
 def fail(message: str, code: int) -> typer.Exit:
     """Print one red line on stderr and return the Exit to raise."""
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    # escaped: a message quotes user input and names such as loadgen[ray], which are not markup
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -19,6 +19,7 @@ from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
 from loadgen.observe import LevelObserver, NullObserver
+from loadgen.ray_workers import PLACEMENTS, RayOptions, require_ray
 from loadgen.results import Results
 from loadgen.session import Session, SessionHooks, run_session
 from loadgen.sim.openai_app import SimOptions
@@ -42,6 +43,17 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     if problem:
         raise UsageError(f"--extra-body {problem}")
     return value
+
+
+def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOptions | None:
+    """``--ray`` and its companions; None without ``--ray`` (which nothing else needs)."""
+    if address is None:
+        return None
+    require_ray()  # before any request is sent
+    bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
+    if not address.strip():
+        raise UsageError("--ray: give local, auto, or a cluster address (ray://HOST:PORT)")
+    return RayOptions(address.strip(), choice("--ray-placement", placement, PLACEMENTS), num_cpus)
 
 
 def http_options(

@@ -65,8 +65,25 @@ TransportOpt = Annotated[
     ),
 ]
 WorkersOpt = Annotated[
-    int, typer.Option(min=1, metavar="N", rich_help_panel=LOAD, help="Worker processes sharing each level.")
+    int,
+    typer.Option(min=1, metavar="N", rich_help_panel=LOAD, help="Worker processes (or Ray actors) sharing each level."),
 ]
+RAY = "Distributed (Ray)"
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="local|auto|ADDRESS",
+        rich_help_panel=RAY,
+        help="Run the --workers as Ray actors: local (a Ray instance started here), auto (the cluster this host "
+        "joined with ray start), or ray://HOST:PORT. Needs loadgen[ray].",
+    ),
+]
+RayPlacementOpt = Annotated[
+    str,
+    typer.Option(metavar="spread|pack", rich_help_panel=RAY, help="--ray: spread the actors over nodes, or pack them."),
+]
+RayCpusOpt = Annotated[float, typer.Option(metavar="N", rich_help_panel=RAY, help="--ray: CPUs reserved per actor.")]
 ScrapeOpt = Annotated[
     str, typer.Option(metavar="auto|on|off", rich_help_panel=MEASURE, help="Scrape the server's /metrics.")
 ]

@@ -10,7 +10,14 @@ import typer
 
 from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
-from loadgen.cli.execute import http_options, parse_extra_body, progress_observer, resolved_url, run_with_interrupt
+from loadgen.cli.execute import (
+    http_options,
+    parse_extra_body,
+    progress_observer,
+    ray_options,
+    resolved_url,
+    run_with_interrupt,
+)
 from loadgen.cli.options import (
     LOAD,
     MEASURE,
@@ -26,6 +33,9 @@ from loadgen.cli.options import (
     ModelOpt,
     OutputOpt,
     QuietOpt,
+    RayCpusOpt,
+    RayOpt,
+    RayPlacementOpt,
     RequestIdOpt,
     ScrapeOpt,
     StartOpt,
@@ -108,6 +118,9 @@ def run(
     ] = 1.0,
     start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
+    ray: RayOpt = None,
+    ray_placement: RayPlacementOpt = "spread",
+    ray_num_cpus: RayCpusOpt = 1.0,
     seed: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Seed for prompts, lengths and arrivals.")
     ] = 0,
@@ -248,8 +261,9 @@ def run(
         load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
     if duration is None and requests is None:
         raise UsageError("give --duration and/or --requests to bound the level")
-    if records is not None and workers > 1:
-        raise UsageError("--records works with one worker process only")
+    on_ray = ray_options(ray, ray_placement, ray_num_cpus)
+    if records is not None and (workers > 1 or on_ray is not None):
+        raise UsageError("--records works with one worker process only (no --workers, no --ray)")
     http = http_options(timeout, insecure, transport, max_event_mib, request_id_header)
     try:
         plan = LevelPlan(
@@ -299,6 +313,7 @@ def run(
             headers=parse_headers(header or []),
             http=http,
             workers=workers,
+            ray=on_ray,
             scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
             auto_ramp=ramp_up is None and load.kind == "concurrency",
             start=choice("--start", start, STARTS),

@@ -12,7 +12,7 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
-from loadgen.cli.execute import http_options, progress_observer, resolved_url, run_with_interrupt
+from loadgen.cli.execute import http_options, progress_observer, ray_options, resolved_url, run_with_interrupt
 from loadgen.cli.options import (
     LOAD,
     TARGET,
@@ -25,6 +25,9 @@ from loadgen.cli.options import (
     ModelOpt,
     OutputOpt,
     QuietOpt,
+    RayCpusOpt,
+    RayOpt,
+    RayPlacementOpt,
     RequestIdOpt,
     ScrapeOpt,
     StartOpt,
@@ -131,6 +134,9 @@ def sweep(
     metric_convention: ConventionOpt = "tokens",
     start: StartOpt = "staggered",
     workers: WorkersOpt = 1,
+    ray: RayOpt = None,
+    ray_placement: RayPlacementOpt = "spread",
+    ray_num_cpus: RayCpusOpt = 1.0,
     scrape_metrics: ScrapeOpt = "auto",
     output: OutputOpt = Path("sweep.json"),
     json_out: JsonOpt = False,
@@ -162,6 +168,7 @@ def sweep(
         headers=parse_headers(header or []),
         http=http_options(timeout, insecure, transport, max_event_mib, request_id_header),
         workers=workers,
+        ray=ray_options(ray, ray_placement, ray_num_cpus),
         scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
         metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
         start=choice("--start", start, STARTS),

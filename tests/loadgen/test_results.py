@@ -138,6 +138,15 @@ def test_merge_of_worker_parts_equals_recording_the_union() -> None:
     assert merged.achieved_concurrency == pytest.approx(7.8) and merged.workers == 2
 
 
+def test_one_saturated_worker_marks_the_merged_level() -> None:
+    busy = replace(level({Metric.TTFT: [1000]}), client_cpu_s=9.8)  # 98% of its 10 s window
+    idle = replace(level({Metric.TTFT: [1000]}), client_cpu_s=2.0)
+    merged = merge_levels([idle, busy])
+    assert merged.client_cpu_utilization == pytest.approx(0.59)  # the average alone would pass
+    assert merged.client_bound and merged.client_bound_causes == ("worker 1: generator CPU 98% busy",)
+    assert LevelResult.from_json(merged.to_json(), DEFAULT_CONFIG).bound_workers == merged.bound_workers
+
+
 def test_save_atomic_then_load(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     original = results((level({Metric.TPOT: [30_000]}),))

@@ -1,0 +1,267 @@
+"""Splits one level across Ray actors, on one host or many: the same per-worker loop as ``--workers``.
+
+Each actor runs ``loadgen.workers.run_share`` (its own event loop and
+connection pool) on a share from ``split_plan``; the driver merges the
+shares with ``merge_shares``, exactly as for local processes. Ray is
+imported only here, and this module only when ``--ray`` is given.
+
+One time base across hosts: before a level, the driver reads each actor's
+wall clock a few times and keeps the reading with the shortest round trip
+(offset = actor clock - midpoint of the driver's send and receive, known to
+within half that round trip). It then picks a start instant on its own wall
+clock far enough ahead for every actor to be told, and each actor starts at
+that instant on its clock, corrected by its offset, converted to its own
+monotonic clock. Latencies are differences on one host's clock, so they
+never depend on the offset; the window's start and end do. Hosts' clocks
+are assumed NTP-synchronised to a few ms: an offset beyond
+``CLOCK_WARN_MS`` (plus the reading's uncertainty) is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from loadgen.client import HttpOptions
+from loadgen.errors import LoadgenError, UsageError
+from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.metrics import LiveSnapshot
+from loadgen.observe import LevelObserver, LoadSnapshot
+from loadgen.results import LevelResult, Load
+from loadgen.runner import PROGRESS_INTERVAL_S, LevelPlan
+from loadgen.workers import MultiProcessOutcome, WorkerJob, merge_shares, run_share, split_plan
+from loadgen.workload import Workload
+
+Placement = Literal["spread", "pack"]
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+PLACE_TIMEOUT_S = 60.0  # the cluster must find room for every actor within this
+CLOCK_READINGS = 5  # round trips per actor; the shortest one is kept
+CLOCK_WARN_MS = 5.0  # NTP keeps hosts within a few ms; beyond this the assumption is stated as broken
+START_MARGIN_S = 0.5  # the start instant is at least this far ahead of the driver's clock
+
+
+@dataclass(frozen=True, slots=True)
+class RayOptions:
+    """Where and how the actors run (``--ray``, ``--ray-placement``, ``--ray-num-cpus``)."""
+
+    address: str = "local"  # "local": a Ray instance started here; "auto": the cluster this host is in; or ray://
+    placement: Placement = "spread"  # spread the actors over nodes, or pack them onto as few as possible
+    num_cpus: float = 1.0  # CPUs reserved per actor (one event loop uses about one core at full speed)
+
+    def describe(self) -> dict[str, Any]:
+        return {"address": self.address, "placement": self.placement, "num_cpus": self.num_cpus}
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    worker: int
+    node: str
+    offset_ms: float  # the actor's wall clock minus the driver's
+    rtt_ms: float  # the round trip of the kept reading: the offset is known to within half of it
+
+    @property
+    def suspect(self) -> bool:
+        return abs(self.offset_ms) > CLOCK_WARN_MS + self.rtt_ms / 2
+
+
+@dataclass(frozen=True, slots=True)
+class RayOutcome:
+    outcome: MultiProcessOutcome
+    clocks: tuple[ClockReading, ...]
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or a one-line usage error naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'loadgen[ray]'") from None
+    return ray
+
+
+def connect(options: RayOptions) -> None:
+    """Join the cluster named by ``--ray`` (or start a local instance); reuse a connection already made."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return
+    address = None if options.address == "local" else options.address
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            namespace="loadgen",
+        )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise LoadgenError(f"--ray {options.address}: cannot connect to Ray ({exc})") from None
+
+
+class ShareActor:
+    """Runs one worker's share of a level inside a Ray actor (an async actor: its methods share one loop)."""
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._live: LiveSnapshot | None = None
+
+    async def clock(self) -> tuple[float, str]:
+        return time.time(), socket.gethostname()
+
+    async def run(self, job: WorkerJob, start_wall: float, offset_s: float) -> dict[str, Any]:
+        """The share, started at ``start_wall`` on the driver's clock (``offset_s``: ours minus the driver's)."""
+        t0 = time.monotonic() + (start_wall + offset_s - time.time())
+        result = await run_share(job, t0, self._stop, observer=self)
+        return result.to_json()
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    async def live(self) -> LiveSnapshot | None:
+        return self._live
+
+    # LevelObserver, called by the runner inside this actor
+    def on_level_start(self, load: Load, planned_s: float | None) -> None:
+        pass
+
+    def on_progress(self, snapshot: LoadSnapshot) -> None:
+        self._live = snapshot.live
+
+    def on_level_end(self, result: LevelResult) -> None:
+        pass
+
+
+async def run_level_on_ray(
+    plan: LevelPlan,
+    workload: Workload,
+    *,
+    base_url: str,
+    headers: Mapping[str, str],
+    http: HttpOptions,
+    workers: int,
+    scrape: bool,
+    stop: asyncio.Event,
+    options: RayOptions,
+    observer: LevelObserver,
+) -> RayOutcome:
+    """Run ``plan`` on ``workers`` Ray actors and merge their results; a lost actor leaves the others' data."""
+    ray = require_ray()
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    connect(options)
+    plans = split_plan(plan, workers)
+    group = placement_group([{"CPU": options.num_cpus}] * len(plans), strategy=options.placement.upper())
+    actors: list[Any] = []
+    try:
+        try:
+            await asyncio.wait_for(group.ready(), PLACE_TIMEOUT_S)
+        except TimeoutError:
+            raise LoadgenError(
+                f"Ray could not place {len(plans)} actors of {options.num_cpus:g} CPU each within "
+                f"{PLACE_TIMEOUT_S:g} s: lower --workers or --ray-num-cpus, or add nodes"
+            ) from None
+        remote = ray.remote(ShareActor)
+        tag = uuid.uuid4().hex[:8]
+        for i in range(len(plans)):
+            strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+            actors.append(
+                remote.options(
+                    num_cpus=options.num_cpus, scheduling_strategy=strategy, name=f"loadgen-{tag}-{i}"
+                ).remote()
+            )
+        clocks = [await _read_clock(actor, i) for i, actor in enumerate(actors)]
+        start_wall = time.time() + max(START_MARGIN_S, 4 * max(c.rtt_ms for c in clocks) / 1000)
+        refs = {}
+        for i, (actor, part, reading) in enumerate(zip(actors, plans, clocks)):
+            job = WorkerJob(i, part, workload, base_url, headers, http, scrape and i == 0)
+            refs[i] = actor.run.remote(job, start_wall, reading.offset_ms / 1000)
+        observer.on_level_start(plan.load, plan.planned_s)
+        parts, lost = await _collect(ray, actors, refs, stop, observer, plan.load, start_wall)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        remove_placement_group(group)
+    outcome = merge_shares(plan, parts, lost)
+    observer.on_level_end(outcome.result)
+    return RayOutcome(outcome, tuple(clocks))
+
+
+async def _read_clock(actor: Any, worker: int) -> ClockReading:
+    best: tuple[float, float, str] | None = None  # rtt, offset, node
+    for _ in range(CLOCK_READINGS):
+        sent = time.time()
+        theirs, node = await actor.clock.remote()
+        back = time.time()
+        reading = (back - sent, theirs - (sent + back) / 2, node)
+        if best is None or reading[0] < best[0]:
+            best = reading
+    assert best is not None
+    return ClockReading(worker, best[2], best[1] * 1000, best[0] * 1000)
+
+
+async def _collect(
+    ray: Any,
+    actors: list[Any],
+    refs: dict[int, Any],
+    stop: asyncio.Event,
+    observer: LevelObserver,
+    load: Load,
+    start_wall: float,
+) -> tuple[list[LevelResult], list[str]]:
+    """Wait for every share; relay a stop; show one live view of the whole level meanwhile."""
+    futures = {asyncio.ensure_future(ref): i for i, ref in refs.items()}
+    parts: list[LevelResult] = []
+    lost: list[str] = []
+    stopping = False
+    pending = set(futures)
+    while pending:
+        if stop.is_set() and not stopping:
+            stopping = True
+            for i in refs:
+                actors[i].stop.remote()
+        done, pending = await asyncio.wait(pending, timeout=PROGRESS_INTERVAL_S)
+        for future in done:
+            i = futures[future]
+            try:
+                parts.append(LevelResult.from_json(future.result(), DEFAULT_CONFIG))
+            except ray.exceptions.RayActorError as exc:
+                lost.append(f"worker {i} (Ray actor) died: {str(exc).splitlines()[0]}")
+            except ray.exceptions.RayTaskError as exc:
+                lost.append(f"worker {i} (Ray actor) failed: {str(exc.cause) or type(exc.cause).__name__}")
+        if pending:
+            await _show_progress(ray, actors, [futures[f] for f in pending], observer, load, start_wall)
+    return parts, lost
+
+
+async def _show_progress(
+    ray: Any, actors: list[Any], running: list[int], observer: LevelObserver, load: Load, start_wall: float
+) -> None:
+    """Counts add up across actors; a percentile cannot, so the live view shows the highest."""
+    try:
+        lives = [x for x in await asyncio.gather(*(actors[i].live.remote() for i in running)) if x is not None]
+    except ray.exceptions.RayError:  # an actor dying mid-poll is reported by _collect; the view skips a tick
+        return
+    if not lives:
+        return
+
+    def worst(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    live = LiveSnapshot(
+        sum(x.completed for x in lives),
+        sum(x.failed for x in lives),
+        sum(x.in_flight for x in lives),
+        sum(x.output_tokens for x in lives),
+        worst([x.ttft_p50_ms for x in lives]),
+        worst([x.ttft_p95_ms for x in lives]),
+        worst([x.tpot_p50_ms for x in lives]),
+        worst([x.tpot_p95_ms for x in lives]),
+    )
+    observer.on_progress(LoadSnapshot(load, time.time() - start_wall, live))
