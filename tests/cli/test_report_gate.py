@@ -153,7 +153,9 @@ def sweep_at_64(tmp_path: Path, name: str, per_seq_ms: float) -> Path:
 def test_baseline_rerun_passes_and_a_slower_law_is_a_regression(tmp_path: Path) -> None:
     base = sweep_at_64(tmp_path, "base", 0.4)
     rerun = sweep_at_64(tmp_path, "rerun", 0.4)
-    slower = sweep_at_64(tmp_path, "slower", 0.52)  # per_seq_ms +30%: TPOT at batch 64 +15%
+    # per_seq_ms +50%: TPOT at batch 64 +25%, clear of the 10% bound even when a busy machine
+    # stretches one run's p95 (+15% was seen to land under it)
+    slower = sweep_at_64(tmp_path, "slower", 0.6)
     # TTFT p95 at c=64 moved 12% between two runs of one build when CPU-bound processes shared the
     # machine (the client and the simulator lose the CPU at random): a rerun is judged at 25%.
     same = invoke("gate", str(rerun), "--baseline", str(base), "--max-regression", "0.25", "--json")

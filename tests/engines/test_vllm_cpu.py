@@ -62,10 +62,14 @@ def test_every_token_is_its_own_event_and_ignore_eos_gives_the_length_asked(
         assert level.failed == 0 and level.completed >= 16 - 1  # the warm-up may exclude one
         assert not level.tokens_estimated and level.output_tokens == 32 * level.completed  # usage, ignore_eos
     n_tokens, n_text = tokens.levels[0].completed, text.levels[0].completed
-    assert tokens.levels[0].histograms[Metric.ITL].count == 31 * n_tokens  # one gap per token after the first
+    # One gap per token after the first chunk. On a busy machine vLLM's API process falls behind and
+    # its first chunk may carry several tokens, which have no gap of their own (their wait is TTFT):
+    # the records say how many (per-chunk usage), and the warm-up may leave a record out of the level.
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    in_first_chunks = sum(r["chunk_tokens"][0] - 1 for r in rows if r["chunk_tokens"])
+    assert 31 * n_tokens - in_first_chunks <= tokens.levels[0].histograms[Metric.ITL].count <= 31 * n_tokens
     assert text.levels[0].histograms[Metric.ITL].count < 31 * n_text  # held-back tokens merge text gaps
     # vLLM takes the X-Request-Id loadgen sends as its own request id: the two join up in its logs
-    rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert rows and all(r["request_id"] and r["request_id"] in (r["response_id"] or "") for r in rows)
 
 
