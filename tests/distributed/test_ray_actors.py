@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ WORKLOAD = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no traffic beyond 127.0.0.1
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, namespace="loadgen")
     yield
     ray.shutdown()
