@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final
 
 import yaml
 
@@ -27,10 +26,11 @@ from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sse import APIS, Api
 from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, LengthDist, owned_key_problem
-
-C = TypeVar("C", bound=str)
+from loadgen.yaml_node import Node
 
 SCHEMA_VERSION: Final = 1
+#: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
+SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body"})
 
 
 def _shipped_profiles() -> Path:
@@ -198,7 +198,7 @@ def load_profile(path: Path) -> Profile:
 
 
 def parse_profile(data: Any, source: str) -> Profile:
-    root = _Node(source, "", data if data is not None else {})
+    root = Node(source, "", data if data is not None else {}, sections=SECTIONS)
     root.require_mapping()
     root.known(
         "schema_version",
@@ -243,7 +243,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     )
 
 
-def _target(node: _Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
+def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
     if node.value is None or node.value == "sim":
         return None, EngineConfig(), FaultConfig()
     if isinstance(node.value, str):
@@ -275,7 +275,7 @@ def _target(node: _Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
     return None, _engine(law, d), _faults(law.child("faults"))
 
 
-def _faults(node: _Node) -> FaultConfig:
+def _faults(node: Node) -> FaultConfig:
     if node.value is None:
         return FaultConfig()
     node.require_mapping()
@@ -288,7 +288,7 @@ def _faults(node: _Node) -> FaultConfig:
         node.fail(str(exc))
 
 
-def _engine(law: _Node, d: EngineConfig) -> EngineConfig:
+def _engine(law: Node, d: EngineConfig) -> EngineConfig:
     return EngineConfig(
         base_ms=law.number("base_ms", d.base_ms, minimum=0),
         per_seq_ms=law.number("per_seq_ms", d.per_seq_ms, minimum=0),
@@ -302,7 +302,7 @@ def _engine(law: _Node, d: EngineConfig) -> EngineConfig:
     )
 
 
-def _lengths(node: _Node, default: int) -> LengthSpec:
+def _lengths(node: Node, default: int) -> LengthSpec:
     if node.value is None:
         return LengthSpec(default)
     if isinstance(node.value, int) and not isinstance(node.value, bool):
@@ -318,7 +318,7 @@ def _lengths(node: _Node, default: int) -> LengthSpec:
     )
 
 
-def _workload(node: _Node) -> WorkloadSpec:
+def _workload(node: Node) -> WorkloadSpec:
     node.require_mapping()
     node.known(
         "prompt_tokens",
@@ -349,7 +349,7 @@ def _workload(node: _Node) -> WorkloadSpec:
     return spec
 
 
-def _levels(node: _Node, mode: str) -> tuple[float, ...]:
+def _levels(node: Node, mode: str) -> tuple[float, ...]:
     if isinstance(node.value, list):
         if not node.value:
             node.fail("must list at least one level")
@@ -374,7 +374,7 @@ def _levels(node: _Node, mode: str) -> tuple[float, ...]:
     return tuple(dict.fromkeys(levels))  # rounding can repeat small levels
 
 
-def _load(node: _Node) -> LoadSpec:
+def _load(node: Node) -> LoadSpec:
     node.require_mapping()
     node.known(
         "mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight", "min_requests"
@@ -398,7 +398,7 @@ def _load(node: _Node) -> LoadSpec:
     )
 
 
-def _slo(node: _Node) -> tuple[SloTarget, ...]:
+def _slo(node: Node) -> tuple[SloTarget, ...]:
     node.require_mapping()
     out = []
     for key in node.value:
@@ -410,7 +410,7 @@ def _slo(node: _Node) -> tuple[SloTarget, ...]:
     return tuple(out)
 
 
-def _stop(node: _Node) -> StopSpec:
+def _stop(node: Node) -> StopSpec:
     node.require_mapping()
     node.known("slo_breach_factor", "min_throughput_gain", "stop_on_saturation")
     d = StopSpec()
@@ -421,7 +421,7 @@ def _stop(node: _Node) -> StopSpec:
     )
 
 
-def _plan(node: _Node) -> PlanSpec:
+def _plan(node: Node) -> PlanSpec:
     node.require_mapping()
     node.known("qps", "output_tokens", "max_utilization")
     return PlanSpec(
@@ -431,7 +431,7 @@ def _plan(node: _Node) -> PlanSpec:
     )
 
 
-def _dataset(workload: _Node) -> str | None:
+def _dataset(workload: Node) -> str | None:
     """The dataset path, which must exist (relative paths are read from the working directory, as at run time)."""
     path = workload.optional_string("dataset")
     if path is not None and not Path(path).is_file():
@@ -439,7 +439,7 @@ def _dataset(workload: _Node) -> str | None:
     return path
 
 
-def _extra_body(node: _Node) -> dict[str, Any]:
+def _extra_body(node: Node) -> dict[str, Any]:
     node.require_mapping()
     body = dict(node.value)
     problem = owned_key_problem(body)
@@ -448,148 +448,7 @@ def _extra_body(node: _Node) -> dict[str, Any]:
     return body
 
 
-def _gate(node: _Node, mode: str) -> GateSpec:
+def _gate(node: Node, mode: str) -> GateSpec:
     node.require_mapping()
     node.known("levels")
     return GateSpec(levels=_levels(node.child("levels"), mode) if "levels" in node.value else None)
-
-
-_MISSING: Final = object()
-
-
-class _Node:
-    """One value in the YAML tree, with its path for error messages."""
-
-    def __init__(self, source: str, path: str, value: Any) -> None:
-        self.source, self.path, self.value = source, path, value
-
-    def fail(self, message: str) -> NoReturn:
-        raise ProfileError(f"{self.source}: {self.path or '(top level)'}: {message}")
-
-    def child(self, key: str) -> _Node:
-        value = self.value.get(key) if isinstance(self.value, dict) else None
-        return _Node(
-            self.source,
-            f"{self.path}.{key}" if self.path else key,
-            value
-            if value is not None
-            else ({} if key in ("workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body") else None),
-        )
-
-    def item(self, index: int) -> _Node:
-        return _Node(self.source, f"{self.path}[{index}]", self.value[index])
-
-    def require_mapping(self) -> None:
-        if not isinstance(self.value, dict):
-            self.fail(f"expected a mapping, got {_show(self.value)}")
-
-    def known(self, *keys: str) -> None:
-        for key in self.value:
-            if key not in keys:
-                hint = difflib.get_close_matches(str(key), keys, n=1)
-                where = f"{self.path}.{key}" if self.path else str(key)
-                raise ProfileError(
-                    f"{self.source}: {where}: unknown key"
-                    + (f"; did you mean {hint[0]!r}?" if hint else f" (known: {', '.join(keys)})")
-                )
-
-    def _get(self, key: str) -> tuple[_Node, Any]:
-        node = self.child(key)
-        return node, self.value.get(key, _MISSING) if isinstance(self.value, dict) else _MISSING
-
-    def mapping(self, key: str) -> dict[str, Any]:
-        node = self.child(key)
-        node.require_mapping()
-        return dict(node.value)
-
-    def string(self, key: str, default: str) -> str:
-        node, raw = self._get(key)
-        if raw is _MISSING or raw is None:
-            return default
-        if not isinstance(raw, str):
-            node.fail(f"must be a string, got {_show(raw)}")
-        return str(raw)
-
-    def optional_string(self, key: str) -> str | None:
-        value = self.string(key, "")
-        return value or None
-
-    def choice(self, key: str, default: C, allowed: tuple[C, ...]) -> C:
-        """A member of a closed set (its owner's ``get_args`` tuple)."""
-        value = self.string(key, default)
-        for member in allowed:
-            if member == value:
-                return member
-        self.child(key).fail(f"must be one of {', '.join(allowed)}, got {value!r}")
-
-    def boolean(self, key: str, default: bool) -> bool:
-        node, raw = self._get(key)
-        if raw is _MISSING or raw is None:
-            return default
-        if not isinstance(raw, bool):
-            node.fail(f"must be true or false, got {_show(raw)}")
-        return bool(raw)
-
-    def number(
-        self,
-        key: str,
-        default: float,
-        *,
-        minimum: float | None = None,
-        exclusive: bool = False,
-        maximum: float | None = None,
-    ) -> float:
-        value = self.optional_number(key, minimum=minimum, exclusive=exclusive, maximum=maximum)
-        return default if value is None else value
-
-    def optional_number(
-        self,
-        key: str,
-        *,
-        minimum: float | None = None,
-        exclusive: bool = False,
-        maximum: float | None = None,
-        default: float | None = None,
-    ) -> float | None:
-        node, raw = self._get(key)
-        if raw is _MISSING:
-            return default
-        if raw is None:
-            return None
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-            node.fail(f"must be a finite number, got {_show(raw)}")
-        value = float(raw)
-        if minimum is not None and (value < minimum or (exclusive and value == minimum)):
-            node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {raw}")
-        if maximum is not None and value > maximum:
-            node.fail(f"must be <= {maximum:g}, got {raw}")
-        return value
-
-    def integer(self, key: str, default: int, *, minimum: int | None = None) -> int:
-        value = self.optional_integer(key, minimum=minimum)
-        return default if value is None else value
-
-    def optional_integer(self, key: str, *, minimum: int | None = None) -> int | None:
-        node, raw = self._get(key)
-        if raw is _MISSING or raw is None:
-            return None
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            node.fail(f"must be an integer, got {_show(raw)}")
-        if minimum is not None and raw < minimum:
-            node.fail(f"must be an integer >= {minimum}, got {raw}")
-        return int(raw)
-
-    def positive_integer_value(self) -> int:
-        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1:
-            self.fail(f"must be a positive integer, got {_show(self.value)}")
-        return int(self.value)
-
-    def positive_number_value(self) -> float:
-        value = self.value
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-            self.fail(f"must be a positive finite number, got {_show(value)}")
-        return float(self.value)
-
-
-def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)

@@ -173,12 +173,9 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
         return _error(str(exc), exc.status)
     rng = request.app[RNG_KEY]
     fault = options.faults.draw(rng)
-    if fault is Fault.HTTP_429:
-        return _error("simulated rate limit", 429, {"Retry-After": "1"})
-    if fault is Fault.HTTP_500:
-        return _error("simulated internal error", 500)
-    if fault is Fault.HTTP_503:
-        return _error("simulated overload", 503, {"Retry-After": "1"})
+    if fault in REJECTIONS:
+        message, status, headers = REJECTIONS[fault]
+        return _error(message, status, headers)
     if fault is Fault.RESET:
         assert request.transport is not None
         request.transport.abort()  # before any byte of a response
@@ -231,18 +228,8 @@ async def _stream(
             if sent == 0 and pending == 1 and req.api == "chat":
                 await write(framer.role())
             at_half = sent <= half < sent + pending
-            if at_half and fault is Fault.DROP:
-                assert request.transport is not None
-                request.transport.abort()  # no terminating chunk: the client sees a broken stream
-                return resp
-            if at_half and fault is Fault.HANG:
-                while request.transport is not None and not request.transport.is_closing():
-                    await asyncio.sleep(0.05)  # silent until the client gives up
-                return resp
-            if at_half and fault is Fault.STALL:
-                await asyncio.sleep(stall_ms / 1000.0)
-            if at_half and fault is Fault.MALFORMED:
-                await write(framer.MALFORMED)
+            if at_half and fault in MID_STREAM and await MID_STREAM[fault](request, write, stall_ms):
+                return resp  # the fault ended the stream
             last = sent + pending == req.max_tokens
             if not last and merge_prob and rng.random() < merge_prob:
                 # as vLLM does when a token decodes to no complete text yet: the token's chunk
@@ -263,11 +250,52 @@ async def _stream(
     return resp
 
 
+REJECTIONS: dict[Fault, tuple[str, int, dict[str, str] | None]] = {
+    Fault.HTTP_429: ("simulated rate limit", 429, {"Retry-After": "1"}),
+    Fault.HTTP_500: ("simulated internal error", 500, None),
+    Fault.HTTP_503: ("simulated overload", 503, {"Retry-After": "1"}),
+}
+"""Faults answered instead of a stream: (message, status, headers)."""
+
+Writer = Callable[[bytes], Awaitable[None]]
+
+
+async def _drop(request: web.Request, write: Writer, stall_ms: float) -> bool:
+    assert request.transport is not None
+    request.transport.abort()  # no terminating chunk: the client sees a broken stream
+    return True
+
+
+async def _hang(request: web.Request, write: Writer, stall_ms: float) -> bool:
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(0.05)  # silent until the client gives up
+    return True
+
+
+async def _stall(request: web.Request, write: Writer, stall_ms: float) -> bool:
+    await asyncio.sleep(stall_ms / 1000.0)
+    return False
+
+
+async def _malformed(request: web.Request, write: Writer, stall_ms: float) -> bool:
+    await write(ChunkFramer.MALFORMED)
+    return False
+
+
+MID_STREAM: dict[Fault, Callable[[web.Request, Writer, float], Awaitable[bool]]] = {
+    Fault.DROP: _drop,
+    Fault.HANG: _hang,
+    Fault.STALL: _stall,
+    Fault.MALFORMED: _malformed,
+}
+"""Faults that strike half-way through a stream; each says whether the stream ends there. (TRICKLE
+changes every write and OVERSIZED the half-way chunk's text: they stay where they act.)"""
+
 OVERSIZED_BYTES = 1 << 20
 TRICKLE_PIECE = 7
 
 
-def _trickle(resp: web.StreamResponse) -> Callable[[bytes], Awaitable[None]]:
+def _trickle(resp: web.StreamResponse) -> Writer:
     """A writer that sends a few bytes at a time: every split the client's decoder must survive."""
 
     async def write(data: bytes) -> None:
