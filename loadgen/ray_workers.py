@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import time
 import uuid
@@ -92,8 +91,6 @@ def connect(options: RayOptions) -> None:
     if ray.is_initialized():
         return
     address = None if options.address == "local" else options.address
-    if address is None:  # a Ray instance we start sends no usage report anywhere (Ray's default is to send one)
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         ray.init(
             address=address,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import signal
 import sys
@@ -53,6 +54,8 @@ def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOpti
     bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
     if not address.strip():
         raise UsageError("--ray: give local, auto, or a cluster address (ray://HOST:PORT)")
+    if address.strip() == "local":  # a Ray instance we start sends no usage report anywhere (Ray's default does)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return RayOptions(address.strip(), choice("--ray-placement", placement, PLACEMENTS), num_cpus)
 
 
