@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,7 +93,7 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
-async def _engine_loop(app: web.Application):  # type: ignore[no-untyped-def]
+async def _engine_loop(app: web.Application) -> AsyncIterator[None]:
     driver = EngineDriver(app[OPTIONS_KEY].engine)
     app[DRIVER_KEY] = driver
     task = asyncio.create_task(driver.run(), name="sim-engine")
