@@ -24,18 +24,16 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from loadgen.client import HttpOptions
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.metrics import LiveSnapshot
 from loadgen.observe import LevelObserver, LoadSnapshot
 from loadgen.results import LevelResult, Load
 from loadgen.runner import PROGRESS_INTERVAL_S, LevelPlan
-from loadgen.workers import MultiProcessOutcome, WorkerJob, merge_shares, run_share, split_plan
+from loadgen.workers import MultiProcessOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.workload import Workload
 
 Placement = Literal["spread", "pack"]
@@ -139,36 +137,32 @@ class ShareActor:
 async def run_level_on_ray(
     plan: LevelPlan,
     workload: Workload,
+    target: SplitTarget,
     *,
-    base_url: str,
-    headers: Mapping[str, str],
-    http: HttpOptions,
-    workers: int,
-    scrape: bool,
     stop: asyncio.Event,
     options: RayOptions,
     observer: LevelObserver,
 ) -> RayOutcome:
-    """Run ``plan`` on ``workers`` Ray actors and merge their results; a lost actor leaves the others' data."""
+    """Run ``plan`` on ``target.workers`` Ray actors and merge the results; a lost actor leaves the others' data."""
     ray = require_ray()
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     connect(options)
-    plans = split_plan(plan, workers)
-    group = placement_group([{"CPU": options.num_cpus}] * len(plans), strategy=options.placement.upper())
+    jobs = target.jobs(plan, workload)
+    group = placement_group([{"CPU": options.num_cpus}] * len(jobs), strategy=options.placement.upper())
     actors: list[Any] = []
     try:
         try:
             await asyncio.wait_for(group.ready(), PLACE_TIMEOUT_S)
         except TimeoutError:
             raise LoadgenError(
-                f"Ray could not place {len(plans)} actors of {options.num_cpus:g} CPU each within "
+                f"Ray could not place {len(jobs)} actors of {options.num_cpus:g} CPU each within "
                 f"{PLACE_TIMEOUT_S:g} s: lower --workers or --ray-num-cpus, or add nodes"
             ) from None
         remote = ray.remote(ShareActor)
         tag = uuid.uuid4().hex[:8]
-        for i in range(len(plans)):
+        for i in range(len(jobs)):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
             actors.append(
                 remote.options(
@@ -178,9 +172,8 @@ async def run_level_on_ray(
         clocks = [await _read_clock(actor, i) for i, actor in enumerate(actors)]
         start_wall = time.time() + max(START_MARGIN_S, 4 * max(c.rtt_ms for c in clocks) / 1000)
         refs = {}
-        for i, (actor, part, reading) in enumerate(zip(actors, plans, clocks)):
-            job = WorkerJob(i, part, workload, base_url, headers, http, scrape and i == 0)
-            refs[i] = actor.run.remote(job, start_wall, reading.offset_ms / 1000)
+        for job, actor, reading in zip(jobs, actors, clocks):
+            refs[job.index] = actor.run.remote(job, start_wall, reading.offset_ms / 1000)
         observer.on_level_start(plan.load, plan.planned_s)
         parts, lost = await _collect(ray, actors, refs, stop, observer, plan.load, start_wall)
     finally:

@@ -32,7 +32,7 @@ from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.secrets import scrub
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
-from loadgen.workers import run_level_in_processes
+from loadgen.workers import SplitTarget, run_level_in_processes
 from loadgen.workload import Lengths, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]
@@ -165,21 +165,11 @@ async def _one_level(
         return await run_level(
             plan, workload, http, observer=hooks.observer, stop=stop, scraper=scraper, on_record=hooks.on_record
         )
+    target = SplitTarget(session.base_url, headers, session.http, session.workers, scrape)
     if session.ray is not None:
         from loadgen.ray_workers import run_level_on_ray
 
-        on_ray = await run_level_on_ray(
-            plan,
-            workload,
-            base_url=session.base_url,
-            headers=headers,
-            http=session.http,
-            workers=session.workers,
-            scrape=scrape,
-            stop=stop,
-            options=session.ray,
-            observer=hooks.observer,
-        )
+        on_ray = await run_level_on_ray(plan, workload, target, stop=stop, options=session.ray, observer=hooks.observer)
         settings["ray"].setdefault("clocks", {})[plan.load.label] = [dataclasses.asdict(c) for c in on_ray.clocks]
         hooks.notes.extend(
             f"{plan.load.label}: worker {c.worker} on {c.node}: its clock is {c.offset_ms:+.1f} ms from the "
@@ -188,21 +178,12 @@ async def _one_level(
             for c in on_ray.clocks
             if c.suspect
         )
-        hooks.notes.extend(f"{plan.load.label}: {line}" for line in on_ray.outcome.lost_workers)
-        return on_ray.outcome.result
-    hooks.observer.on_level_start(plan.load, plan.planned_s)
-    outcome = await run_level_in_processes(
-        plan,
-        workload,
-        base_url=session.base_url,
-        headers=headers,
-        http=session.http,
-        workers=session.workers,
-        scrape=scrape,
-        stop=stop,
-    )
+        outcome = on_ray.outcome
+    else:
+        hooks.observer.on_level_start(plan.load, plan.planned_s)
+        outcome = await run_level_in_processes(plan, workload, target, stop=stop)
+        hooks.observer.on_level_end(outcome.result)
     hooks.notes.extend(f"{plan.load.label}: {line}" for line in outcome.lost_workers)
-    hooks.observer.on_level_end(outcome.result)
     return outcome.result
 
 

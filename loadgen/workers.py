@@ -51,6 +51,24 @@ class WorkerJob:
     scrape: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SplitTarget:
+    """Where a split level's workers send, and how many share the level (processes or Ray actors)."""
+
+    base_url: str
+    headers: Mapping[str, str]
+    http: HttpOptions
+    workers: int
+    scrape: bool  # worker 0 scrapes the server's metrics
+
+    def jobs(self, plan: LevelPlan, workload: Workload) -> list[WorkerJob]:
+        """One job per non-empty share of ``plan``."""
+        return [
+            WorkerJob(i, part, workload, self.base_url, self.headers, self.http, self.scrape and i == 0)
+            for i, part in enumerate(split_plan(plan, self.workers))
+        ]
+
+
 def split_plan(plan: LevelPlan, n: int) -> list[LevelPlan]:
     """Share a level among ``n`` workers; each gets a distinct seed (its prompts). Empty shares are dropped.
 
@@ -157,26 +175,16 @@ def merge_shares(plan: LevelPlan, parts: list[LevelResult], lost: list[str]) -> 
 
 
 async def run_level_in_processes(
-    plan: LevelPlan,
-    workload: Workload,
-    *,
-    base_url: str,
-    headers: Mapping[str, str],
-    http: HttpOptions,
-    workers: int,
-    scrape: bool,
-    stop: asyncio.Event,
+    plan: LevelPlan, workload: Workload, target: SplitTarget, *, stop: asyncio.Event
 ) -> MultiProcessOutcome:
-    """Run ``plan`` on ``workers`` processes and merge their results."""
+    """Run ``plan`` on ``target.workers`` processes and merge their results."""
     _start_resource_tracker()
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     go, stop_flag = ctx.Event(), ctx.Event()
     t0_box = ctx.Value("d", 0.0)
-    plans = split_plan(plan, workers)
     procs = []
-    for i, part in enumerate(plans):
-        job = WorkerJob(i, part, workload, base_url, headers, http, scrape and i == 0)
+    for job in target.jobs(plan, workload):
         proc = ctx.Process(target=_child, args=(job, ready, go, stop_flag, t0_box, results), daemon=True)
         proc.start()
         procs.append(proc)

@@ -24,7 +24,13 @@ from loadgen.ray_workers import RayOptions, run_level_on_ray
 from loadgen.results import Load, Metric, load
 from loadgen.runner import LevelPlan, open_loop_offsets
 from loadgen.sim.server import SimProcess
+from loadgen.workers import SplitTarget
 from loadgen.workload import Lengths, Workload
+
+
+def split_target(sim: SimProcess) -> SplitTarget:
+    return SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=30), workers=2, scrape=False)
+
 
 WORKLOAD = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(16))
 
@@ -74,11 +80,7 @@ async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_on
     on_ray = await run_level_on_ray(
         plan,
         WORKLOAD,
-        base_url=sim.base_url + "/",
-        headers={},
-        http=HttpOptions(timeout_s=30),
-        workers=2,
-        scrape=False,
+        split_target(sim),
         stop=asyncio.Event(),
         options=RayOptions(),
         observer=NullObserver(),
@@ -103,11 +105,7 @@ async def test_a_killed_actor_leaves_the_others_data(local_ray: None, sim: SimPr
         run_level_on_ray(
             LevelPlan(Load("concurrency", 4), duration_s=4.0),
             WORKLOAD,
-            base_url=sim.base_url + "/",
-            headers={},
-            http=HttpOptions(timeout_s=30),
-            workers=2,
-            scrape=False,
+            split_target(sim),
             stop=asyncio.Event(),
             options=RayOptions(),
             observer=NullObserver(),

@@ -18,7 +18,7 @@ from loadgen.client import HttpOptions
 from loadgen.results import Load, load
 from loadgen.runner import LevelPlan
 from loadgen.sim.server import SimProcess
-from loadgen.workers import run_level_in_processes
+from loadgen.workers import SplitTarget, run_level_in_processes
 from loadgen.workload import Lengths, Workload
 
 
@@ -30,11 +30,7 @@ async def test_one_dead_worker_leaves_the_others_data() -> None:
             run_level_in_processes(
                 LevelPlan(Load("concurrency", 4), duration_s=3.0),
                 workload,
-                base_url=sim.base_url + "/",
-                headers={},
-                http=HttpOptions(timeout_s=10),
-                workers=2,
-                scrape=False,
+                SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=10), workers=2, scrape=False),
                 stop=asyncio.Event(),
             )
         )
