@@ -21,7 +21,7 @@ import ssl
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import aiohttp
 import httpx
@@ -43,8 +43,9 @@ from loadgen.sse import (
     parse_chunk,
 )
 from loadgen.target import split_endpoint
+from loadgen.wire import Wire
 
-Transport = Literal["aiohttp", "httpx"]
+Transport = Literal["native", "aiohttp", "httpx"]
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 
 
@@ -86,12 +87,39 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
             limits=limits,
             verify=options.verify_tls,
         )
+    if options.transport == "native":
+        wire = Wire(
+            base_url,
+            verify_tls=options.verify_tls,
+            connect_timeout_s=options.connect_timeout_s,
+            max_connections=options.max_connections,
+        )
+        return WiredClient(
+            wire,
+            base_url=base_url,
+            params=params,
+            headers={"accept-encoding": "identity", **headers},  # the wire reads bytes as they come
+            timeout=timeout,
+            verify=options.verify_tls,
+        )
     ssl_ctx: ssl.SSLContext | bool = ssl.create_default_context() if options.verify_tls else False
     connector = aiohttp.TCPConnector(limit=options.max_connections, ssl=ssl_ctx, keepalive_timeout=60.0)
     session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
     return httpx.AsyncClient(
         base_url=base_url, params=params, headers=headers, timeout=timeout, transport=AiohttpTransport(client=session)
     )
+
+
+class WiredClient(httpx.AsyncClient):
+    """httpx for the control requests (``/models``, ``/metrics``); ``loadgen.wire`` for the streams."""
+
+    def __init__(self, wire: Wire, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wire = wire
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.wire.close()
+        await super().__aexit__(*exc)
 
 
 _READ_TIMEOUTS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
@@ -116,6 +144,10 @@ async def _server_reason(response: httpx.Response) -> str:
                 break
     except (httpx.HTTPError, aiohttp.ClientError, OSError):
         pass
+    return _reason(head)
+
+
+def _reason(head: bytes) -> str:
     text = head[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
     try:
         parsed = orjson.loads(text)
@@ -156,14 +188,52 @@ async def stream_request(
     request_id = None
     if request_id_header:
         request_id = headers[request_id_header] = uuid.uuid4().hex
+    request = http.build_request("POST", path, content=body, headers=headers)
+    decoder = SSEDecoder(max_event_chars)
     t_sent = clock()
+    if isinstance(http, WiredClient):
+        exchange = _WireExchange(api, state, decoder, clock, times, cumulative)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await http.wire.post(_serialise(request, body), exchange)
+            status, (error, detail) = exchange.status, exchange.outcome()
+        except TimeoutError:
+            status, error, detail = exchange.status, ErrorKind.TIMEOUT, f"no complete response within {timeout_s:g} s"
+    else:
+        status, error, detail = await _over_httpx(
+            http, request, api, state, decoder, clock, timeout_s, times, cumulative
+        )
+    t_done = clock()
+    record = _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
+    if request_id is None and state.response_id is None:
+        return record
+    return dataclasses.replace(record, request_id=request_id, response_id=state.response_id)
+
+
+def _serialise(request: httpx.Request, body: bytes) -> bytes:
+    """The request as HTTP/1.1 bytes: httpx has merged the client's headers, params and path already."""
+    head = b"".join(b"%s: %s\r\n" % (k, v) for k, v in request.headers.raw)
+    return b"POST %s HTTP/1.1\r\n%s\r\n%s" % (request.url.raw_path, head, body)
+
+
+async def _over_httpx(
+    http: httpx.AsyncClient,
+    request: httpx.Request,
+    api: Api,
+    state: _StreamState,
+    decoder: SSEDecoder,
+    clock: Clock,
+    timeout_s: float,
+    times: list[float],
+    cumulative: list[int | None],
+) -> tuple[int | None, ErrorKind | None, str | None]:
+    """One request through httpx (over aiohttp's pool or httpx's own): status, failure kind, reason."""
     status: int | None = None
     error: ErrorKind | None = None
     detail: str | None = None
     in_body = False
     try:
         async with asyncio.timeout(timeout_s):
-            request = http.build_request("POST", path, content=body, headers=headers)
             response = await http.send(request, stream=True)
             try:
                 status = response.status_code
@@ -171,14 +241,9 @@ async def stream_request(
                 if status >= 400:
                     error, detail = error_kind_for_status(status), f"HTTP {status}{await _server_reason(response)}"
                 elif content_type and "event-stream" not in content_type:
-                    # an HTML error page or a JSON body where a stream was asked for: not a chunk stream
-                    error, detail = (
-                        ErrorKind.MALFORMED_CHUNK,
-                        f"{content_type.split(';')[0][:60]} body, not an event stream",
-                    )
+                    error, detail = ErrorKind.MALFORMED_CHUNK, _not_a_stream(content_type)
                 else:
                     in_body = True
-                    decoder = SSEDecoder(max_event_chars)
                     # aclosing: leaving the loop early ([DONE]) closes the body iterator now,
                     # not whenever the garbage collector finalises it
                     raw_chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
@@ -199,19 +264,88 @@ async def stream_request(
     except (SSEError, MalformedChunk) as exc:
         error, detail = ErrorKind.MALFORMED_CHUNK, str(exc)
     except (httpx.RemoteProtocolError, httpx.LocalProtocolError, aiohttp.ClientResponseError) as exc:
-        # not valid HTTP (aiohttp's parser errors are ClientResponseErrors, not httpx errors)
-        error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.PROTOCOL
+        # not valid HTTP (aiohttp's parser errors are ClientResponseErrors, not httpx errors); but httpcore
+        # also reports a connection closed before any response byte this way, which is a connect failure
+        # on every other transport
+        silent = status is None and "without sending a response" in str(exc)
+        error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT if silent else ErrorKind.PROTOCOL
         detail = type(exc).__name__
     except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
         # Once the body has started, any transport failure is a broken stream
         # (aiohttp reports a mid-stream disconnect with connection-error types).
         error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT
         detail = type(exc).__name__
-    t_done = clock()
-    record = _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
-    if request_id is None and state.response_id is None:
-        return record
-    return dataclasses.replace(record, request_id=request_id, response_id=state.response_id)
+    return status, error, detail
+
+
+def _not_a_stream(content_type: str) -> str:
+    """An HTML error page or a JSON body where a stream was asked for: not a chunk stream."""
+    return f"{content_type.split(';')[0][:60]} body, not an event stream"
+
+
+class _WireExchange:
+    """One request's answer on the native wire: decoded and timed inside the connection's callbacks.
+
+    Every socket read is stamped once and decoded at once, so a read that
+    carries several events costs one call, and the request's task sleeps
+    until the answer is over.
+    """
+
+    __slots__ = ("api", "clock", "cumulative", "decoder", "error_body", "failure", "state", "status", "times")
+
+    def __init__(
+        self,
+        api: Api,
+        state: _StreamState,
+        decoder: SSEDecoder,
+        clock: Clock,
+        times: list[float],
+        cumulative: list[int | None],
+    ) -> None:
+        self.api, self.state, self.decoder, self.clock = api, state, decoder, clock
+        self.times, self.cumulative = times, cumulative
+        self.status: int | None = None
+        self.error_body: bytearray | None = None  # a failed answer's first bytes, for its reason
+        self.failure: tuple[ErrorKind, str] | None = None
+
+    def on_response(self, status: int, content_type: str) -> bool:
+        self.status = status
+        if status >= 400:
+            self.error_body = bytearray()
+            return True
+        if content_type and "event-stream" not in content_type:
+            self.failure = ErrorKind.MALFORMED_CHUNK, _not_a_stream(content_type)
+            return False
+        return True
+
+    def on_body(self, data: bytes) -> bool:
+        if self.error_body is not None:
+            self.error_body += data
+            return len(self.error_body) < ERROR_BODY_BYTES
+        try:
+            return not self.state.consume(self.decoder.feed(data), self.api, self.clock(), self.times, self.cumulative)
+        except (SSEError, MalformedChunk) as exc:
+            self.failure = ErrorKind.MALFORMED_CHUNK, str(exc)
+            return False
+
+    def on_end(self, kind: ErrorKind | None, detail: str | None) -> None:
+        if self.failure is not None or self.error_body is not None:
+            return
+        if kind is not None:
+            self.failure = kind, detail or kind.value
+            return
+        if not self.state.done:  # the body ended: an event without its blank line still counts
+            try:
+                self.state.consume(self.decoder.flush(), self.api, self.clock(), self.times, self.cumulative)
+            except (SSEError, MalformedChunk) as exc:
+                self.failure = ErrorKind.MALFORMED_CHUNK, str(exc)
+
+    def outcome(self) -> tuple[ErrorKind | None, str | None]:
+        if self.status is not None and self.status >= 400:
+            return error_kind_for_status(self.status), f"HTTP {self.status}{_reason(bytes(self.error_body or b''))}"
+        if self.failure is not None:
+            return self.failure
+        return self.state.outcome()
 
 
 class _StreamState:

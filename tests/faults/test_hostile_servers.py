@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loadgen.client import HttpOptions, make_http_client, stream_request
+from loadgen.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.records import RequestRecord
@@ -31,7 +31,7 @@ async def post(base_url: str, transport: str = "aiohttp", **kwargs: int) -> Requ
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(
     "response",
     [
@@ -49,7 +49,8 @@ async def test_protocol_errors_are_a_named_failure_not_an_exception(response: by
 
 
 @pytest.mark.asyncio
-async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounded_buffer() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounded_buffer(transport: str) -> None:
     async def endless(writer: asyncio.StreamWriter) -> None:
         writer.write(SSE_HEAD)
         line = b"data: " + b"x" * 1000 + b"\n"  # data lines, never the blank line that ends the event
@@ -57,7 +58,7 @@ async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounde
             writer.write(chunked(line * 10))
             await writer.drain()
 
-    record = await one_request(endless, max_event_chars=200_000)
+    record = await one_request(endless, transport, max_event_chars=200_000)
     assert record.error == ErrorKind.MALFORMED_CHUNK and "exceeds 200,000 characters" in (record.error_detail or "")
 
 
@@ -81,7 +82,7 @@ SSE_OK = (
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_url_credentials_become_basic_auth_and_the_query_rides_on_every_path(transport: str) -> None:
     heads: list[bytes] = []
     async with raw_server(sends(SSE_OK), heads) as url:
@@ -179,10 +180,11 @@ async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
 
 
 @pytest.mark.asyncio
-async def test_an_html_page_with_status_200_is_a_malformed_answer() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_html_page_with_status_200_is_a_malformed_answer(transport: str) -> None:
     page = b"<html><body>gateway says hi</body></html>"
     reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s" % (len(page), page)
-    record = await one_request(sends(reply))
+    record = await one_request(sends(reply), transport)
     assert record.error == ErrorKind.MALFORMED_CHUNK and "text/html" in (record.error_detail or "")
 
 
@@ -249,3 +251,31 @@ def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
     assert len(said) == 1 and "averaged 24 tokens where up to 32" in said[0] and "ignore_eos" in said[0]
     results = Results(results.run, results.target, {"output_tokens": {"mean": 26}}, (level,), True)
     assert not any("stopped early" in c for c in caveats(results))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("done", [True, False], ids=["with-done", "finish-reason-only"])
+async def test_a_stream_that_ends_with_the_connection_is_complete(transport: str, done: bool) -> None:
+    # HTTP/1.0-style: no length, no chunking; the body ends when the server closes the connection
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    events = b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b","finish_reason":"length"}]}\n\n'
+    record = await one_request(sends(head + events + (b"data: [DONE]\n\n" if done else b"")), transport)
+    assert record.error is None, record
+    assert len(record.chunk_times) == 2
+
+
+@pytest.mark.asyncio
+async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> None:
+    from loadgen.client import WiredClient
+    from loadgen.sim.server import SimProcess
+
+    with SimProcess() as sim:
+        async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=10, transport="native")) as http:
+            assert isinstance(http, WiredClient)
+            body = BODY.replace(b'"m"', b'"sim-model"')
+            for _ in range(3):
+                record = await stream_request(http, "completions", body, "completions", t_intended=time.monotonic(),
+                                              clock=time.monotonic, timeout_s=10)  # fmt: skip
+                assert record.error is None and record.output_tokens == 4, record
+            assert len(http.wire.open) == 1 and len(http.wire.idle) == 1

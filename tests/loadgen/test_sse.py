@@ -41,6 +41,26 @@ def test_any_split_of_the_bytes_decodes_the_same_events(events: list[str], newli
     assert [e.data for e in decode_in_pieces(raw, cuts)] == events
 
 
+@given(
+    events=st.lists(st.lists(safe_text, min_size=1, max_size=2).map("\n".join), min_size=1, max_size=8),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    splits=st.lists(st.integers(min_value=-1, max_value=40), min_size=8, max_size=8),
+)
+def test_events_fed_one_per_piece_decode_the_same_whatever_path(
+    events: list[str], newline: str, splits: list[int]
+) -> None:
+    # Pieces on event boundaries take the decoder's one-event fast path; a piece cut inside an event
+    # (split >= 0) sends the next ones through the general path until nothing is held again.
+    decoder, got = SSEDecoder(), []
+    for data, split in zip(events, splits):
+        raw = encode([data], newline)
+        pieces = [raw] if split < 0 or split >= len(raw) else [raw[:split], raw[split:]]
+        for piece in pieces:
+            got += decoder.feed(piece)
+    got += decoder.flush()
+    assert [e.data for e in got] == events
+
+
 def test_split_inside_a_multibyte_character() -> None:
     raw = encode(["héllo 世界 🎉"], "\n")
     for cut in range(len(raw)):

@@ -1,0 +1,120 @@
+"""loadgen's streaming cost against the cheapest Python client we know, side by side in one run.
+
+The floor is a minimal aiohttp streaming loop (C clients in a closed loop,
+read the body, count chunks, stamp nothing, parse nothing) on uvloop and on
+asyncio's own loop. Against it: ``loadgen run`` with each transport. Every
+contender streams from ``mock_stream_server.py`` (TTFT 50 ms, gap 10 ms,
+128 tokens) pinned to the last CPU, itself pinned to the first; each prints
+its own CPU seconds (user+sys over the measured window only) per 1000
+streamed tokens. Contenders are interleaved round by round, so a slow
+moment of the machine hits them all. Traffic goes to 127.0.0.1 only.
+
+    python benchmarks/wire_floor.py                       # c=256, 3 rounds, about 4 minutes
+    python benchmarks/wire_floor.py --concurrency 64 --rounds 1 --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from client_overhead import TOKENS, pin, run_level, start_server
+
+
+def minimal_loop(url: str, concurrency: int, duration: float, warmup: float, loop: str) -> dict[str, float]:
+    """Run the minimal aiohttp client in a pinned child; returns its CPU s per 1k tokens and tok/s."""
+    code = f"import sys; sys.argv = ['x', {url!r}, '{concurrency}', '{duration}', '{warmup}', '{loop}']; " + (
+        "from wire_floor import _minimal_child; _minimal_child()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        preexec_fn=pin(0),
+        timeout=duration + warmup + 60,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+        check=True,
+    )
+    return dict(json.loads(out.stdout))
+
+
+def _minimal_child() -> None:
+    import aiohttp
+
+    url, concurrency, duration, warmup, loop = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5]), sys.argv[5]
+    body = json.dumps({"model": "bench", "prompt": "hi", "max_tokens": TOKENS, "stream": True}).encode()
+    counted = {"chunks": 0}
+    window = {"on": False}
+
+    async def client(session: aiohttp.ClientSession, stop_at: float) -> None:
+        while time.monotonic() < stop_at:
+            async with session.post(url + "/completions", data=body) as resp:
+                async for _ in resp.content.iter_any():
+                    if window["on"]:
+                        counted["chunks"] += 1
+
+    async def main() -> dict[str, float]:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            start = time.monotonic()
+            tasks = [asyncio.create_task(client(session, start + warmup + duration)) for _ in range(concurrency)]
+            await asyncio.sleep(warmup)
+            window["on"], cpu0, t0 = True, time.process_time(), time.monotonic()
+            await asyncio.sleep(duration)
+            window["on"], cpu, span = False, time.process_time() - cpu0, time.monotonic() - t0
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        # a socket read may carry several chunks: count tokens by the expected rate, reads as a check
+        tokens = concurrency * TOKENS / ((50.0 + (TOKENS - 1) * 10.0) / 1000) * span
+        return {"cpu_s_per_1k_tok": cpu / tokens * 1000, "reads": counted["chunks"], "tok_s": tokens / span}
+
+    if loop == "uvloop":
+        import uvloop
+
+        result = uvloop.run(main())
+    else:
+        result = asyncio.run(main())
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    server, url = start_server()
+    contenders = ["aiohttp minimal, uvloop", "aiohttp minimal, asyncio", "loadgen aiohttp", "loadgen native"]
+    costs: dict[str, list[float]] = {name: [] for name in contenders}
+    try:
+        for _ in range(args.rounds):
+            for name in contenders:
+                if name.startswith("aiohttp minimal"):
+                    r = minimal_loop(url, args.concurrency, args.duration, 2.0, name.split(", ")[1])
+                else:
+                    r = run_level(url, args.concurrency, args.duration, 1, name.split()[1])
+                costs[name].append(r["cpu_s_per_1k_tok"])
+                time.sleep(0.5)
+        floor = statistics.median(costs["aiohttp minimal, uvloop"])
+        print(f"c={args.concurrency}, {args.rounds} rounds of {args.duration:g} s; CPU s per 1k streamed tokens")
+        print(f"{'contender':<26} {'median':>8} {'min':>8} {'max':>8} {'vs floor':>9}")
+        for name in contenders:
+            xs = costs[name]
+            print(
+                f"{name:<26} {statistics.median(xs):>8.4f} {min(xs):>8.4f} {max(xs):>8.4f} "
+                f"{statistics.median(xs) / floor:>8.2f}x"
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""A streaming HTTP/1.1 client built for one job: POST a body, stream the answer back, cheaply.
+
+Why not aiohttp or httpx for the load itself: at 256 streams their per-chunk
+Python layers (an async iterator step, a re-armed read timer, wrapper
+objects) cost more than everything loadgen does with a token. Here each
+connection is an ``asyncio.Protocol`` whose bytes go straight into llhttp
+(``httptools``, the C parser under uvicorn; chunked transfer included) and
+from its body callback straight into the caller's ``Exchange``: one call per
+socket read, however many events it carries, and no task switch until the
+request is over. A request has one deadline (the caller's), not a timer per
+read. Connections are kept alive and reused; TLS goes through asyncio's SSL
+transport.
+
+This module knows HTTP framing only. What the body means (SSE events,
+timestamps, the record) is the ``Exchange``'s business
+(``loadgen.client``). The control requests (``/models``, ``/metrics``) stay
+on httpx, where speed does not matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Protocol, cast
+from urllib.parse import urlsplit
+
+import httptools
+
+from loadgen.errors import ErrorKind
+
+MAX_HEADER_BYTES = 64 * 1024  # a response whose headers exceed this is not one we want (a hostile server)
+
+
+class Exchange(Protocol):
+    """What one request's response is handed to, in order, from the connection's callbacks."""
+
+    def on_response(self, status: int, content_type: str) -> bool:
+        """The status and headers have arrived; return False to stop reading (the answer is not a stream)."""
+
+    def on_body(self, data: bytes) -> bool:
+        """A piece of the body (de-chunked); return False once nothing more is wanted ([DONE])."""
+
+    def on_end(self, kind: ErrorKind | None, detail: str | None) -> None:
+        """The exchange is over: complete (None), or failed with a kind and a short reason."""
+
+
+class _HeadersTooLarge(Exception):
+    """Raised from the header callback to stop the parser."""
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; serves one exchange at a time."""
+
+    def __init__(self, pool: Wire) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.exchange: Exchange | None = None
+        self.done: asyncio.Future[None] | None = None
+        self.closed = False
+        self.in_body = False
+        self.header_bytes = 0
+        self.content_type = b""
+        self.framed = False  # the body's end is marked (a length or chunking), not the connection's close
+        self.wanted = True  # the exchange still reads the body
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
+        self.pool.open.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__ or exc
+            if isinstance(cause, _HeadersTooLarge):
+                self._finish(
+                    ErrorKind.PROTOCOL, f"response headers over {MAX_HEADER_BYTES // 1024} KiB", reusable=False
+                )
+            else:  # an Exchange callback raised: a bug, named in the failure rather than lost in a log
+                self._finish(ErrorKind.STREAM_BROKEN, f"{type(cause).__name__}: {cause}", reusable=False)
+        except httptools.HttpParserError as exc:
+            kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.PROTOCOL
+            self._finish(kind, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool.open.discard(self)
+        if self.exchange is not None:
+            if self.in_body and not self.framed:  # a body without length or chunking ends with the connection
+                self._finish(None, None, reusable=False)
+                return
+            # before the headers: nothing came back (as a reset or a refused request); after: a broken stream
+            kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.CONNECT
+            reason = "connection closed mid-stream" if self.in_body else "connection closed before a response"
+            self._finish(kind, reason, reusable=False)
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > MAX_HEADER_BYTES:
+            raise _HeadersTooLarge
+        name = name.lower()
+        if name == b"content-type":
+            self.content_type = value
+        elif name in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        exchange = self.exchange
+        if exchange is None:
+            return
+        self.in_body = True
+        self.wanted = exchange.on_response(self.parser.get_status_code(), self.content_type.decode("latin-1"))
+        if not self.wanted:
+            self._finish(None, None, reusable=False)
+
+    def on_body(self, body: bytes) -> None:
+        if self.exchange is not None and self.wanted:
+            self.wanted = self.exchange.on_body(body)
+            if not self.wanted:
+                # [DONE] or enough of an error body: the answer is complete for the caller; the
+                # connection is reusable only once the rest of the message has been read
+                self._finish(None, None, reusable=None)
+
+    def on_message_complete(self) -> None:
+        if self.exchange is not None:
+            self._finish(None, None, reusable=True)
+        elif self.done is not None and not self.closed:  # finished early, now fully read
+            self._release(self.parser.should_keep_alive())
+
+    # exchange bookkeeping
+    def start(self, exchange: Exchange, request: bytes) -> asyncio.Future[None]:
+        assert self.transport is not None
+        self.exchange, self.in_body, self.header_bytes, self.wanted = exchange, False, 0, True
+        self.content_type, self.framed = b"", False
+        self.done = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return self.done
+
+    def _finish(self, kind: ErrorKind | None, detail: str | None, *, reusable: bool | None) -> None:
+        """End the exchange; ``reusable`` None: decide when the message has been read to its end."""
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
+            exchange.on_end(kind, detail)
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+        if reusable is True:
+            self._release(self.parser.should_keep_alive())
+        elif reusable is False:
+            self._release(False)
+
+    def _release(self, keep: bool) -> None:
+        self.done = None
+        if keep and not self.closed:
+            self.pool.idle.append(self)
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Wire:
+    """A pool of keep-alive connections to one origin, for streaming POSTs."""
+
+    def __init__(
+        self, base_url: str, *, verify_tls: bool = True, connect_timeout_s: float = 30.0, max_connections: int = 0
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the native transport needs an http:// or https:// URL, got {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.ssl: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self.ssl = ssl.create_default_context()
+            if not verify_tls:
+                self.ssl.check_hostname = False
+                self.ssl.verify_mode = ssl.CERT_NONE
+        self.connect_timeout_s = connect_timeout_s
+        self.limit = asyncio.Semaphore(max_connections) if max_connections > 0 else None
+        self.idle: list[_Connection] = []
+        self.open: set[_Connection] = set()
+
+    async def post(self, request: bytes, exchange: Exchange) -> None:
+        """Send one serialised request and feed its answer to ``exchange`` until it ends.
+
+        The caller bounds the time. Cancelled (its deadline, an interrupt): the
+        connection is dropped and the exchange is told nothing (the caller
+        knows why).
+        """
+        if self.limit is not None:
+            await self.limit.acquire()
+        try:
+            conn = await self._connection(exchange)
+            if conn is None:
+                return
+            try:
+                await conn.start(exchange, request)
+            except asyncio.CancelledError:
+                conn.exchange = None
+                conn.abort()
+                raise
+        finally:
+            if self.limit is not None:
+                self.limit.release()
+
+    async def _connection(self, exchange: Exchange) -> _Connection | None:
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed:
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None,
+                )
+        except TimeoutError:
+            exchange.on_end(ErrorKind.CONNECT, f"no connection within {self.connect_timeout_s:g} s")
+            return None
+        except OSError as exc:  # refused, unreachable, TLS (ssl.SSLError is an OSError)
+            exchange.on_end(ErrorKind.CONNECT, type(exc).__name__)
+            return None
+        return conn
+
+    async def close(self) -> None:
+        for conn in list(self.open):
+            conn.abort()
+        self.open.clear()
+        self.idle.clear()
