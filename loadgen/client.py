@@ -1,15 +1,17 @@
 """One streaming request: timestamps only, no metric math, no progress, no env.
 
 ``stream_request`` sends a prepared body, feeds the body bytes to the SSE
-decoder, stamps the clock at every chunk that carries output text, and
-returns a ``RequestRecord``. Failures are data: each ends as a record with an
+decoder, stamps the clock at every token event (or text chunk), and returns
+a ``RequestRecord``. Failures are data: each ends as a record with an
 ``ErrorKind``. ``CancelledError`` always propagates.
 
 ``make_http_client`` builds the ``httpx.AsyncClient`` with limits and
 timeouts set explicitly (httpx's 5 s timeout and 100-connection pool are
-wrong for a load tester). The default transport is aiohttp's under httpx's
-API (httpx-aiohttp): httpx's own h11 pool collapses past ~64 concurrent
-streams, aiohttp's stays accurate.
+wrong for a load tester). Three transports carry the streams: ``native``
+(default; ``loadgen.wire``, llhttp on an asyncio protocol, the body decoded
+and timed in the read callback: the cheapest and the most exact at high
+concurrency), ``aiohttp`` (aiohttp's pool under httpx's API) and ``httpx``
+(httpx's own h11 pool, which collapses past ~64 concurrent streams).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class HttpOptions:
     connect_timeout_s: float = 30.0
     max_connections: int = 0  # 0: unlimited (the load model bounds concurrency, not the pool)
     verify_tls: bool = True
-    transport: Transport = "aiohttp"
+    transport: Transport = "native"
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
     request_id_header: str | None = "X-Request-Id"  # a unique id per request, to find it in the server's logs
 

@@ -59,9 +59,10 @@ RequestIdOpt = Annotated[
 TransportOpt = Annotated[
     str,
     typer.Option(
-        metavar="aiohttp|httpx",
+        metavar="native|aiohttp|httpx",
         rich_help_panel=TARGET,
-        help="HTTP stack: aiohttp's pool under httpx's API, or httpx's own (collapses past ~64 streams).",
+        help="HTTP stack for the streams: native (llhttp on asyncio, the cheapest and most exact), aiohttp's "
+        "pool under httpx's API, or httpx's own (collapses past ~64 streams). native ignores HTTP(S)_PROXY.",
     ),
 ]
 WorkersOpt = Annotated[

@@ -130,7 +130,7 @@ def run(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
-    transport: TransportOpt = "aiohttp",
+    transport: TransportOpt = "native",
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     prompt_tokens: Annotated[

@@ -128,7 +128,7 @@ def sweep(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
-    transport: TransportOpt = "aiohttp",
+    transport: TransportOpt = "native",
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     metric_convention: ConventionOpt = "tokens",
