@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from ssl import SSLContext
 
 Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
 
 @asynccontextmanager
-async def raw_server(reply: Reply, heads: list[bytes] | None = None) -> AsyncIterator[str]:
+async def raw_server(
+    reply: Reply, heads: list[bytes] | None = None, ssl: SSLContext | None = None
+) -> AsyncIterator[str]:
     """Serve until the block ends; yields the base URL. Each connection: read one request (its head
-    appended to ``heads``), then ``reply``."""
+    appended to ``heads``), then ``reply``. With ``ssl``, over TLS (an https:// URL)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -35,10 +38,10 @@ async def raw_server(reply: Reply, heads: list[bytes] | None = None) -> AsyncIte
         finally:
             writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ssl)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"{'https' if ssl else 'http'}://127.0.0.1:{port}/v1"
 
 
 def sends(data: bytes) -> Reply:
@@ -53,3 +56,15 @@ SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-enco
 
 def chunked(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def trickles(data: bytes) -> Reply:
+    """Write ``data`` one byte per send: every boundary a reader can see."""
+
+    async def reply(writer: asyncio.StreamWriter) -> None:
+        for i in range(len(data)):
+            writer.write(data[i : i + 1])
+            await writer.drain()
+            await asyncio.sleep(0)
+
+    return reply
