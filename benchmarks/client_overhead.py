@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="1,16,64,256,512,1024")
     parser.add_argument("--duration", type=float, default=8.0)
-    parser.add_argument("--transport", default="aiohttp")
+    parser.add_argument("--transport", default="native", help="native (default), aiohttp or httpx")
     parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 pass")
     parser.add_argument("--ray", action="store_true", help="run the workers as Ray actors (local Ray)")
     args = parser.parse_args()
