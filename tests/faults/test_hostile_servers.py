@@ -278,4 +278,10 @@ async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> 
                 record = await stream_request(http, "completions", body, "completions", t_intended=time.monotonic(),
                                               clock=time.monotonic, timeout_s=10)  # fmt: skip
                 assert record.error is None and record.output_tokens == 4, record
+                # the answer is over at [DONE]; the connection is back in the pool once the HTTP message's
+                # last chunk has been read too, which may come in a later read
+                for _ in range(500):
+                    if http.wire.idle:
+                        break
+                    await asyncio.sleep(0.01)
             assert len(http.wire.open) == 1 and len(http.wire.idle) == 1
