@@ -39,11 +39,11 @@ def test_a_cpu_hog_on_the_generators_core_flags_the_level(tmp_path: Path) -> Non
     with SimProcess(SimOptions(engine=EngineConfig(max_num_seqs=256))) as sim:
         assert sim._proc is not None
         os.sched_setaffinity(sim._proc.pid, {1})  # the target on the other core: only the client is disturbed
-        hogs = [  # two CPU-bound neighbours on the generator's core
+        hogs = [  # three CPU-bound neighbours on the generator's core: it gets a quarter of it when it wakes
             subprocess.Popen(
                 [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {0})
             )
-            for _ in range(2)
+            for _ in range(3)
         ]
         try:
             noisy = run_on_core_0(sim.base_url, tmp_path / "noisy.json")
@@ -58,4 +58,5 @@ def test_a_cpu_hog_on_the_generators_core_flags_the_level(tmp_path: Path) -> Non
     assert "client-bound (its core taken by another process" in noisy.stderr
     assert clean.steal_share is not None and clean.steal_share < flagged.steal_share  # type: ignore[operator]
     summary = json.loads(json.dumps(flagged.summary()))
-    assert summary["client"]["steal_share"] > 0.25 and summary["client"]["loop_lag_p99_ms"] is not None
+    assert summary["client"]["core_wait_ratio"] > 0.6 and summary["client"]["loop_lag_p99_ms"] is not None
+    assert not clean.client_bound

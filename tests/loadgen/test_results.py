@@ -119,10 +119,13 @@ def test_client_bound_follows_p99_lag() -> None:
 
 
 def test_client_bound_sees_another_process_holding_the_core() -> None:
-    quiet = level({Metric.LAG: [500] * 100})
-    assert replace(quiet, runqueue_wait_s=0.2 * quiet.window_s).client_bound is False
-    noisy = replace(quiet, runqueue_wait_s=0.3 * quiet.window_s)
-    assert noisy.client_bound and noisy.client_bound_causes == ("its core taken by another process 30% of the window",)
+    quiet = replace(level({Metric.LAG: [500] * 100}), client_cpu_s=2.0)  # 20% of its 10 s window running
+    assert replace(quiet, runqueue_wait_s=2.0).client_bound is False  # one competitor: half a core, as fair
+    assert replace(quiet, runqueue_wait_s=0.3, client_cpu_s=0.1).client_bound is False  # a few late wake-ups
+    noisy = replace(quiet, runqueue_wait_s=6.0)  # ready to run 8 s, waited 6 s of it
+    assert noisy.client_bound and noisy.client_bound_causes == (
+        "its core taken by another process: it waited 75% of the time it was ready to run",
+    )
     assert LevelResult.from_json(noisy.to_json(), DEFAULT_CONFIG).runqueue_wait_s == pytest.approx(
         noisy.runqueue_wait_s
     )
