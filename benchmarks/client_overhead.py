@@ -50,10 +50,14 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
+def expected_tok_s(concurrency: int) -> float:
+    """What the mock target streams to ``concurrency`` closed-loop clients: the truth tok/s is measured against."""
+    return concurrency * TOKENS / ((TTFT_MS + (TOKENS - 1) * GAP_MS) / 1000)
+
+
 def run_level(
     url: str, concurrency: int, duration: float, workers: int, transport: str, ray: bool = False
 ) -> dict[str, float]:
-    expected_tok_s = concurrency * TOKENS / ((TTFT_MS + (TOKENS - 1) * GAP_MS) / 1000)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
@@ -98,7 +102,7 @@ def run_level(
         "c": concurrency,
         "cpu_s_per_1k_tok": cpu_s / max(streamed, 1) * 1000,
         "tok_s": s["output_tokens_per_s"],
-        "expected_tok_s": expected_tok_s,
+        "expected_tok_s": expected_tok_s(concurrency),
         "ttft_p50_err": s["ttft_ms"]["p50"] - TTFT_MS,
         "ttft_p99_err": s["ttft_ms"]["p99"] - TTFT_MS,
         "tpot_p50_err": s["tpot_ms"]["p50"] - GAP_MS,

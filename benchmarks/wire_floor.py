@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from client_overhead import TOKENS, pin, run_level, start_server
+from client_overhead import TOKENS, expected_tok_s, pin, run_level, start_server
 
 
 def minimal_loop(url: str, concurrency: int, duration: float, warmup: float, loop: str) -> dict[str, float]:
@@ -75,7 +75,7 @@ def _minimal_child() -> None:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         # a socket read may carry several chunks: count tokens by the expected rate, reads as a check
-        tokens = concurrency * TOKENS / ((50.0 + (TOKENS - 1) * 10.0) / 1000) * span
+        tokens = expected_tok_s(concurrency) * span
         return {"cpu_s_per_1k_tok": cpu / tokens * 1000, "reads": counted["chunks"], "tok_s": tokens / span}
 
     if loop == "uvloop":

@@ -200,7 +200,7 @@ async def stream_request(
                 await http.wire.post(_serialise(request, body), exchange)
             status, (error, detail) = exchange.status, exchange.outcome()
         except TimeoutError:
-            status, error, detail = exchange.status, ErrorKind.TIMEOUT, f"no complete response within {timeout_s:g} s"
+            status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
     else:
         status, error, detail = await _over_httpx(
             http, request, api, state, decoder, clock, timeout_s, times, cumulative
@@ -260,7 +260,7 @@ async def _over_httpx(
             finally:
                 await response.aclose()
     except TimeoutError:
-        error, detail = ErrorKind.TIMEOUT, f"no complete response within {timeout_s:g} s"
+        error, detail = ErrorKind.TIMEOUT, _timed_out(timeout_s)
     except _READ_TIMEOUTS as exc:
         error, detail = ErrorKind.TIMEOUT, type(exc).__name__
     except (SSEError, MalformedChunk) as exc:
@@ -278,6 +278,10 @@ async def _over_httpx(
         error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT
         detail = type(exc).__name__
     return status, error, detail
+
+
+def _timed_out(timeout_s: float) -> str:
+    return f"no complete response within {timeout_s:g} s"
 
 
 def _not_a_stream(content_type: str) -> str:
