@@ -34,7 +34,7 @@ from loadgen.metrics import LiveSnapshot
 from loadgen.observe import LevelObserver, LoadSnapshot
 from loadgen.results import LevelResult, Load
 from loadgen.runner import PROGRESS_INTERVAL_S, LevelPlan
-from loadgen.workers import MultiProcessOutcome, SplitTarget, WorkerJob, merge_shares, run_share
+from loadgen.workers import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.workload import Workload
 
 Placement = Literal["spread", "pack"]
@@ -72,7 +72,7 @@ class ClockReading:
 
 @dataclass(frozen=True, slots=True)
 class RayOutcome:
-    outcome: MultiProcessOutcome
+    outcome: SplitOutcome
     clocks: tuple[ClockReading, ...]
 
 

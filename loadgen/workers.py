@@ -155,13 +155,13 @@ async def run_share(
 
 
 @dataclass(frozen=True, slots=True)
-class MultiProcessOutcome:
+class SplitOutcome:
     result: LevelResult
     lost_workers: tuple[str, ...]  # one line per worker that produced no result
     parts: tuple[LevelResult, ...] = ()  # each surviving worker's own share, as it measured it
 
 
-def merge_shares(plan: LevelPlan, parts: list[LevelResult], lost: list[str]) -> MultiProcessOutcome:
+def merge_shares(plan: LevelPlan, parts: list[LevelResult], lost: list[str]) -> SplitOutcome:
     """The level as one result: shares merged exactly, labelled with the whole level's load.
 
     A lost worker leaves the others' data, marked incomplete.
@@ -171,12 +171,12 @@ def merge_shares(plan: LevelPlan, parts: list[LevelResult], lost: list[str]) -> 
     merged = replace(merge_levels(parts), load=plan.load)
     if lost:
         merged = replace(merged, complete=False)
-    return MultiProcessOutcome(merged, tuple(lost), tuple(parts))
+    return SplitOutcome(merged, tuple(lost), tuple(parts))
 
 
 async def run_level_in_processes(
     plan: LevelPlan, workload: Workload, target: SplitTarget, *, stop: asyncio.Event
-) -> MultiProcessOutcome:
+) -> SplitOutcome:
     """Run ``plan`` on ``target.workers`` processes and merge their results."""
     _start_resource_tracker()
     ctx = mp.get_context("spawn")
