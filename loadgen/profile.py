@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 import yaml
 
@@ -25,7 +25,8 @@ from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sse import APIS, Api
-from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, LengthDist, owned_key_problem
+from loadgen.target import redact_url
+from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
 from loadgen.yaml_node import Node
 
 SCHEMA_VERSION: Final = 1
@@ -44,16 +45,9 @@ PROFILE_DIRS: Final = (Path("profiles"), _shipped_profiles())
 
 
 @dataclass(frozen=True, slots=True)
-class LengthSpec:
-    mean: int
-    dist: LengthDist = "fixed"
-    spread: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    prompt_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
-    output_tokens: LengthSpec = field(default_factory=lambda: LengthSpec(128))
+    prompt_tokens: Lengths = field(default_factory=lambda: Lengths(128))
+    output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     dataset: str | None = None
     dataset_format: DatasetFormat = "auto"
     dataset_max_words: int | None = None  # drop entries longer than this (prompt + recorded answer, words)
@@ -63,9 +57,16 @@ class WorkloadSpec:
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
 
 
+LoadMode = Literal["closed", "open", "trace"]
+LOAD_MODES: tuple[LoadMode, ...] = get_args(LoadMode)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadSpec:
-    mode: str = "closed"  # closed | open
+    """How hard each level pushes. ``closed``: levels are client counts; ``open``: request rates;
+    ``trace``: ``trace`` replayed at its recorded times, levels are time scales (0.5 = twice as fast)."""
+
+    mode: LoadMode = "closed"
     levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32)
     duration_s: float | None = 30.0
     requests: int | None = None
@@ -74,6 +75,8 @@ class LoadSpec:
     burstiness: float = 1.0
     max_in_flight: int | None = None
     min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
+    ramp_up_s: float | None = None  # closed loop: clients start over this span (None: one probe request's duration)
+    trace: str | None = None  # mode trace: the trace file (arrivals and each request's lengths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +131,13 @@ class Profile:
         out["headers"] = {k: "<redacted>" for k in self.headers}
         out["slo"] = {s.key: s.limit for s in self.slo}
         out["target"] = "sim" if self.url is None else "url"
+        out["url"] = None if self.url is None else redact_url(self.url)
         return out
 
     def with_overrides(self, **changes: Any) -> Profile:
         """CLI flags over profile values (None means: not given)."""
         given = {k: v for k, v in changes.items() if v is not None}
-        load_keys = {"levels", "duration_s", "requests", "warmup_s", "min_requests"}
+        load_keys = {f.name for f in dataclasses.fields(LoadSpec)}
         load = replace(self.load, **{k: v for k, v in given.items() if k in load_keys})
         rest = {k: v for k, v in given.items() if k not in load_keys}
         return replace(self, load=load, **rest)
@@ -223,6 +227,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     url, sim, sim_faults = _target(root.child("target"))
     model = root.string("model", "auto")
     load = _load(root.child("load"))
+    if load.mode == "trace":
+        _trace_owns(root.child("workload"), root.child("gate"))
     return Profile(
         name=root.string("name", Path(source).stem),
         description=root.string("description", ""),
@@ -302,16 +308,16 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
     )
 
 
-def _lengths(node: Node, default: int) -> LengthSpec:
+def _lengths(node: Node, default: int) -> Lengths:
     if node.value is None:
-        return LengthSpec(default)
+        return Lengths(default)
     if isinstance(node.value, int) and not isinstance(node.value, bool):
         if node.value < 1:
             node.fail(f"must be a positive integer, got {node.value}")
-        return LengthSpec(node.value)
+        return Lengths(node.value)
     node.require_mapping()
     node.known("mean", "dist", "spread")
-    return LengthSpec(
+    return Lengths(
         node.integer("mean", default, minimum=1),
         node.choice("dist", "fixed", LENGTH_DISTS),
         node.number("spread", 0.0, minimum=0),
@@ -334,7 +340,7 @@ def _workload(node: Node) -> WorkloadSpec:
     spec = WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
-        dataset=_dataset(node),
+        dataset=_existing_file(node, "dataset"),
         dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
         dataset_max_words=node.optional_integer("dataset_max_words", minimum=1),
         output_from_dataset=node.boolean("output_from_dataset", False),
@@ -377,17 +383,39 @@ def _levels(node: Node, mode: str) -> tuple[float, ...]:
 def _load(node: Node) -> LoadSpec:
     node.require_mapping()
     node.known(
-        "mode", "levels", "duration_s", "requests", "warmup_s", "arrival", "burstiness", "max_in_flight", "min_requests"
+        "mode",
+        "levels",
+        "duration_s",
+        "requests",
+        "warmup_s",
+        "arrival",
+        "burstiness",
+        "max_in_flight",
+        "min_requests",
+        "ramp_up_s",
+        "trace",
     )
     d = LoadSpec()
-    mode = node.choice("mode", d.mode, ("closed", "open"))
+    mode = node.choice("mode", d.mode, LOAD_MODES)
     duration = node.optional_number("duration_s", minimum=0, exclusive=True)
     requests = node.optional_integer("requests", minimum=1)
-    if duration is None and requests is None:
+    trace = _existing_file(node, "trace")
+    if mode == "trace":
+        if trace is None:
+            node.child("mode").fail("mode trace replays load.trace; give the trace file")
+        for key in ("duration_s", "arrival", "burstiness"):
+            if key in node.value:
+                node.child(key).fail("the trace sets the arrivals and the span (cut it with load.requests)")
+    elif trace is not None:
+        node.child("trace").fail(f"a trace is replayed in mode trace, not {mode}")
+    elif duration is None and requests is None:
         duration = d.duration_s
+    ramp_up = node.optional_number("ramp_up_s", minimum=0)
+    if ramp_up is not None and mode != "closed":
+        node.child("ramp_up_s").fail("a ramp-up staggers closed-loop clients (mode closed)")
     return LoadSpec(
         mode=mode,
-        levels=_levels(node.child("levels"), mode) if "levels" in node.value else d.levels,
+        levels=_levels(node.child("levels"), mode) if "levels" in node.value else (1.0,) if trace else d.levels,
         duration_s=duration,
         requests=requests,
         warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
@@ -395,6 +423,8 @@ def _load(node: Node) -> LoadSpec:
         burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
         max_in_flight=node.optional_integer("max_in_flight", minimum=1),
         min_requests=node.optional_integer("min_requests", minimum=1),
+        ramp_up_s=ramp_up,
+        trace=trace,
     )
 
 
@@ -431,11 +461,11 @@ def _plan(node: Node) -> PlanSpec:
     )
 
 
-def _dataset(workload: Node) -> str | None:
-    """The dataset path, which must exist (relative paths are read from the working directory, as at run time)."""
-    path = workload.optional_string("dataset")
+def _existing_file(node: Node, key: str) -> str | None:
+    """A file path that must exist (relative paths are read from the working directory, as at run time)."""
+    path = node.optional_string(key)
     if path is not None and not Path(path).is_file():
-        workload.child("dataset").fail(f"no such file: {path}")
+        node.child(key).fail(f"no such file: {path}")
     return path
 
 
@@ -446,6 +476,15 @@ def _extra_body(node: Node) -> dict[str, Any]:
     if problem:
         node.fail(problem)
     return body
+
+
+def _trace_owns(workload: Node, gate: Node) -> None:
+    """A trace carries each request's lengths and its own rate: nothing else may claim them."""
+    for key in ("prompt_tokens", "output_tokens", "dataset", "output_from_dataset", "turns"):
+        if isinstance(workload.value, Mapping) and key in workload.value:
+            workload.child(key).fail("load.mode trace takes each request's lengths from the trace")
+    if isinstance(gate.value, Mapping) and "levels" in gate.value:
+        gate.child("levels").fail("a trace replay is gated at every level (its levels are time scales)")
 
 
 def _gate(node: Node, mode: str) -> GateSpec:

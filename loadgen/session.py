@@ -309,11 +309,13 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "api": workload.api,
         "model": workload.model,
         # per-request lengths from a dataset or a trace: no single length was asked
-        "prompt_tokens": _lengths(workload.prompt_tokens)
+        "prompt_tokens": dataclasses.asdict(workload.prompt_tokens)
         if workload.dataset is None and not workload.lengths
         else None,
         "dataset_prompts": len(workload.dataset) if workload.dataset is not None else None,
-        "output_tokens": None if workload.output_from_dataset or workload.lengths else _lengths(workload.output_tokens),
+        "output_tokens": None
+        if workload.output_from_dataset or workload.lengths
+        else dataclasses.asdict(workload.output_tokens),
         "output_from_dataset": workload.output_from_dataset,
         "unique_prompts": workload.unique_prompts,
         "metric_convention": workload.metric_convention,
@@ -343,7 +345,3 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         ],
         **session.extra_settings,
     }
-
-
-def _lengths(lengths: Any) -> dict[str, Any]:
-    return {"mean": lengths.mean, "dist": lengths.dist, "spread": lengths.spread}

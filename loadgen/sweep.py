@@ -1,7 +1,10 @@
-"""Sweeps: a profile's levels, aimed at a target, as one session.
+"""Sweeps: a profile aimed at a target, as one session; the one assembly behind ``run`` and ``sweep``.
 
-The early-stop policy is the planner's (``planner.stop``), wired in by the
-CLI, so a level is saturated by the same verdict everywhere.
+A run is a one-level sweep: ``loadgen run`` builds a one-level profile from
+its flags and ``loadgen sweep`` loads one from YAML; both come through here,
+so a level is planned, seeded and recorded the same way whichever command
+asked for it. The early-stop policy is the planner's (``planner.stop``),
+wired in by the CLI, so a level is saturated by the same verdict everywhere.
 """
 
 from __future__ import annotations
@@ -9,22 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
-from loadgen.profile import LengthSpec, Profile
+from loadgen.profile import Profile
 from loadgen.quantity import PER_REQUEST
 from loadgen.ray_workers import RayOptions
 from loadgen.results import Load
 from loadgen.runner import LevelPlan
 from loadgen.session import Scrape, Session, Start
 from loadgen.sse import Convention
-from loadgen.workload import Lengths, Workload, load_dataset
+from loadgen.trace import Trace, load_trace
+from loadgen.workload import Workload, load_dataset
 
 
 @dataclass(frozen=True, slots=True)
 class TargetOptions:
-    """How to reach the endpoint (flags only: never in a profile on disk, except headers)."""
+    """How to reach the endpoint and watch the client (flags only: never in a profile on disk, except headers)."""
 
     api_key: str | None = None
     headers: Mapping[str, str] | None = None
@@ -34,68 +39,89 @@ class TargetOptions:
     scrape: Scrape = "auto"
     metric_convention: Convention = "tokens"
     start: Start = "staggered"
+    lag_threshold_ms: float = 10.0  # p99 generator lag that flags a level client-bound
 
 
-def _lengths(spec: LengthSpec) -> Lengths:
-    return Lengths(spec.mean, spec.dist, spec.spread)
-
-
-def session_from_profile(profile: Profile, base_url: str, target: TargetOptions) -> Session:
+def session_from_profile(profile: Profile, base_url: str, target: TargetOptions, command: str = "sweep") -> Session:
     """The levels and workload of a profile, aimed at ``base_url``."""
     w, ld = profile.workload, profile.load
     if w.turns > 1 and (ld.mode != "closed" or profile.api != "chat"):
         raise UsageError(
             f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat)"
         )
-    workload = Workload(
-        api=profile.api,
-        model=profile.model or "",
-        prompt_tokens=_lengths(w.prompt_tokens),
-        output_tokens=_lengths(w.output_tokens),
-        dataset=load_dataset(Path(w.dataset), w.dataset_format, w.dataset_max_words) if w.dataset else None,
-        output_from_dataset=w.output_from_dataset,
-        turns=w.turns,
-        think_time_s=w.think_time_s,
-        unique_prompts=not w.shared_prefix,
-        extra_body=dict(profile.extra_body),
-        metric_convention=target.metric_convention,
-    )
-    plans = []
-    floor = ld.min_requests or max((s.samples_needed for s in profile.slo if s.metric in PER_REQUEST), default=None)
-    goodput = tuple((s.metric, s.limit) for s in profile.slo if s.metric is not None)
-    for i, value in enumerate(ld.levels):
-        load = (
-            Load("concurrency", int(value))
-            if ld.mode == "closed"
-            else Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight)
+    trace = load_trace(Path(ld.trace)).scaled(1.0, ld.requests) if ld.trace else None
+    if trace is not None and (target.workers > 1 or target.ray is not None):
+        raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")
+    try:
+        workload = Workload(
+            api=profile.api,
+            model=profile.model or "",
+            prompt_tokens=w.prompt_tokens,
+            output_tokens=w.output_tokens,
+            dataset=load_dataset(Path(w.dataset), w.dataset_format, w.dataset_max_words) if w.dataset else None,
+            output_from_dataset=w.output_from_dataset,
+            lengths=tuple(zip(trace.prompt_tokens, trace.output_tokens)) if trace else None,
+            turns=w.turns,
+            think_time_s=w.think_time_s,
+            unique_prompts=not w.shared_prefix,
+            extra_body=dict(profile.extra_body),
+            metric_convention=target.metric_convention,
         )
-        plans.append(
-            LevelPlan(
-                load,
-                duration_s=ld.duration_s,
-                requests=ld.requests,
-                warmup_s=ld.warmup_s,
-                timeout_s=target.http.timeout_s,
-                max_event_chars=target.http.max_event_chars,
-                request_id_header=target.http.request_id_header,
-                seed=profile.seed + i,
-                goodput_limits_ms=goodput,
-                min_requests=floor,
-            )
-        )
-    headers = {**profile.headers, **(target.headers or {})}
+    except ValueError as exc:
+        raise UsageError(f"{profile.name}: {exc}") from None
+    settings: dict[str, Any] = {"profile": profile.to_json()}
+    if trace is not None:
+        settings["trace"] = {"file": Path(ld.trace or "").name, "format": trace.format,
+                             "requests": len(trace.offsets_s), "span_s": round(trace.span_s, 6)}  # fmt: skip
     return Session(
         base_url=base_url,
         workload=workload,
-        levels=tuple(plans),
+        levels=tuple(_plans(profile, target, trace)),
         api_key=target.api_key,
-        headers=headers,
+        headers={**profile.headers, **(target.headers or {})},
         http=target.http,
         workers=target.workers,
         ray=target.ray,
         scrape=target.scrape,
-        auto_ramp=ld.mode == "closed",
+        auto_ramp=ld.mode == "closed" and ld.ramp_up_s is None,
         start=target.start,
-        command="sweep",
-        extra_settings={"profile": profile.to_json()},
+        command=command,
+        extra_settings=settings,
     )
+
+
+def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list[LevelPlan]:
+    """One plan per level: its load, its window, its seed (the profile's plus the level's index)."""
+    ld = profile.load
+    floor = ld.min_requests or max((s.samples_needed for s in profile.slo if s.metric in PER_REQUEST), default=None)
+    goodput = tuple((s.metric, s.limit) for s in profile.slo if s.metric is not None)
+    plans = []
+    for i, value in enumerate(ld.levels):
+        replay = trace.scaled(value) if trace else None
+        if replay is not None:
+            load = Load("rate", float(f"{replay.mean_rate:.4g}"), "trace", None, ld.max_in_flight)
+        elif ld.mode == "closed":
+            load = Load("concurrency", int(value))
+        else:
+            load = Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight)
+        try:
+            plans.append(
+                LevelPlan(
+                    load,
+                    duration_s=None if replay else ld.duration_s,
+                    requests=len(replay.offsets_s) if replay else ld.requests,
+                    warmup_s=ld.warmup_s,
+                    ramp_up_s=ld.ramp_up_s or 0.0,
+                    timeout_s=target.http.timeout_s,
+                    max_event_chars=target.http.max_event_chars,
+                    request_id_header=target.http.request_id_header,
+                    lag_threshold_ms=target.lag_threshold_ms,
+                    seed=profile.seed + i,
+                    goodput_limits_ms=goodput,
+                    min_requests=floor,
+                    arrivals_s=replay.offsets_s if replay else None,
+                )
+            )
+        except ValueError as exc:
+            raise UsageError(f"{profile.name}: load.levels[{i}]: {exc}") from None
+    return plans

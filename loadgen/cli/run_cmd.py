@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
 from loadgen.cli.execute import (
+    SIM_URL,
     http_options,
     parse_extra_body,
     progress_observer,
@@ -45,15 +46,16 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
+from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
-from loadgen.results import Load, Metric, save_atomic
-from loadgen.runner import LevelPlan
+from loadgen.results import Metric, save_atomic
 from loadgen.schedule import ARRIVALS
-from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
+from loadgen.session import SCRAPES, STARTS, SessionHooks
+from loadgen.sim.engine import EngineConfig
 from loadgen.sse import APIS, CONVENTIONS
+from loadgen.sweep import TargetOptions, session_from_profile
 from loadgen.target import parse_headers
-from loadgen.trace import Trace, load_trace
-from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths, Workload, load_dataset
+from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
 from planner.report import caveats
 
 
@@ -253,72 +255,55 @@ def run(
         raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")
     if start == "burst" and ramp_up:
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
-    replay = _replay(trace, time_scale, concurrency, rate, duration, requests, workers, dataset)
-    if replay is not None:
-        load = Load("rate", float(f"{replay.mean_rate:.4g}"), "trace", None, max_in_flight)
-        requests, duration = len(replay.offsets_s), None
+    if trace is not None:
+        _trace_takes_no(concurrency, rate, duration, dataset, workers)
+        bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
+        load = LoadSpec(mode="trace", levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
+                        max_in_flight=max_in_flight, trace=str(trace))  # fmt: skip
     else:
-        load = _load(concurrency, rate, arrival, burstiness, max_in_flight)
-    if duration is None and requests is None:
-        raise UsageError("give --duration and/or --requests to bound the level")
-    on_ray = ray_options(ray, ray_placement, ray_num_cpus)
-    if records is not None and (workers > 1 or on_ray is not None):
+        load = _load(concurrency, rate, arrival, burstiness, max_in_flight, duration, requests, warmup, ramp_up)
+    if records is not None and (workers > 1 or ray is not None):
         raise UsageError("--records works with one worker process only (no --workers, no --ray)")
-    http = http_options(timeout, insecure, transport, max_event_mib, request_id_header)
-    try:
-        plan = LevelPlan(
-            load,
-            duration_s=duration,
-            requests=requests,
-            warmup_s=warmup,
-            ramp_up_s=ramp_up or 0.0,
-            timeout_s=timeout,
-            max_event_chars=http.max_event_chars,
-            request_id_header=http.request_id_header,
-            lag_threshold_ms=lag_threshold_ms,
-            seed=seed,
-            arrivals_s=replay.offsets_s if replay else None,
-        )
-        workload = Workload(
-            api=choice("--api", api, APIS),
-            model=model or "",
+    on_sim = url == SIM_URL
+    profile = Profile(
+        name="run",
+        url=None if on_sim else url,
+        sim=EngineConfig() if on_sim else None,
+        api=choice("--api", api, APIS),
+        model=model,
+        extra_body=parse_extra_body(extra_body),
+        workload=WorkloadSpec(
             prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, LENGTH_DISTS), prompt_spread),
             output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, LENGTH_DISTS), output_spread),
-            dataset=load_dataset(
-                dataset, choice("--dataset-format", dataset_format, DATASET_FORMATS), dataset_max_words
-            )
-            if dataset
-            else None,
+            dataset=str(dataset) if dataset else None,
+            dataset_format=choice("--dataset-format", dataset_format, DATASET_FORMATS),
+            dataset_max_words=dataset_max_words,
             output_from_dataset=output_from_dataset,
-            lengths=tuple(zip(replay.prompt_tokens, replay.output_tokens)) if replay else None,
             turns=turns,
             think_time_s=think_time,
-            unique_prompts=not shared_prompts,
-            extra_body=parse_extra_body(extra_body),
-            metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+            shared_prefix=shared_prompts,
+        ),
+        load=load,
+        seed=seed,
+    )
+    target = TargetOptions(
+        api_key=api_key,
+        headers=parse_headers(header or []),
+        http=http_options(timeout, insecure, transport, max_event_mib, request_id_header),
+        workers=workers,
+        ray=ray_options(ray, ray_placement, ray_num_cpus),
+        scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
+        metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
+        start=choice("--start", start, STARTS),
+        lag_threshold_ms=lag_threshold_ms,
+    )
     check_writable(output)
     if records is not None:
         check_writable(records, "--records")
     out = consoles()
     progress = progress_observer(out.err, quiet)
     with resolved_url(url) as base_url:
-        session = Session(
-            base_url=base_url,
-            workload=workload,
-            levels=(plan,),
-            api_key=api_key,
-            headers=parse_headers(header or []),
-            http=http,
-            workers=workers,
-            ray=on_ray,
-            scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
-            auto_ramp=ramp_up is None and load.kind == "concurrency",
-            start=choice("--start", start, STARTS),
-            extra_settings={"trace": _trace_settings(trace, replay, time_scale)} if replay else {},
-        )
+        session = session_from_profile(profile, base_url, target, command="run")
         writer = RecordsWriter(records, session.secrets) if records else None
         hooks = SessionHooks(
             observer=progress,
@@ -339,11 +324,12 @@ def run(
         out.out.print(throughput_table(level))
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
-    if replay is not None:
+    if trace is not None:
+        replayed = result.settings["trace"]
         late = level.percentile_ms(Metric.LAG, 99)
         out.err.print(
-            f"trace replay: {len(replay.offsets_s)} requests scheduled over {replay.span_s:.1f} s "
-            f"({replay.format} format, time scale {time_scale:g}); sends were late by at most "
+            f"trace replay: {replayed['requests']} requests scheduled over {replayed['span_s'] * time_scale:.1f} s "
+            f"({replayed['format']} format, time scale {time_scale:g}); sends were late by at most "
             f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
             highlight=False,
         )
@@ -352,51 +338,44 @@ def run(
         raise typer.Exit(EXIT_RUN_ERROR)  # an interrupted level, or nothing measured: never a silent success
 
 
-def _replay(
-    trace: Path | None,
-    time_scale: float,
-    concurrency: int | None,
-    rate: float | None,
-    duration: float | None,
-    requests: int | None,
-    workers: int,
-    dataset: Path | None,
-) -> Trace | None:
-    """The trace to replay (scaled, cut to --requests), or None; refuses flags that would contradict it."""
-    if trace is None:
-        return None
+def _trace_takes_no(
+    concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None, workers: int
+) -> None:
+    """Refuse flags that would contradict a trace, which sets the arrivals, lengths and span."""
     for flag, given in (("--concurrency", concurrency), ("--rate", rate), ("--duration", duration),
                         ("--dataset", dataset)):  # fmt: skip
         if given is not None:
             raise UsageError(f"--trace sets the arrivals, lengths and span: it takes no {flag}")
     if workers > 1:
         raise UsageError("--trace replays on one worker process (--workers 1)")
-    bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
-    return load_trace(trace).scaled(time_scale, requests)
-
-
-def _trace_settings(path: Path | None, replay: Trace, time_scale: float) -> dict[str, Any]:
-    return {"file": path.name if path else None, "format": replay.format, "requests": len(replay.offsets_s),
-            "time_scale": time_scale, "span_s": round(replay.span_s, 6)}  # fmt: skip
 
 
 def _load(
-    concurrency: int | None, rate: float | None, arrival: str, burstiness: float, max_in_flight: int | None
-) -> Load:
+    concurrency: int | None,
+    rate: float | None,
+    arrival: str,
+    burstiness: float,
+    max_in_flight: int | None,
+    duration: float | None,
+    requests: int | None,
+    warmup: float,
+    ramp_up: float | None,
+) -> LoadSpec:
+    """The one level the flags ask for: closed loop (--concurrency) or open loop (--rate)."""
     if (concurrency is None) == (rate is None):
         raise UsageError("give exactly one of --concurrency (closed loop) or --rate (open loop)")
+    if duration is None and requests is None:
+        raise UsageError("give --duration and/or --requests to bound the level")
     if concurrency is not None:
-        if concurrency < 1:
-            raise UsageError(f"--concurrency: must be a positive integer, got {concurrency}")
-        return Load("concurrency", concurrency)
+        return LoadSpec(
+            mode="closed", levels=(concurrency,), duration_s=duration, requests=requests, warmup_s=warmup,
+            ramp_up_s=ramp_up,
+        )  # fmt: skip
     assert rate is not None
-    if not rate > 0:
-        raise UsageError(f"--rate: must be > 0 requests/s, got {rate}")
-    if not burstiness > 0:
-        raise UsageError(f"--burstiness: must be > 0, got {burstiness}")
-    if max_in_flight is not None and max_in_flight < 1:
-        raise UsageError(f"--max-in-flight: must be a positive integer, got {max_in_flight}")
-    return Load("rate", rate, choice("--arrival", arrival, ARRIVALS), burstiness, max_in_flight)
+    return LoadSpec(
+        mode="open", levels=(rate,), duration_s=duration, requests=requests, warmup_s=warmup,
+        arrival=choice("--arrival", arrival, ARRIVALS), burstiness=burstiness, max_in_flight=max_in_flight,
+    )  # fmt: skip
 
 
 EXAMPLES = """Examples:

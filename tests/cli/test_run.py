@@ -299,3 +299,27 @@ def test_each_request_carries_an_id_the_server_logs_and_records_keep_both(sim: S
     )
     bad = invoke([*args, "--request-id-header", "X Bad:"])
     assert bad.exit_code == 2 and "--request-id-header" in bad.stderr
+
+
+def test_run_and_an_equivalent_profile_assemble_the_same_session(sim: SimProcess, tmp_path: Path) -> None:
+    # `run` builds a one-level profile from its flags and goes through the sweep's assembly: the same
+    # level plan, workload and settings come out, whichever command asked.
+    flags = ["--prompt-tokens", "16", "--prompt-dist", "uniform", "--prompt-spread", "0.5", "--max-tokens", "4",
+             "--seed", "3", "--warmup", "0", "--requests", "6", "--api-key", KEY, "--quiet"]  # fmt: skip
+    profile = tmp_path / "same.yaml"
+    profile.write_text(
+        "name: same\nworkload: {prompt_tokens: {mean: 16, dist: uniform, spread: 0.5}, output_tokens: 4}\n"
+        "load: {levels: [2], requests: 6, warmup_s: 0, duration_s: 600}\nseed: 3\n"
+    )
+    ran, swept = tmp_path / "run.json", tmp_path / "sweep.json"
+    run = invoke(["run", "--url", sim.base_url, "--concurrency", "2", "--duration", "600", *flags, "-o", str(ran)])
+    assert run.exit_code == 0, run.output
+    sweep = invoke(["sweep", "--url", sim.base_url, "--profile", str(profile), "--api-key", KEY, "--quiet",
+                    "-o", str(swept)])  # fmt: skip
+    assert sweep.exit_code == 0, sweep.output
+    by_run, by_sweep = load(ran).settings, load(swept).settings
+    for settings in (by_run, by_sweep):
+        del settings["profile"]["name"], settings["profile"]["description"]
+        del settings["profile"]["url"], settings["profile"]["target"], settings["profile"]["sim"]
+    assert by_run == by_sweep
+    assert by_run["levels"][0]["seed"] == 3 and by_run["prompt_tokens"]["dist"] == "uniform"

@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.errors import UsageError
+from loadgen.errors import ProfileError, UsageError
+from loadgen.profile import parse_profile
 from loadgen.results import load
 from loadgen.sim.server import SimProcess
 from loadgen.trace import load_trace
@@ -100,3 +102,41 @@ def test_a_missing_or_binary_trace_is_one_line_naming_the_flag(tmp_path: Path) -
     binary.write_bytes(b"\xff\xfe\x00\x81")
     with pytest.raises(UsageError, match=r"--trace .*b.jsonl: cannot read"):
         load_trace(binary)
+
+
+def test_a_trace_profile_sweeps_its_time_scales(tmp_path: Path) -> None:
+    trace = mooncake(tmp_path / "m.jsonl")
+    profile = tmp_path / "replay.yaml"
+    profile.write_text(f"load: {{mode: trace, trace: {trace}, levels: [2, 1], requests: 5, warmup_s: 0}}\n"
+                       "stop: {stop_on_saturation: false}\n")  # fmt: skip
+    out = tmp_path / "s.json"
+    result = runner.invoke(app, ["sweep", "--profile", str(profile), "--quiet", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    results = load(out)
+    slow, fast = results.levels
+    assert slow.completed == fast.completed == 5
+    assert slow.output_tokens == fast.output_tokens == sum(o for _, _, o in REQUESTS[:5])
+    # each level is labelled with its mean rate: half the time scale, twice the rate
+    assert (slow.load.arrival, fast.load.arrival) == ("trace", "trace")
+    assert fast.load.value == pytest.approx(2 * slow.load.value, rel=1e-3)
+    assert results.settings["trace"] == {"file": "m.jsonl", "format": "mooncake", "requests": 5, "span_s": 0.41}
+
+
+@pytest.mark.parametrize(
+    ("load", "workload", "message"),
+    [
+        ("{mode: trace}", "{}", "load.mode: mode trace replays load.trace"),
+        ("{mode: trace, trace: TRACE, duration_s: 5}", "{}", "load.duration_s: the trace sets"),
+        ("{mode: open, trace: TRACE}", "{}", "load.trace: a trace is replayed in mode trace, not open"),
+        ("{mode: trace, trace: TRACE}", "{output_tokens: 5}", "workload.output_tokens: load.mode trace takes"),
+        ("{mode: trace, trace: nope.jsonl}", "{}", "load.trace: no such file: nope.jsonl"),
+        ("{mode: open, ramp_up_s: 2}", "{}", "load.ramp_up_s: a ramp-up staggers closed-loop clients"),
+    ],
+)
+def test_a_trace_profile_refuses_what_contradicts_the_trace(
+    tmp_path: Path, load: str, workload: str, message: str
+) -> None:
+    trace = mooncake(tmp_path / "m.jsonl")
+    doc = yaml.safe_load(f"load: {load.replace('TRACE', str(trace))}\nworkload: {workload}\n")
+    with pytest.raises(ProfileError, match=message):
+        parse_profile(doc, "p.yaml")
