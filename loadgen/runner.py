@@ -107,10 +107,13 @@ async def run_level(
     scraper: MetricsScraper | None = None,
     t0: float | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    real_time: bool = True,
 ) -> LevelResult:
     """Run one level and return its result (``complete=False`` if ``stop`` was set).
 
-    ``on_record`` sees every finished request (e.g. to write raw records).
+    ``on_record`` sees every finished request (e.g. to write raw records). In
+    virtual time (``real_time=False``, ``loadgen.vtime``) the generator's own
+    CPU and core wait are not measured: its work takes no time there.
     """
     level = _Level(
         plan,
@@ -122,6 +125,7 @@ async def run_level(
         scraper,
         t0,
         on_record,
+        real_time,
     )
     return await level.run()
 
@@ -138,8 +142,10 @@ class _Level:
         scraper: MetricsScraper | None,
         t0: float | None,
         on_record: Callable[[RequestRecord], None] | None,
+        real_time: bool,
     ) -> None:
         self.plan = plan
+        self.real_time = real_time
         self.on_record = on_record
         self.http = http
         self.clock = clock
@@ -210,9 +216,10 @@ class _Level:
         drive = asyncio.create_task(self._closed() if self.plan.load.kind == "concurrency" else self._open())
         helpers = [
             asyncio.create_task(self._progress()),
-            asyncio.create_task(self._cpu_window()),
             asyncio.create_task(self._loop_probe()),
         ]
+        if self.real_time:
+            helpers.append(asyncio.create_task(self._cpu_window()))
         if self.scraper is not None:
             helpers.append(
                 asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop, self.clock))

@@ -26,7 +26,7 @@ from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import RayOptions
-from loadgen.records import RequestRecord
+from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult, Results, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
@@ -57,6 +57,11 @@ class Session:
     start: Start = "staggered"  # closed loop: clients start spread over the ramp, or all at once (burst)
     command: str = "run"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)
+    virtual_time: bool = False  # on a ``loadgen.vtime`` loop, with the simulator in it: the loop's clock
+
+    def clock(self) -> Clock:
+        """The clock every timestamp is read from: ``time.monotonic``, or the virtual loop's own."""
+        return asyncio.get_running_loop().time if self.virtual_time else time.monotonic
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -163,7 +168,15 @@ async def _one_level(
     if not session.split:
         scraper = MetricsScraper(http, metrics_url(session.base_url)) if scrape else None
         return await run_level(
-            plan, workload, http, observer=hooks.observer, stop=stop, scraper=scraper, on_record=hooks.on_record
+            plan,
+            workload,
+            http,
+            clock=session.clock(),
+            observer=hooks.observer,
+            stop=stop,
+            scraper=scraper,
+            on_record=hooks.on_record,
+            real_time=not session.virtual_time,
         )
     target = SplitTarget(session.base_url, headers, session.http, session.workers, scrape)
     if session.ray is not None:
@@ -201,7 +214,7 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str, se
     ``/models`` lists.
     """
     prepared = RequestFactory(workload, seed=-1 % 2**32).next()
-    clock = time.monotonic
+    clock = session.clock()
     for attempt in range(1, PROBE_ATTEMPTS + 1):
         t = clock()
         record = await stream_request(
@@ -279,7 +292,7 @@ async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptC
         )
         prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
         record = await stream_request(
-            http, workload.path, prepared.body, workload.api, t_intended=time.monotonic(), clock=time.monotonic,
+            http, workload.path, prepared.body, workload.api, t_intended=session.clock()(), clock=session.clock(),
             timeout_s=session.http.timeout_s,
             max_event_chars=session.http.max_event_chars,
         )  # fmt: skip
@@ -331,6 +344,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "workers": session.workers,
         "ray": session.ray.describe() if session.ray is not None else None,
         "scrape_metrics": scrape,
+        "virtual_time": session.virtual_time,
         "levels": [
             {
                 "load": p.load.to_json(),

@@ -279,6 +279,9 @@ def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[S
 def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[SloTarget] = ()) -> tuple[str, ...]:
     """Things the numbers do not say by themselves (terminal notes and the report's Caveats)."""
     out = list(results.notes)
+    if results.settings.get("virtual_time"):
+        out.append("measured in virtual time (--virtual-time): the simulator's law, exactly, with no client cost "
+                   "and no network; a real endpoint's numbers need a real run")  # fmt: skip
     verdicts = level_verdicts(results, plan, slos)
     if verdicts is not None:
         out += verdicts.problems

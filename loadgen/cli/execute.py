@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -24,8 +24,9 @@ from loadgen.ray_workers import PLACEMENTS, RayOptions, require_ray
 from loadgen.results import Results
 from loadgen.session import Session, SessionHooks, run_session
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sim.server import SimProcess
+from loadgen.sim.server import SimProcess, start_site
 from loadgen.target import normalize_base_url
+from loadgen.vtime import VirtualTimeLoop
 from loadgen.workload import owned_key_problem
 
 SIM_URL = "sim"
@@ -104,22 +105,47 @@ def progress_observer(console: Console, quiet: bool) -> LevelObserver:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill / docker stop / CI timeout, SSH gone
 
 
-def run_with_interrupt(session: Session, hooks: SessionHooks) -> Results:
+def execute(
+    url: str | None,
+    sim: SimOptions | None,
+    build: Callable[[str], Session],
+    hooks_for: Callable[[Session], SessionHooks],
+    *,
+    virtual_time: bool = False,
+) -> Results:
+    """Aim a session at its target and run it: a URL, the simulator in its own process, or (virtual time)
+    the simulator in this process's loop, its clock jumping from event to event."""
+    if not virtual_time:
+        with resolved_url(url, sim) as base_url:
+            session = build(base_url)
+            return asyncio.run(_interruptible(session, hooks_for(session)))
+    if url is not None and url != SIM_URL:
+        raise UsageError("--virtual-time runs the built-in simulator in virtual time: give --url sim (or none)")
+
+    async def in_virtual_time() -> Results:
+        runner, port = await start_site(sim or SimOptions(), "127.0.0.1", 0)
+        try:
+            session = build(normalize_base_url(f"http://127.0.0.1:{port}/v1"))
+            return await _interruptible(session, hooks_for(session))
+        finally:
+            await runner.cleanup()
+
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as loop:
+        return loop.run(in_virtual_time())
+
+
+async def _interruptible(session: Session, hooks: SessionHooks) -> Results:
     """Run the session; the first Ctrl-C, SIGTERM or SIGHUP stops admitting and drains (the results are
     written, marked incomplete); a second signal acts as it would without us (Ctrl-C aborts at once)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
 
-    async def main() -> Results:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def first_signal() -> None:
-            stop.set()
-            for sig in STOP_SIGNALS:
-                loop.remove_signal_handler(sig)
-
+    def first_signal() -> None:
+        stop.set()
         for sig in STOP_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, first_signal)
-        return await run_session(session, hooks, stop)
+            loop.remove_signal_handler(sig)
 
-    return asyncio.run(main())
+    for sig in STOP_SIGNALS:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, first_signal)
+    return await run_session(session, hooks, stop)

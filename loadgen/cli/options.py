@@ -116,3 +116,14 @@ StartOpt = Annotated[
 ModelOpt = Annotated[
     str | None, typer.Option(metavar="ID", rich_help_panel=TARGET, help="Model id (default: first from /models).")
 ]
+VirtualTimeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--virtual-time",
+        metavar="",
+        rich_help_panel=TARGET,
+        help="Simulator only: run it in this process on a virtual clock. Minutes of load take seconds and "
+        "measure the simulator's law exactly (no client cost, no network): try a profile, a plan or a gate "
+        "before real hardware.",
+    ),
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -12,12 +13,11 @@ from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
 from loadgen.cli.execute import (
     SIM_URL,
+    execute,
     http_options,
     parse_extra_body,
     progress_observer,
     ray_options,
-    resolved_url,
-    run_with_interrupt,
 )
 from loadgen.cli.options import (
     LOAD,
@@ -42,6 +42,7 @@ from loadgen.cli.options import (
     StartOpt,
     TimeoutOpt,
     TransportOpt,
+    VirtualTimeOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import level_table, throughput_table
@@ -50,7 +51,7 @@ from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
 from loadgen.results import Metric, save_atomic
 from loadgen.schedule import ARRIVALS
-from loadgen.session import SCRAPES, STARTS, SessionHooks
+from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
 from loadgen.sim.engine import EngineConfig
 from loadgen.sse import APIS, CONVENTIONS
 from loadgen.sweep import TargetOptions, session_from_profile
@@ -133,6 +134,7 @@ def run(
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "native",
+    virtual_time: VirtualTimeOpt = False,
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     prompt_tokens: Annotated[
@@ -296,25 +298,31 @@ def run(
         metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
         start=choice("--start", start, STARTS),
         lag_threshold_ms=lag_threshold_ms,
+        virtual_time=virtual_time,
     )
     check_writable(output)
     if records is not None:
         check_writable(records, "--records")
     out = consoles()
     progress = progress_observer(out.err, quiet)
-    with resolved_url(url) as base_url:
-        session = session_from_profile(profile, base_url, target, command="run")
-        writer = RecordsWriter(records, session.secrets) if records else None
-        hooks = SessionHooks(
-            observer=progress,
-            on_record=writer.write if writer else None,
-            on_level_plan=(lambda plan: writer.set_level(plan.load)) if writer else None,
+    with contextlib.ExitStack() as open_files:
+
+        def hooks_for(session: Session) -> SessionHooks:
+            if records is None:
+                return SessionHooks(observer=progress)
+            writer = RecordsWriter(records, session.secrets)
+            open_files.callback(writer.close)
+            return SessionHooks(
+                observer=progress, on_record=writer.write, on_level_plan=lambda p: writer.set_level(p.load)
+            )
+
+        result = execute(
+            url,
+            None,
+            lambda base_url: session_from_profile(profile, base_url, target, command="run"),
+            hooks_for,
+            virtual_time=virtual_time,
         )
-        try:
-            result = run_with_interrupt(session, hooks)
-        finally:
-            if writer:
-                writer.close()
     save_atomic(result, output)
     level = result.levels[0]
     if json_out:

@@ -12,7 +12,7 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
-from loadgen.cli.execute import http_options, progress_observer, ray_options, resolved_url, run_with_interrupt
+from loadgen.cli.execute import execute, http_options, progress_observer, ray_options
 from loadgen.cli.options import (
     LOAD,
     TARGET,
@@ -33,6 +33,7 @@ from loadgen.cli.options import (
     StartOpt,
     TimeoutOpt,
     TransportOpt,
+    VirtualTimeOpt,
     WorkersOpt,
 )
 from loadgen.cli.render import sweep_table
@@ -129,6 +130,7 @@ def sweep(
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
     transport: TransportOpt = "native",
+    virtual_time: VirtualTimeOpt = False,
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     metric_convention: ConventionOpt = "tokens",
@@ -172,6 +174,7 @@ def sweep(
         scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
         metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
         start=choice("--start", start, STARTS),
+        virtual_time=virtual_time,
     )
     for flag, value, low, exclusive in (
         ("--duration", duration, 0, True),
@@ -199,11 +202,13 @@ def sweep(
             min_throughput_gain=prof.stop.min_throughput_gain,
         ),
     )
-    with resolved_url(
-        url or prof.url, SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None
-    ) as base_url:
-        session = session_from_profile(prof, base_url, target)
-        results = run_with_interrupt(session, hooks)
+    results = execute(
+        url or prof.url,
+        SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None,
+        lambda base_url: session_from_profile(prof, base_url, target),
+        lambda _: hooks,
+        virtual_time=virtual_time,
+    )
     save_atomic(results, output)
     capacity = _plan(results, prof)
     render(results, prof.slo, json_out, capacity)
