@@ -1,4 +1,8 @@
-"""The fault matrix: every injected fault ends as a named, counted outcome and a valid results file."""
+"""The fault matrix: every injected fault ends as a named, counted outcome and a valid results file.
+
+Over real loopback sockets, each transport, with the simulator in the generator's loop in virtual
+time (``tests/virtual.py``): a hang reaches its timeout at once, and a stall is exactly its length.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +23,26 @@ from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
 from loadgen.workload import Lengths, Workload
+from tests.virtual import in_virtual_time, serving
 
 REQUESTS = 16
 TIMEOUT_S = 2.0
 
 
-async def level_with(faults: FaultConfig, transport: str = "native", **sim: float) -> LevelResult:
+def level_with(faults: FaultConfig, transport: str = "native", **sim: float) -> LevelResult:
+    """One level against the faulty simulator, both in one loop in virtual time (timeouts cost nothing)."""
     options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
-    with SimProcess(options) as server:
-        workload = Workload(api="chat", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
-        wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
-        async with make_http_client(server.base_url + "/", {}, wire) as http:
-            plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
+    workload = Workload(api="chat", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
+    wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
+    plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
+
+    async def level() -> LevelResult:
+        async with serving(options) as base_url, make_http_client(base_url, {}, wire) as http:
             # bounded: a fault must never hang the generator past its timeouts
-            return await asyncio.wait_for(run_level(plan, workload, http), timeout=60)
+            clock = asyncio.get_running_loop().time
+            return await asyncio.wait_for(run_level(plan, workload, http, clock=clock, real_time=False), timeout=60)
+
+    return in_virtual_time(level())
 
 
 def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
@@ -48,7 +58,6 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
     assert load(path).levels[0].errors == level.errors
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(
     ("fault", "kind"),
@@ -62,10 +71,8 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
         ("hang", ErrorKind.TIMEOUT),
     ],
 )
-async def test_failure_is_counted_under_its_own_kind(
-    fault: str, kind: ErrorKind, transport: str, tmp_path: Path
-) -> None:
-    level = await level_with(FaultConfig(**{fault: 0.5}), transport)
+def test_failure_is_counted_under_its_own_kind(fault: str, kind: ErrorKind, transport: str, tmp_path: Path) -> None:
+    level = level_with(FaultConfig(**{fault: 0.5}), transport)
     assert set(level.errors) == {kind}
     assert level.completed + level.failed == REQUESTS  # in the denominator, none lost
     assert 0 < level.failed < REQUESTS
@@ -74,17 +81,15 @@ async def test_failure_is_counted_under_its_own_kind(
     assert_valid_file(level, tmp_path)
 
 
-@pytest.mark.asyncio
-async def test_a_stall_is_latency_not_an_error() -> None:
-    level = await level_with(FaultConfig(stall=0.5), stall_ms=600.0)
+def test_a_stall_is_latency_not_an_error() -> None:
+    level = level_with(FaultConfig(stall=0.5), stall_ms=600.0)
     assert level.failed == 0 and level.completed == REQUESTS
     assert level.histograms[Metric.ITL].max_us() >= 600_000  # type: ignore[operator]
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("fault", ["trickle", "oversized"])
-async def test_awkward_but_valid_streams_are_read_in_full(fault: str) -> None:
-    level = await level_with(FaultConfig(**{fault: 0.5}))
+def test_awkward_but_valid_streams_are_read_in_full(fault: str) -> None:
+    level = level_with(FaultConfig(**{fault: 0.5}))
     assert level.failed == 0 and level.completed == REQUESTS
     assert level.output_tokens == 8 * REQUESTS and not level.tokens_estimated
 

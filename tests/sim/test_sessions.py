@@ -1,48 +1,53 @@
-"""Multi-turn sessions: the history grows turn by turn, and the simulator's prefix cache spares its prefill."""
+"""Multi-turn sessions: the history grows turn by turn, and the simulator's prefix cache spares its prefill.
+
+In virtual time (``tests/virtual.py``): a turn's TTFT is then exactly what the simulator's prefill law
+says, whatever else the machine is doing.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.profile import LoadSpec, Profile, WorkloadSpec
+from loadgen.records import RequestRecord
 from loadgen.results import load
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.prefix_cache import PrefixCache
-from loadgen.sim.server import SimProcess
+from loadgen.workload import Lengths
+from tests.virtual import run_virtual
 
 PROMPT, OUTPUT = 100, 8
 
 
-def converse(tmp_path: Path, prefix_cache: bool) -> tuple[dict[str, dict[str, float]], list[dict[str, int]]]:
+def converse(prefix_cache: bool) -> tuple[dict[str, dict[str, float]], list[RequestRecord]]:
     # 1 ms of prefill a prompt token: a turn's TTFT shows how much of its prompt was prefilled
     options = SimOptions(engine=EngineConfig(prefill_ms_per_token=1.0), prefix_cache=prefix_cache)
-    out, records = tmp_path / f"r{prefix_cache}.json", tmp_path / f"rec{prefix_cache}.jsonl"
-    with SimProcess(options) as sim:
-        result = CliRunner().invoke(app, ["run", "--url", sim.base_url, "--concurrency", "2", "--turns", "3",
-                                          "--requests", "18", "--prompt-tokens", str(PROMPT), "--max-tokens",
-                                          str(OUTPUT), "--records", str(records), "-o", str(out), "--quiet"])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in records.read_text().splitlines()]
-    by_turn = load(out).levels[0].summary()["by_turn"]
-    return {t: v["ttft_ms"] for t, v in by_turn.items()}, rows
+    profile = Profile(
+        name="conversations",
+        workload=WorkloadSpec(prompt_tokens=Lengths(PROMPT), output_tokens=Lengths(OUTPUT), turns=3),
+        load=LoadSpec(levels=(2,), duration_s=None, requests=18, warmup_s=0),
+    )
+    results, records = run_virtual(profile, options)
+    by_turn = results.levels[0].summary()["by_turn"]
+    return {t: v["ttft_ms"] for t, v in by_turn.items()}, records
 
 
-def test_each_turn_sends_the_whole_history_back(tmp_path: Path) -> None:
-    _, rows = converse(tmp_path, prefix_cache=True)
-    by_turn = {r["turn"]: r["prompt_tokens"] for r in rows}
+def test_each_turn_sends_the_whole_history_back() -> None:
+    _, rows = converse(prefix_cache=True)
+    by_turn = {r.turn: r.prompt_tokens for r in rows}
     # turn k: k prompts and k-1 answers (the server's own count of what it was sent)
     assert by_turn == {1: PROMPT, 2: 2 * PROMPT + OUTPUT, 3: 3 * PROMPT + 2 * OUTPUT}
-    assert sorted({r["turn"] for r in rows}) == [1, 2, 3] and all(r["error"] is None for r in rows)
+    assert sorted({r.turn for r in rows}) == [1, 2, 3] and all(r.error is None for r in rows)
 
 
-def test_the_prefix_cache_keeps_later_turns_as_fast_as_the_first(tmp_path: Path) -> None:
-    cached, _ = converse(tmp_path, prefix_cache=True)
-    full, _ = converse(tmp_path, prefix_cache=False)
+def test_the_prefix_cache_keeps_later_turns_as_fast_as_the_first() -> None:
+    cached, _ = converse(prefix_cache=True)
+    full, _ = converse(prefix_cache=False)
     assert set(cached) == {"1", "2", "3"} and cached["3"]["count"] == 6
     # without the cache turn 3 prefills 316 tokens instead of 100: about 216 ms more
     assert full["3"]["p50"] - full["1"]["p50"] > 150
@@ -75,7 +80,7 @@ def test_a_profile_sweeps_conversations(tmp_path: Path) -> None:
         "load: {levels: [2], requests: 8, warmup_s: 0}\n"
     )
     out = tmp_path / "s.json"
-    result = CliRunner().invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet"])
+    result = CliRunner().invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet", "--virtual-time"])
     assert result.exit_code == 0, result.output
     by_turn = load(out).levels[0].summary()["by_turn"]
     assert set(by_turn) == {"1", "2"} and set(by_turn["2"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}
