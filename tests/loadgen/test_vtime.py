@@ -77,7 +77,7 @@ def test_a_virtual_sweep_measures_the_simulators_law_exactly(tmp_path: Path) -> 
     profile.write_text(
         "target: {sim: {base_ms: 20, per_seq_ms: 0.5, max_num_seqs: 64}}\napi: completions\n"
         "workload: {output_tokens: 32, prompt_tokens: 8}\n"
-        "load: {levels: [1, 8, 32], duration_s: 30, warmup_s: 5}\n"
+        "load: {levels: [1, 8, 32], duration_s: 10, warmup_s: 2}\n"
     )
     out = tmp_path / "s.json"
     result = runner.invoke(app, ["sweep", "--profile", str(profile), "--virtual-time", "--quiet", "-o", str(out)])
