@@ -31,6 +31,7 @@ import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
+from loadgen.loops import EventLoop
 from loadgen.records import Clock, RequestRecord
 from loadgen.sse import (
     DONE,
@@ -62,6 +63,7 @@ class HttpOptions:
     transport: Transport = "native"
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
     request_id_header: str | None = "X-Request-Id"  # a unique id per request, to find it in the server's logs
+    event_loop: EventLoop = "auto"  # the loop the streams run on (loadgen.loops): uvloop where installed
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:

@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
+from loadgen.loops import loop_name, running_loop_name
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import RayOptions
 from loadgen.records import Clock, RequestRecord
@@ -339,6 +340,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "api_key": "<redacted>" if session.api_key else None,
         "request_id_header": session.http.request_id_header,
         "transport": session.http.transport,
+        "event_loop": loop_name(session.http.event_loop) if session.split else running_loop_name(),
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,
         "workers": session.workers,

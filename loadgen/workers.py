@@ -28,6 +28,7 @@ from typing import Any
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.loops import loop_factory
 from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult, merge_levels
 from loadgen.runner import LevelPlan, open_loop_offsets, run_level
@@ -119,7 +120,8 @@ def _child(job: WorkerJob, ready: Any, go: MpEvent, stop: MpEvent, t0_box: Any, 
     try:
         ready.put(job.index)
         go.wait()
-        part = asyncio.run(_child_level(job, float(t0_box.value), stop))
+        with asyncio.Runner(loop_factory=loop_factory(job.http.event_loop)) as loop:
+            part = loop.run(_child_level(job, float(t0_box.value), stop))
         results.put((job.index, part.to_json(), None))
     except LoadgenError as exc:
         results.put((job.index, None, str(exc)))

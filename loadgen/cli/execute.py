@@ -19,6 +19,7 @@ from loadgen.cli.common import choice
 from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
+from loadgen.loops import EVENT_LOOPS, loop_factory
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import PLACEMENTS, RayOptions, require_ray
 from loadgen.results import Results
@@ -61,9 +62,16 @@ def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOpti
 
 
 def http_options(
-    timeout: float, insecure: bool, transport: str, max_event_mib: float = 4.0, request_id_header: str = "X-Request-Id"
+    timeout: float,
+    insecure: bool,
+    transport: str,
+    max_event_mib: float = 4.0,
+    request_id_header: str = "X-Request-Id",
+    event_loop: str = "auto",
 ) -> HttpOptions:
     bounded("--timeout", timeout, minimum=0, exclusive=True)
+    loop = choice("--event-loop", event_loop, EVENT_LOOPS)
+    loop_factory(loop)  # asked for uvloop where it is missing: say so before any request
     bounded("--max-event-mib", max_event_mib, minimum=0, exclusive=True, maximum=1024)
     kind = choice("--transport", transport, TRANSPORTS)
     name = request_id_header.strip()
@@ -75,6 +83,7 @@ def http_options(
         transport=kind,
         max_event_chars=int(max_event_mib * 2**20),
         request_id_header=name or None,
+        event_loop=loop,
     )
 
 
@@ -118,7 +127,8 @@ def execute(
     if not virtual_time:
         with resolved_url(url, sim) as base_url:
             session = build(base_url)
-            return asyncio.run(_interruptible(session, hooks_for(session)))
+            with asyncio.Runner(loop_factory=loop_factory(session.http.event_loop)) as loop:
+                return loop.run(_interruptible(session, hooks_for(session)))
     if url is not None and url != SIM_URL:
         raise UsageError("--virtual-time runs the built-in simulator in virtual time: give --url sim (or none)")
 

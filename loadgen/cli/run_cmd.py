@@ -27,6 +27,7 @@ from loadgen.cli.options import (
     WORKLOAD,
     ApiKeyOpt,
     ConventionOpt,
+    EventLoopOpt,
     HeaderOpt,
     InsecureOpt,
     JsonOpt,
@@ -135,6 +136,7 @@ def run(
     insecure: InsecureOpt = False,
     transport: TransportOpt = "native",
     virtual_time: VirtualTimeOpt = False,
+    event_loop: EventLoopOpt = "auto",
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     prompt_tokens: Annotated[
@@ -291,7 +293,7 @@ def run(
     target = TargetOptions(
         api_key=api_key,
         headers=parse_headers(header or []),
-        http=http_options(timeout, insecure, transport, max_event_mib, request_id_header),
+        http=http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
         workers=workers,
         ray=ray_options(ray, ray_placement, ray_num_cpus),
         scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),

@@ -323,3 +323,15 @@ def test_run_and_an_equivalent_profile_assemble_the_same_session(sim: SimProcess
         del settings["profile"]["url"], settings["profile"]["target"], settings["profile"]["sim"]
     assert by_run == by_sweep
     assert by_run["levels"][0]["seed"] == 3 and by_run["prompt_tokens"]["dist"] == "uniform"
+
+
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio"])
+def test_the_results_record_which_event_loop_ran(sim: SimProcess, tmp_path: Path, event_loop: str) -> None:
+    out = tmp_path / "r.json"
+    result = invoke(["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "4", "--requests", "12",
+                     "--event-loop", event_loop, "--quiet", "-o", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = load(out)
+    # uvloop is a dependency wherever it is built (not on Windows): auto takes it
+    assert results.settings["event_loop"] == ("asyncio" if event_loop == "asyncio" else "uvloop")
+    assert results.levels[0].completed == 12 and results.levels[0].failed == 0
