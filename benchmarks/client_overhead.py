@@ -56,7 +56,13 @@ def expected_tok_s(concurrency: int) -> float:
 
 
 def run_level(
-    url: str, concurrency: int, duration: float, workers: int, transport: str, ray: bool = False
+    url: str,
+    concurrency: int,
+    duration: float,
+    workers: int,
+    transport: str,
+    ray: bool = False,
+    event_loop: str = "auto",
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -82,6 +88,8 @@ def run_level(
             str(workers),
             "--transport",
             transport,
+            "--event-loop",
+            event_loop,
             "--scrape-metrics",
             "off",
             "--json",

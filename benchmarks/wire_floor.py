@@ -2,7 +2,8 @@
 
 The floor is a minimal aiohttp streaming loop (C clients in a closed loop,
 read the body, count chunks, stamp nothing, parse nothing) on uvloop and on
-asyncio's own loop. Against it: ``loadgen run`` with each transport. Every
+asyncio's own loop. Against it: ``loadgen run``, native transport on each
+loop, and the aiohttp transport on uvloop. Every
 contender streams from ``mock_stream_server.py`` (TTFT 50 ms, gap 10 ms,
 128 tokens) pinned to the last CPU, itself pinned to the first; each prints
 its own CPU seconds (user+sys over the measured window only) per 1000
@@ -94,15 +95,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     server, url = start_server()
-    contenders = ["aiohttp minimal, uvloop", "aiohttp minimal, asyncio", "loadgen aiohttp", "loadgen native"]
+    contenders = [
+        "aiohttp minimal, uvloop",
+        "aiohttp minimal, asyncio",
+        "loadgen aiohttp, uvloop",
+        "loadgen native, uvloop",
+        "loadgen native, asyncio",
+    ]
     costs: dict[str, list[float]] = {name: [] for name in contenders}
     try:
         for _ in range(args.rounds):
             for name in contenders:
-                if name.startswith("aiohttp minimal"):
-                    r = minimal_loop(url, args.concurrency, args.duration, 2.0, name.split(", ")[1])
+                kind, loop = name.split(", ")
+                if kind == "aiohttp minimal":
+                    r = minimal_loop(url, args.concurrency, args.duration, 2.0, loop)
                 else:
-                    r = run_level(url, args.concurrency, args.duration, 1, name.split()[1])
+                    r = run_level(url, args.concurrency, args.duration, 1, kind.split()[1], event_loop=loop)
                 costs[name].append(r["cpu_s_per_1k_tok"])
                 time.sleep(0.5)
         floor = statistics.median(costs["aiohttp minimal, uvloop"])

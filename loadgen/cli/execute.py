@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -23,10 +23,12 @@ from loadgen.loops import EVENT_LOOPS, loop_factory
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import PLACEMENTS, RayOptions, require_ray
 from loadgen.results import Results
-from loadgen.session import Session, SessionHooks, run_session
+from loadgen.session import SCRAPES, STARTS, Session, SessionHooks, run_session
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess, start_site
-from loadgen.target import normalize_base_url
+from loadgen.sse import CONVENTIONS
+from loadgen.sweep import TargetOptions
+from loadgen.target import normalize_base_url, parse_headers
 from loadgen.vtime import VirtualTimeLoop
 from loadgen.workload import owned_key_problem
 
@@ -84,6 +86,32 @@ def http_options(
         max_event_chars=int(max_event_mib * 2**20),
         request_id_header=name or None,
         event_loop=loop,
+    )
+
+
+def target_options(
+    api_key: str | None,
+    header: list[str] | None,
+    http: HttpOptions,
+    workers: int,
+    ray: RayOptions | None,
+    flags: Mapping[str, str],
+    *,
+    virtual_time: bool,
+    lag_threshold_ms: float = 10.0,
+) -> TargetOptions:
+    """The connection flags ``run`` and ``sweep`` share; ``flags`` holds the closed-set ones by option name."""
+    return TargetOptions(
+        api_key=api_key,
+        headers=parse_headers(header or []),
+        http=http,
+        workers=workers,
+        ray=ray,
+        scrape=choice("--scrape-metrics", flags["--scrape-metrics"], SCRAPES),
+        metric_convention=choice("--metric-convention", flags["--metric-convention"], CONVENTIONS),
+        start=choice("--start", flags["--start"], STARTS),
+        lag_threshold_ms=lag_threshold_ms,
+        virtual_time=virtual_time,
     )
 
 

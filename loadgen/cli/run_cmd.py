@@ -18,6 +18,7 @@ from loadgen.cli.execute import (
     parse_extra_body,
     progress_observer,
     ray_options,
+    target_options,
 )
 from loadgen.cli.options import (
     LOAD,
@@ -52,11 +53,10 @@ from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
 from loadgen.results import Metric, save_atomic
 from loadgen.schedule import ARRIVALS
-from loadgen.session import SCRAPES, STARTS, Session, SessionHooks
+from loadgen.session import Session, SessionHooks
 from loadgen.sim.engine import EngineConfig
-from loadgen.sse import APIS, CONVENTIONS
-from loadgen.sweep import TargetOptions, session_from_profile
-from loadgen.target import parse_headers
+from loadgen.sse import APIS
+from loadgen.sweep import session_from_profile
 from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
 from planner.report import caveats
 
@@ -290,17 +290,15 @@ def run(
         load=load,
         seed=seed,
     )
-    target = TargetOptions(
-        api_key=api_key,
-        headers=parse_headers(header or []),
-        http=http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
-        workers=workers,
-        ray=ray_options(ray, ray_placement, ray_num_cpus),
-        scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
-        metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
-        start=choice("--start", start, STARTS),
-        lag_threshold_ms=lag_threshold_ms,
+    target = target_options(
+        api_key,
+        header,
+        http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
+        workers,
+        ray_options(ray, ray_placement, ray_num_cpus),
+        {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
         virtual_time=virtual_time,
+        lag_threshold_ms=lag_threshold_ms,
     )
     check_writable(output)
     if records is not None:

@@ -12,7 +12,7 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
-from loadgen.cli.execute import execute, http_options, progress_observer, ray_options
+from loadgen.cli.execute import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.cli.options import (
     LOAD,
     TARGET,
@@ -41,12 +41,10 @@ from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
 from loadgen.profile import MAX_LEVELS, Profile, find_profile, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
-from loadgen.session import SCRAPES, STARTS, SessionHooks
+from loadgen.session import SessionHooks
 from loadgen.sim.engine import MODES
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sse import CONVENTIONS
-from loadgen.sweep import TargetOptions, session_from_profile
-from loadgen.target import parse_headers
+from loadgen.sweep import session_from_profile
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason
@@ -167,15 +165,13 @@ def sweep(
         prof = prof.with_overrides(sim=replace(prof.sim, mode=mode))
     if no_stop:
         prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
-    target = TargetOptions(
-        api_key=api_key,
-        headers=parse_headers(header or []),
-        http=http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
-        workers=workers,
-        ray=ray_options(ray, ray_placement, ray_num_cpus),
-        scrape=choice("--scrape-metrics", scrape_metrics, SCRAPES),
-        metric_convention=choice("--metric-convention", metric_convention, CONVENTIONS),
-        start=choice("--start", start, STARTS),
+    target = target_options(
+        api_key,
+        header,
+        http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
+        workers,
+        ray_options(ray, ray_placement, ray_num_cpus),
+        {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
         virtual_time=virtual_time,
     )
     for flag, value, low, exclusive in (
