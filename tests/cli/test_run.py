@@ -329,7 +329,7 @@ def test_run_and_an_equivalent_profile_assemble_the_same_session(sim: SimProcess
 def test_the_results_record_which_event_loop_ran(sim: SimProcess, tmp_path: Path, event_loop: str) -> None:
     out = tmp_path / "r.json"
     result = invoke(["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "4", "--requests", "12",
-                     "--event-loop", event_loop, "--quiet", "-o", str(out)])  # fmt: skip
+                     "--max-tokens", "4", "--event-loop", event_loop, "--quiet", "-o", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     results = load(out)
     # uvloop is a dependency wherever it is built (not on Windows): auto takes it
