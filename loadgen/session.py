@@ -192,6 +192,13 @@ async def _one_level(
             for c in on_ray.clocks
             if c.suspect
         )
+        hooks.notes.extend(
+            f"{plan.load.label}: worker {c.worker} on {c.node} ran at nice {c.niceness} (Ray starts its workers "
+            "at 15 and this one could not lower it): any busy process on that node takes its core first; start "
+            "Ray with RAY_worker_niceness=0"
+            for c in on_ray.clocks
+            if c.niceness > 0
+        )
         outcome = on_ray.outcome
     else:
         hooks.observer.on_level_start(plan.load, plan.planned_s)

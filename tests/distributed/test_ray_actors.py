@@ -66,6 +66,8 @@ def test_two_actors_measure_what_two_processes_do(local_ray: None, sim: SimProce
     assert on_ray["settings"]["ray"]["placement"] == "pack" and local["settings"]["ray"] is None
     clocks = on_ray["settings"]["ray"]["clocks"]["c=4"]
     assert [c["worker"] for c in clocks] == [0, 1] and all(abs(c["offset_ms"]) < 50 for c in clocks)
+    # Ray starts workers at nice 15 (a busy neighbour then takes the generator's core first): ours run at 0
+    assert [c["niceness"] for c in clocks] == [0, 0]
     a, b = load(tmp_path / "ray.json").levels[0], load(tmp_path / "local.json").levels[0]
     assert a.load == b.load == Load("concurrency", 4) and a.workers == b.workers == 2
     if not (a.client_bound or b.client_bound):  # a busy machine's verdict: then neither measures the server
