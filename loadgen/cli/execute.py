@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -163,7 +164,8 @@ def execute(
     async def in_virtual_time() -> Results:
         runner, port = await start_site(sim or SimOptions(), "127.0.0.1", 0)
         try:
-            session = build(normalize_base_url(f"http://127.0.0.1:{port}/v1"))
+            # every timestamp from this loop's clock, whatever the builder said
+            session = replace(build(normalize_base_url(f"http://127.0.0.1:{port}/v1")), virtual_time=True)
             return await _interruptible(session, hooks_for(session))
         finally:
             await runner.cleanup()
