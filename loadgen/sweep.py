@@ -40,7 +40,6 @@ class TargetOptions:
     metric_convention: Convention = "tokens"
     start: Start = "staggered"
     lag_threshold_ms: float = 10.0  # p99 generator lag that flags a level client-bound
-    virtual_time: bool = False  # the simulator in the generator's loop, on a virtual clock (loadgen.vtime)
 
 
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions, command: str = "sweep") -> Session:
@@ -53,8 +52,6 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
     trace = load_trace(Path(ld.trace)).scaled(1.0, ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):
         raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")
-    if target.virtual_time and (target.workers > 1 or target.ray is not None):
-        raise UsageError("--virtual-time runs in one process: no --workers, no --ray")
     try:
         workload = Workload(
             api=profile.api,
@@ -90,7 +87,6 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         start=target.start,
         command=command,
         extra_settings=settings,
-        virtual_time=target.virtual_time,
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from loadgen.cli.execute import execute
@@ -30,11 +29,10 @@ def run_virtual(
 ) -> tuple[Results, list[RequestRecord]]:
     """The results and every request's record, the simulator running in the generator's loop."""
     records: list[RequestRecord] = []
-    aimed = replace(target or TargetOptions(), virtual_time=True)
     results = execute(
         None,
         sim or SimOptions(),
-        lambda base_url: session_from_profile(profile, base_url, aimed, command="run"),
+        lambda base_url: session_from_profile(profile, base_url, target or TargetOptions(), command="run"),
         lambda _: SessionHooks(on_record=records.append),
         virtual_time=True,
     )

@@ -97,8 +97,6 @@ def target_options(
     workers: int,
     ray: RayOptions | None,
     flags: Mapping[str, str],
-    *,
-    virtual_time: bool,
     lag_threshold_ms: float = 10.0,
 ) -> TargetOptions:
     """The connection flags ``run`` and ``sweep`` share; ``flags`` holds the closed-set ones by option name."""
@@ -112,7 +110,6 @@ def target_options(
         metric_convention=choice("--metric-convention", flags["--metric-convention"], CONVENTIONS),
         start=choice("--start", flags["--start"], STARTS),
         lag_threshold_ms=lag_threshold_ms,
-        virtual_time=virtual_time,
     )
 
 
@@ -164,8 +161,10 @@ def execute(
     async def in_virtual_time() -> Results:
         runner, port = await start_site(sim or SimOptions(), "127.0.0.1", 0)
         try:
-            # every timestamp from this loop's clock, whatever the builder said
+            # every timestamp from this loop's clock: the one place a session is put in virtual time
             session = replace(build(normalize_base_url(f"http://127.0.0.1:{port}/v1")), virtual_time=True)
+            if session.split:
+                raise UsageError("--virtual-time runs in one process: no --workers, no --ray")
             return await _interruptible(session, hooks_for(session))
         finally:
             await runner.cleanup()

@@ -297,7 +297,6 @@ def run(
         workers,
         ray_options(ray, ray_placement, ray_num_cpus),
         {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
-        virtual_time=virtual_time,
         lag_threshold_ms=lag_threshold_ms,
     )
     check_writable(output)

@@ -172,7 +172,6 @@ def sweep(
         workers,
         ray_options(ray, ray_placement, ray_num_cpus),
         {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
-        virtual_time=virtual_time,
     )
     for flag, value, low, exclusive in (
         ("--duration", duration, 0, True),

@@ -11,15 +11,10 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import load
-from loadgen.vtime import VirtualTimeLoop
 from planner import PlanRequest, plan_from_results
+from tests.virtual import in_virtual_time
 
 runner = CliRunner()
-
-
-def in_virtual_time(coro):  # type: ignore[no-untyped-def]
-    with asyncio.Runner(loop_factory=VirtualTimeLoop) as loop:
-        return loop.run(coro)
 
 
 def test_an_hour_of_sleep_is_an_hour_on_the_loops_clock_and_none_on_the_wall() -> None:
