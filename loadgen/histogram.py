@@ -225,7 +225,13 @@ class LatencyHistogram:
             except Exception as exc:
                 raise ValueError(f"corrupt histogram encoding ({type(exc).__name__})") from None
             if decoded.get_total_count():
-                hist._h.add(decoded)
+                try:
+                    hist._h.add(decoded)
+                except IndexError:  # recorded with a wider range than this config holds
+                    raise ValueError(
+                        f"histogram values up to {decoded.get_max_value()} us do not fit this file's range "
+                        f"(highest {config.highest} {config.unit})"
+                    ) from None
                 index, counts = hist._nonzero()
                 h = hist._h
                 hist._frozen = _Frozen(index, counts.copy(), int(h.get_total_count()), int(h.get_min_value()),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.histogram import LatencyHistogram
+from loadgen.histogram import HistogramConfig, LatencyHistogram
 
 values = st.lists(st.integers(1, 10**9), max_size=200)
 
@@ -23,6 +23,14 @@ def hist(vs: list[int]) -> LatencyHistogram:
 def test_encode_decode_round_trip(vs: list[int]) -> None:
     h = hist(vs)
     assert LatencyHistogram.decode(h.encode()) == h
+
+
+def test_an_encoding_wider_than_the_files_range_is_a_value_error_not_an_index_error() -> None:
+    # found by the fuzz test: a results file whose histogram was recorded with a larger highest value
+    wide = LatencyHistogram(HistogramConfig(highest=10**12))
+    wide.record_us(10**11)
+    with pytest.raises(ValueError, match="do not fit this file's range"):
+        LatencyHistogram.decode(wide.encode(), HistogramConfig(highest=10**6))
 
 
 @given(values, values)
