@@ -16,9 +16,12 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_profiles_and_runs_the_quickstart_from_elsewhere(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     subprocess.run(

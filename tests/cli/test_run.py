@@ -64,6 +64,7 @@ def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -
         assert KEY not in text
 
 
+@pytest.mark.slow
 def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     result = invoke(

@@ -26,6 +26,8 @@ from loadgen.sim.server import SimProcess
 from loadgen.workers import SplitTarget
 from loadgen.workload import Lengths, Workload
 
+pytestmark = pytest.mark.slow
+
 
 def split_target(sim: SimProcess) -> SplitTarget:
     return SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=30), workers=2, scrape=False)

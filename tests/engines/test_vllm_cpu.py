@@ -23,6 +23,7 @@ from loadgen.results import Results, load
 from tests.engines.vllm_cpu import MODEL, VllmCpuServer, engine_python
 
 runner = CliRunner()
+pytestmark = pytest.mark.slow
 IGNORE_EOS = '{"ignore_eos": true}'
 
 

@@ -50,6 +50,7 @@ def test_profile_fault_keys_are_validated() -> None:
         parse_profile({"target": {"sim": {"faults": {"drop": 3}}}}, "p.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
 def test_a_stop_signal_inside_a_level_leaves_a_valid_incomplete_file(tmp_path: Path, sig: signal.Signals) -> None:
     out, records = tmp_path / "r.json", tmp_path / "records.jsonl"

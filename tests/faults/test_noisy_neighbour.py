@@ -19,12 +19,15 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity")
-    or (os.cpu_count() or 1) < 2
-    or not Path("/proc/thread-self/schedstat").exists(),
-    reason="needs Linux scheduler statistics and two cores",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not hasattr(os, "sched_setaffinity")
+        or (os.cpu_count() or 1) < 2
+        or not Path("/proc/thread-self/schedstat").exists(),
+        reason="needs Linux scheduler statistics and two cores",
+    ),
+    pytest.mark.slow,
+]
 
 
 def run_on_core_0(base_url: str, out: Path) -> subprocess.CompletedProcess[str]:

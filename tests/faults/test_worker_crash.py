@@ -22,6 +22,7 @@ from loadgen.workers import SplitTarget, run_level_in_processes
 from loadgen.workload import Lengths, Workload
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_one_dead_worker_leaves_the_others_data() -> None:
     with SimProcess() as sim:
@@ -47,6 +48,7 @@ async def test_one_dead_worker_leaves_the_others_data() -> None:
     assert outcome.result.completed > 0 and outcome.result.workers == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_a_signal_to_the_whole_process_group_keeps_every_workers_data(tmp_path: Path, sig: signal.Signals) -> None:
     # A closed SSH session (HUP) or a CI timeout (TERM) signals every process of the group: the

@@ -51,6 +51,7 @@ def measure_virtual(options: SimOptions, plan: LevelPlan, wl: Workload | None = 
     return in_virtual_time(level())
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("c", [1, 8, 32])
 async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c: int) -> None:
@@ -68,6 +69,7 @@ async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c
     assert not result.tokens_estimated and result.output_tokens == 32 * result.completed
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_coordinated_omission_queue_is_in_ttft_not_in_ttft_sent(sim: SimProcess) -> None:
     # 16 tokens at batch 2 take ~16 * 25.8 ms = 0.41 s, so 2 slots serve ~4.8 req/s; 10 req/s must queue.

@@ -154,6 +154,7 @@ async def test_max_num_seqs_4_with_8_streams_queues_4() -> None:
     assert mean_gap_ms(streams) == pytest.approx(25 + 0.4 * 4, rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_capacity_256_streams_keep_the_law() -> None:
     """256 concurrent streams at the default law (batch 256: 127.4 ms steps, ~2000 chunks/s).
