@@ -229,7 +229,7 @@ class LatencyHistogram:
                     hist._h.add(decoded)
                 except IndexError:  # recorded with a wider range than this config holds
                     raise ValueError(
-                        f"histogram values up to {decoded.get_max_value()} us do not fit this file's range "
+                        f"histogram values up to {decoded.get_max_value()} {config.unit} do not fit this file's range "
                         f"(highest {config.highest} {config.unit})"
                     ) from None
                 index, counts = hist._nonzero()
