@@ -299,8 +299,9 @@ async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptC
             lengths=None,
         )
         prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
+        clock = session.clock()
         record = await stream_request(
-            http, workload.path, prepared.body, workload.api, t_intended=session.clock()(), clock=session.clock(),
+            http, workload.path, prepared.body, workload.api, t_intended=clock(), clock=clock,
             timeout_s=session.http.timeout_s,
             max_event_chars=session.http.max_event_chars,
         )  # fmt: skip

@@ -260,7 +260,7 @@ def run(
     if start == "burst" and ramp_up:
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
     if trace is not None:
-        _trace_takes_no(concurrency, rate, duration, dataset, workers)
+        _trace_takes_no(concurrency, rate, duration, dataset)
         bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
         load = LoadSpec(mode="trace", levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
                         max_in_flight=max_in_flight, trace=str(trace))  # fmt: skip
@@ -345,16 +345,13 @@ def run(
         raise typer.Exit(EXIT_RUN_ERROR)  # an interrupted level, or nothing measured: never a silent success
 
 
-def _trace_takes_no(
-    concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None, workers: int
-) -> None:
-    """Refuse flags that would contradict a trace, which sets the arrivals, lengths and span."""
+def _trace_takes_no(concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None) -> None:
+    """Refuse flags that would contradict a trace, which sets the arrivals, lengths and span (that one process
+    replays it is the session assembly's check, shared with trace profiles)."""
     for flag, given in (("--concurrency", concurrency), ("--rate", rate), ("--duration", duration),
                         ("--dataset", dataset)):  # fmt: skip
         if given is not None:
             raise UsageError(f"--trace sets the arrivals, lengths and span: it takes no {flag}")
-    if workers > 1:
-        raise UsageError("--trace replays on one worker process (--workers 1)")
 
 
 def _load(
