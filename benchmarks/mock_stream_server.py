@@ -7,6 +7,14 @@ request arrived, then one chunk every ``--gap-ms``, on absolute deadlines
 (no drift), so the truth is TTFT = ttft, TPOT = ITL = gap whatever the load,
 as long as this server keeps up (it reports how late it wrote).
 
+It must keep up at 256+ streams on one core, which an aiohttp handler per
+stream (one timer and one coroutine wake-up per chunk) did not: the target,
+not the client under test, was then the source of the TTFT tail. So this is
+a bare ``asyncio.Protocol`` (HTTP/1.1 request framing by httptools, chunked
+responses) with one deadline heap for all streams: one timer fires for the
+earliest deadline and writes every chunk that is due, however many streams
+that is.
+
     python benchmarks/mock_stream_server.py --port 0   # prints the base URL
 """
 
@@ -14,58 +22,149 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
+import itertools
 import json
+from typing import cast
 
-from aiohttp import web
+import httptools
 
 HEAD = {"id": "bench", "object": "text_completion", "created": 0, "model": "bench"}
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+LATE_S = 0.002  # a write later than this behind its deadline counts as late
+
+
+def chunked(payload: bytes) -> bytes:
+    """One HTTP/1.1 chunk carrying ``payload``."""
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
 def frames(tokens: int) -> tuple[bytes, bytes, bytes]:
-    """(regular chunk, last chunk, usage + done), serialised once."""
+    """(regular chunk, last chunk, usage + done + end of body), serialised and framed once."""
+
+    def event(body: dict[str, object]) -> bytes:
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def chunk(finish: str | None) -> bytes:
-        body = {**HEAD, "choices": [{"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}]}
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
+        return event({**HEAD, "choices": [{"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}]})
 
     usage = {
         **HEAD,
         "choices": [],
         "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
     }
-    return chunk(None), chunk("length"), b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
+    return chunked(chunk(None)), chunked(chunk("length")), chunked(event(usage) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
-class Mock:
-    def __init__(self, ttft_ms: float, gap_ms: float) -> None:
-        self.ttft_s, self.gap_s = ttft_ms / 1000, gap_ms / 1000
+def plain(status: str, body: dict[str, object]) -> bytes:
+    """A complete JSON response with a Content-Length."""
+    data = json.dumps(body).encode()
+    return f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
+
+
+class Stream:
+    """One response in flight: where it writes and how far it has got."""
+
+    __slots__ = ("frames", "sent", "t0", "tokens", "transport")
+
+    def __init__(self, transport: asyncio.Transport, t0: float, tokens: int, frames: tuple[bytes, bytes, bytes]):
+        self.transport, self.t0, self.sent, self.tokens, self.frames = transport, t0, 0, tokens, frames
+
+
+class Scheduler:
+    """Every stream's next write on one heap, served by one timer armed for the earliest deadline."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ttft_s: float, gap_s: float) -> None:
+        self.loop, self.ttft_s, self.gap_s = loop, ttft_s, gap_s
+        self.heap: list[tuple[float, int, Stream]] = []
+        self.seq = itertools.count()
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = float("inf")
         self.cache: dict[int, tuple[bytes, bytes, bytes]] = {}
-        self.late_writes = 0  # writes more than 2 ms behind their deadline
+        self.late_writes = 0
+        self.writes = 0
 
-    async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+    def start(self, transport: asyncio.Transport, tokens: int) -> None:
+        transport.write(STREAM_HEAD)
+        stream = Stream(transport, self.loop.time(), tokens, self.cache.setdefault(tokens, frames(tokens)))
+        self._push(stream.t0 + self.ttft_s, stream)
 
-    async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"late_writes": self.late_writes})
+    def _push(self, deadline: float, stream: Stream) -> None:
+        heapq.heappush(self.heap, (deadline, next(self.seq), stream))
+        if deadline < self.timer_at:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer_at = deadline
+            self.timer = self.loop.call_at(deadline, self._fire)
 
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        tokens = int((await request.json()).get("max_tokens", 16))
-        regular, last, tail = self.cache.setdefault(tokens, frames(tokens))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for i in range(tokens):
-            deadline = t0 + self.ttft_s + i * self.gap_s
-            delay = deadline - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif delay < -0.002:
+    def _fire(self) -> None:
+        self.timer, self.timer_at = None, float("inf")
+        now = self.loop.time()
+        heap = self.heap
+        while heap and heap[0][0] <= now + 0.0005:
+            deadline, _, stream = heapq.heappop(heap)
+            if stream.transport.is_closing():
+                continue
+            if now - deadline > LATE_S:
                 self.late_writes += 1
-            await resp.write(last if i == tokens - 1 else regular)
-        await resp.write(tail)
-        await resp.write_eof()
-        return resp
+            self.writes += 1
+            regular, last, tail = stream.frames
+            stream.sent += 1
+            if stream.sent < stream.tokens:
+                stream.transport.write(regular)
+                heapq.heappush(heap, (stream.t0 + self.ttft_s + stream.sent * self.gap_s, next(self.seq), stream))
+            else:
+                stream.transport.write(last + tail)
+        if heap:
+            self.timer_at = heap[0][0]
+            self.timer = self.loop.call_at(self.timer_at, self._fire)
+
+
+class Connection(asyncio.Protocol):
+    """HTTP/1.1 keep-alive connection: parses requests, answers the three routes."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.url = b""
+        self.body = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            assert self.transport is not None
+            self.transport.write(plain("400 Bad Request", {"error": "bad request"}))
+            self.transport.close()
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.url, self.body = b"", bytearray()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        method, path = self.parser.get_method(), self.url.split(b"?", 1)[0]
+        if method == b"POST" and path == b"/v1/completions":
+            tokens = int(json.loads(self.body or b"{}").get("max_tokens", 16))
+            self.scheduler.start(transport, max(tokens, 1))
+        elif method == b"GET" and path == b"/v1/models":
+            transport.write(plain("200 OK", {"object": "list", "data": [{"id": "bench", "object": "model"}]}))
+        elif method == b"GET" and path == b"/stats":
+            stats = {"late_writes": self.scheduler.late_writes, "writes": self.scheduler.writes}
+            transport.write(plain("200 OK", stats))
+        else:
+            transport.write(plain("404 Not Found", {"error": "not found"}))
 
 
 def main() -> None:
@@ -74,20 +173,14 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--gap-ms", type=float, default=10.0)
     args = parser.parse_args()
-    mock = Mock(args.ttft_ms, args.gap_ms)
-    app = web.Application()
-    app.router.add_get("/v1/models", mock.models)
-    app.router.add_get("/stats", mock.stats)
-    app.router.add_post("/v1/completions", mock.completions)
 
     async def serve() -> None:
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        loop = asyncio.get_running_loop()
+        scheduler = Scheduler(loop, args.ttft_ms / 1000, args.gap_ms / 1000)
+        server = await loop.create_server(lambda: Connection(scheduler), "127.0.0.1", args.port, backlog=4096)
+        port = server.sockets[0].getsockname()[1]
         print(f"http://127.0.0.1:{port}/v1", flush=True)
-        await asyncio.Event().wait()
+        await server.serve_forever()
 
     try:
         import uvloop  # type: ignore[import-not-found]

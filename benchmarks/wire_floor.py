@@ -28,10 +28,12 @@ import time
 from client_overhead import TOKENS, expected_tok_s, pin, run_level, start_server
 
 
-def minimal_loop(url: str, concurrency: int, duration: float, warmup: float, loop: str) -> dict[str, float]:
-    """Run the minimal aiohttp client in a pinned child; returns its CPU s per 1k tokens and tok/s."""
+def minimal_loop(
+    url: str, concurrency: int, duration: float, warmup: float, loop: str, child: str = "_minimal_child"
+) -> dict[str, float]:
+    """Run a minimal client (``child``) in a pinned child process; returns its CPU s per 1k tokens and tok/s."""
     code = f"import sys; sys.argv = ['x', {url!r}, '{concurrency}', '{duration}', '{warmup}', '{loop}']; " + (
-        "from wire_floor import _minimal_child; _minimal_child()"
+        f"from wire_floor import {child}; {child}()"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -88,6 +90,47 @@ def _minimal_child() -> None:
     print(json.dumps(result))
 
 
+def _protocol_child() -> None:
+    """The floor under every Python client that wakes once per token event: a bare protocol that counts bytes.
+
+    One ``asyncio.Protocol`` per connection, the request pre-serialised, the
+    body's end found by the chunked terminator; no HTTP parser, no SSE, no
+    timestamps. What it costs is the event loop's and the kernel's share.
+    """
+    import uvloop
+
+    url, concurrency, duration, warmup = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5])
+    host, port = url.removeprefix("http://").split("/", 1)[0].split(":")
+    body = json.dumps({"model": "bench", "prompt": "hi", "max_tokens": TOKENS, "stream": True}).encode()
+    request = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    class Counter(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            transport.write(request)  # type: ignore[attr-defined]
+
+        def data_received(self, data: bytes) -> None:
+            if data.endswith(b"0\r\n\r\n"):
+                self.transport.write(request)  # type: ignore[attr-defined]
+
+    async def main() -> dict[str, float]:
+        loop = asyncio.get_running_loop()
+        conns = [await loop.create_connection(Counter, host, int(port)) for _ in range(concurrency)]
+        await asyncio.sleep(warmup)
+        cpu0, t0 = time.process_time(), time.monotonic()
+        await asyncio.sleep(duration)
+        cpu, span = time.process_time() - cpu0, time.monotonic() - t0
+        for transport, _ in conns:
+            transport.close()
+        tokens = expected_tok_s(concurrency) * span
+        return {"cpu_s_per_1k_tok": cpu / tokens * 1000, "tok_s": tokens / span}
+
+    print(json.dumps(uvloop.run(main())))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=256)
@@ -96,6 +139,7 @@ def main() -> None:
     args = parser.parse_args()
     server, url = start_server()
     contenders = [
+        "bare protocol, uvloop",
         "aiohttp minimal, uvloop",
         "aiohttp minimal, asyncio",
         "loadgen aiohttp, uvloop",
@@ -109,6 +153,8 @@ def main() -> None:
                 kind, loop = name.split(", ")
                 if kind == "aiohttp minimal":
                     r = minimal_loop(url, args.concurrency, args.duration, 2.0, loop)
+                elif kind == "bare protocol":
+                    r = minimal_loop(url, args.concurrency, args.duration, 2.0, loop, "_protocol_child")
                 else:
                     r = run_level(url, args.concurrency, args.duration, 1, kind.split()[1], event_loop=loop)
                 costs[name].append(r["cpu_s_per_1k_tok"])
