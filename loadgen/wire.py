@@ -58,6 +58,8 @@ class _Connection(asyncio.Protocol):
         self.exchange: Exchange | None = None
         self.done: asyncio.Future[None] | None = None
         self.closed = False
+        self.reused = False  # taken from the idle pool: the server may have closed it meanwhile
+        self.stale = False  # it had: closed before a byte of the answer, the request never reached the server
         self.in_body = False
         self.header_bytes = 0
         self.content_type = b""
@@ -90,6 +92,13 @@ class _Connection(asyncio.Protocol):
         if self.exchange is not None:
             if self.in_body and not self.framed:  # a body without length or chunking ends with the connection
                 self._finish(None, None, reusable=False)
+                return
+            if self.reused and not self.in_body and self.header_bytes == 0:
+                # a kept-alive connection the server closed while idle (its keep-alive timeout) just as
+                # it was reused: nothing was answered, so the pool sends the request again, once, afresh
+                self.stale, self.exchange = True, None
+                if self.done is not None and not self.done.done():
+                    self.done.set_result(None)
                 return
             # before the headers: nothing came back (as a reset or a refused request); after: a broken stream
             kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.CONNECT
@@ -196,11 +205,17 @@ class Wire:
         if self.limit is not None:
             await self.limit.acquire()
         try:
-            conn = await self._connection(exchange)
+            conn = await self._connection(exchange, reuse=True)
             if conn is None:
                 return
             try:
                 await conn.start(exchange, request)
+                if conn.stale:
+                    fresh = await self._connection(exchange, reuse=False)
+                    if fresh is None:
+                        return
+                    conn = fresh
+                    await conn.start(exchange, request)
             except asyncio.CancelledError:
                 conn.exchange = None
                 conn.abort()
@@ -209,10 +224,12 @@ class Wire:
             if self.limit is not None:
                 self.limit.release()
 
-    async def _connection(self, exchange: Exchange) -> _Connection | None:
-        while self.idle:
+    async def _connection(self, exchange: Exchange, *, reuse: bool) -> _Connection | None:
+        """An idle connection (with ``reuse``) or a new one; None when none could be made (exchange told)."""
+        while reuse and self.idle:
             conn = self.idle.pop()
             if not conn.closed:
+                conn.reused = True
                 return conn
         loop = asyncio.get_running_loop()
         try:
