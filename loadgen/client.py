@@ -120,6 +120,26 @@ class WiredClient(httpx.AsyncClient):
     def __init__(self, wire: Wire, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.wire = wire
+        self._heads: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+
+    def serialise_post(self, path: str, body: bytes, request_id: tuple[str, str] | None) -> bytes:
+        """A streaming POST as HTTP/1.1 bytes, its head merged by httpx once per path.
+
+        httpx merges the base URL, the default headers (credentials, the
+        user's ``--header``s) and the path; doing that for every request cost
+        more than streaming its answer's first tokens, and only the length
+        (and the optional request id) changes from one request to the next.
+        """
+        name = request_id[0] if request_id else ""
+        head = self._heads.get((path, name))
+        if head is None:
+            request = self.build_request("POST", path, content=b"", headers={"content-type": "application/json"})
+            dropped = {b"content-length", name.lower().encode()}  # set per request (an id replaces a default)
+            fields = b"".join(b"%s: %s\r\n" % (k, v) for k, v in request.headers.raw if k.lower() not in dropped)
+            head = self._heads[(path, name)] = (b"POST %s HTTP/1.1\r\n" % request.url.raw_path, fields)
+        start, fields = head
+        tagged = b"%s: %s\r\n" % (name.encode(), request_id[1].encode()) if request_id else b""
+        return b"%s%s%scontent-length: %d\r\n\r\n%s" % (start, fields, tagged, len(body), body)
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.wire.close()
@@ -188,22 +208,25 @@ async def stream_request(
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
     state = _StreamState(convention, answer)
-    headers = {"content-type": "application/json"}
-    request_id = None
-    if request_id_header:
-        request_id = headers[request_id_header] = uuid.uuid4().hex
-    request = http.build_request("POST", path, content=body, headers=headers)
+    request_id = uuid.uuid4().hex if request_id_header else None
+    tag = (request_id_header, request_id) if request_id_header and request_id else None
     decoder = SSEDecoder(max_event_chars)
-    t_sent = clock()
     if isinstance(http, WiredClient):
+        wire_bytes = http.serialise_post(path, body, tag)
+        t_sent = clock()
         exchange = _WireExchange(api, state, decoder, clock, times, cumulative)
         try:
             async with asyncio.timeout(timeout_s):
-                await http.wire.post(_serialise(request, body), exchange)
+                await http.wire.post(wire_bytes, exchange)
             status, (error, detail) = exchange.status, exchange.outcome()
         except TimeoutError:
             status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
     else:
+        headers = {"content-type": "application/json"}
+        if tag:
+            headers[tag[0]] = tag[1]
+        request = http.build_request("POST", path, content=body, headers=headers)
+        t_sent = clock()
         status, error, detail = await _over_httpx(
             http, request, api, state, decoder, clock, timeout_s, times, cumulative
         )
@@ -212,12 +235,6 @@ async def stream_request(
     if request_id is None and state.response_id is None:
         return record
     return dataclasses.replace(record, request_id=request_id, response_id=state.response_id)
-
-
-def _serialise(request: httpx.Request, body: bytes) -> bytes:
-    """The request as HTTP/1.1 bytes: httpx has merged the client's headers, params and path already."""
-    head = b"".join(b"%s: %s\r\n" % (k, v) for k, v in request.headers.raw)
-    return b"POST %s HTTP/1.1\r\n%s\r\n%s" % (request.url.raw_path, head, body)
 
 
 async def _over_httpx(

@@ -56,6 +56,53 @@ async def test_every_framing_and_split_reads_the_same_stream(
     assert record.response_id == "cmpl-1"
 
 
+def fields(head: bytes) -> tuple[bytes, dict[bytes, list[bytes]]]:
+    """(request line, header name -> values) of one request head."""
+    line, *rest = head.rstrip(b"\r\n").split(b"\r\n")
+    out: dict[bytes, list[bytes]] = {}
+    for field in rest:
+        name, value = field.split(b":", 1)
+        out.setdefault(name.strip().lower(), []).append(value.strip())
+    return line, out
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_every_transport_sends_the_same_request_head(transport: str) -> None:
+    # the native wire merges the head once per path and reuses it: each request must still carry its own
+    # length and its own id, the URL's query, and the user's headers once (an id replaces a same-named one)
+    heads: list[bytes] = []
+    options = HttpOptions(timeout_s=10, transport=transport)  # type: ignore[arg-type]
+    defaults = {"Authorization": "Bearer k", "X-Request-Id": "from-user", "X-Team": "a"}
+    reply = stream(b"\n", "chunked").replace(b"\r\n", b"\r\nconnection: close\r\n", 1)  # one request each
+    async with raw_server(sends(reply), heads) as url, make_http_client(url + "/?q=1", defaults, options) as http:
+        for body in (BODY, BODY + b" "):
+            record = await stream_request(http, "completions", body, "completions", t_intended=time.monotonic(),
+                                          clock=time.monotonic, timeout_s=10, request_id_header="X-Request-Id")  # fmt: skip
+            assert record.error is None, record
+    (line1, first), (line2, second) = map(fields, heads)
+    assert line1 == line2 == b"POST /v1/completions?q=1 HTTP/1.1"
+    assert [first[b"content-length"], second[b"content-length"]] == [[b"%d" % len(BODY)], [b"%d" % (len(BODY) + 1)]]
+    assert first[b"authorization"] == [b"Bearer k"] and first[b"x-team"] == [b"a"]
+    assert first[b"content-type"] == [b"application/json"] and b"host" in first
+    ids = first[b"x-request-id"] + second[b"x-request-id"]
+    assert len(ids) == 2 and len(set(ids)) == 2 and b"from-user" not in ids
+
+
+@pytest.mark.asyncio
+async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_failed() -> None:
+    # the server closes each connection after its answer without saying so (as a keep-alive timeout does):
+    # a request sent on it as it closes never reached the server, so the wire sends it again on a new one
+    heads: list[bytes] = []
+    options = HttpOptions(timeout_s=10, transport="native")
+    async with raw_server(sends(stream(b"\n", "chunked")), heads) as url, make_http_client(url, {}, options) as http:
+        for _ in range(4):
+            record = await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+                                          clock=time.monotonic, timeout_s=10)  # fmt: skip
+            assert record.error is None and record.output_tokens == 3, record
+    assert len(heads) == 4  # each request answered once: a stale connection sent nothing the server read
+
+
 @pytest.fixture(scope="module")
 def tls() -> Iterator[tuple[trustme.CA, ssl.SSLContext]]:
     ca = trustme.CA()
