@@ -20,10 +20,12 @@ are assumed NTP-synchronised to a few ms: an offset beyond
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from typing import Any, Literal, get_args
 
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.loops import loop_factory, running_loop_name
 from loadgen.metrics import LiveSnapshot
 from loadgen.observe import LevelObserver, LoadSnapshot
 from loadgen.results import LevelResult, Load
@@ -76,6 +79,7 @@ class ClockReading:
 class RayOutcome:
     outcome: SplitOutcome
     clocks: tuple[ClockReading, ...]
+    loops: tuple[str, ...] = ()  # per worker: the event loop its share ran on
 
 
 def require_ray() -> Any:
@@ -117,12 +121,61 @@ def connect(options: RayOptions) -> None:
             ray.kill(probe)
 
 
+class _ShareThread:
+    """One share running on its own event loop in a thread of the actor.
+
+    Ray runs an async actor's methods on its own asyncio loop; the share gets
+    the loop the user chose (``--event-loop``, uvloop by default, as local
+    workers do) in a thread, so what the results record as the generator's
+    loop is what ran. The actor's methods stay on Ray's loop and reach the
+    share only through thread-safe calls.
+    """
+
+    def __init__(self, job: WorkerJob, t0: float, observer: LevelObserver) -> None:
+        self.done: concurrent.futures.Future[LevelResult] = concurrent.futures.Future()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[LevelResult] | None = None
+        self._stop: asyncio.Event | None = None
+        self.loop_name = ""  # the loop the share runs on, as it found it
+        self._thread = threading.Thread(
+            target=self._work, args=(job, t0, observer), name=f"loadgen-share-{job.index}", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+
+    def _work(self, job: WorkerJob, t0: float, observer: LevelObserver) -> None:
+        async def share() -> LevelResult:
+            self._loop, self._task, self._stop = asyncio.get_running_loop(), asyncio.current_task(), asyncio.Event()
+            self.loop_name = running_loop_name()
+            self._ready.set()
+            return await run_share(job, t0, self._stop, observer)
+
+        try:
+            with asyncio.Runner(loop_factory=loop_factory(job.http.event_loop)) as runner:
+                self.done.set_result(runner.run(share()))
+        except BaseException as exc:  # handed to the actor's caller (cancelled, or failed: reported)
+            self.done.set_exception(exc)
+        finally:
+            self._ready.set()  # a loop that could not be made: begin() must not wait forever
+
+    def stop(self) -> None:
+        """End the share's level early (as an interrupt does); its result still comes."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    def cancel(self) -> None:
+        """Drop the share: its task is cancelled and no result comes."""
+        if self._loop is not None and self._task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already closed: nothing to cancel
+                self._loop.call_soon_threadsafe(self._task.cancel)
+
+
 class ShareActor:
-    """Runs one worker's share of a level inside a Ray actor (an async actor: its methods share one loop)."""
+    """Runs one worker's share of a level inside a Ray actor, on the share's own loop (``_ShareThread``)."""
 
     def __init__(self) -> None:
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[LevelResult] | None = None
+        self._share: _ShareThread | None = None
         self._live: LiveSnapshot | None = None
         # Ray starts its workers at nice 15, so any busy process on the node takes the core first and
         # the generator's timestamps slip (measured here: 95% of its ready time waiting beside two
@@ -133,32 +186,31 @@ class ShareActor:
     async def clock(self) -> tuple[float, str, int]:
         return time.time(), socket.gethostname(), os.getpriority(os.PRIO_PROCESS, 0)
 
-    async def begin(self, job: WorkerJob, start_wall: float, offset_s: float) -> float:
+    async def begin(self, job: WorkerJob, start_wall: float, offset_s: float) -> tuple[float, str]:
         """Start the share at ``start_wall`` on the driver's clock (``offset_s``: ours minus the driver's).
 
-        Returns at once, with how late this call arrived (s on the driver's clock; <= 0: in time).
+        Returns at once, with how late this call arrived (s on the driver's clock; <= 0: in time) and
+        the event loop the share runs on (a node without uvloop runs asyncio's under ``auto``).
         """
         now = time.time()
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(
-            run_share(job, time.monotonic() + (start_wall + offset_s - now), self._stop, self)
-        )
-        return now - offset_s - start_wall
+        self._share = _ShareThread(job, time.monotonic() + (start_wall + offset_s - now), self)
+        return now - offset_s - start_wall, self._share.loop_name
 
     async def result(self) -> dict[str, Any]:
-        assert self._task is not None
-        return (await self._task).to_json()
+        assert self._share is not None
+        return (await asyncio.wrap_future(self._share.done)).to_json()
 
     async def cancel(self) -> None:
         """Drop a share that began too late (the driver starts the level again further ahead)."""
-        if self._task is not None:
-            self._task.cancel()
+        if self._share is not None:
+            self._share.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await asyncio.wrap_future(self._share.done)
+            self._share = None
 
     async def stop(self) -> None:
-        self._stop.set()
+        if self._share is not None:
+            self._share.stop()
 
     async def live(self) -> LiveSnapshot | None:
         return self._live
@@ -210,7 +262,7 @@ async def run_level_on_ray(
                 ).remote()
             )
         clocks = [await _read_clock(actor, i) for i, actor in enumerate(actors)]
-        start_wall, late = await _begin(actors, jobs, clocks)
+        start_wall, late, loops = await _begin(actors, jobs, clocks)
         refs = {job.index: actor.result.remote() for job, actor in zip(jobs, actors)}
         observer.on_level_start(plan.load, plan.planned_s)
         parts, lost = await _collect(ray, actors, refs, stop, observer, plan.load, start_wall)
@@ -221,13 +273,15 @@ async def run_level_on_ray(
         remove_placement_group(group)
     outcome = merge_shares(plan, parts, lost)
     observer.on_level_end(outcome.result)
-    return RayOutcome(outcome, tuple(clocks))
+    return RayOutcome(outcome, tuple(clocks), loops)
 
 
 async def _begin(
     actors: list[Any], jobs: list[WorkerJob], clocks: list[ClockReading]
-) -> tuple[float, list[tuple[int, float]]]:
-    """Start every share on one instant of the driver's clock; returns it, and the workers that began late.
+) -> tuple[float, list[tuple[int, float]], tuple[str, ...]]:
+    """Start every share on one instant of the driver's clock.
+
+    Returns the instant, the workers that began late and each share's event loop.
 
     The instant is a few round trips ahead. On a loaded host a call can still
     arrive after it, which would cut that worker's window short: then every
@@ -237,15 +291,16 @@ async def _begin(
     margin = max(START_MARGIN_S, 4 * max(c.rtt_ms for c in clocks) / 1000)
     for _ in range(START_ATTEMPTS):
         start_wall = time.time() + margin
-        lateness = await asyncio.gather(
+        begun = await asyncio.gather(
             *(a.begin.remote(job, start_wall, c.offset_ms / 1000) for a, job, c in zip(actors, jobs, clocks))
         )
-        late = [(job.index, s) for job, s in zip(jobs, lateness) if s > 0]
+        loops = tuple(loop for _, loop in begun)
+        late = [(job.index, s) for job, (s, _) in zip(jobs, begun) if s > 0]
         if not late:
-            return start_wall, []
+            return start_wall, [], loops
         await asyncio.gather(*(a.cancel.remote() for a in actors))
         margin = max(4 * margin, 2 * max(s for _, s in late))
-    return start_wall, late
+    return start_wall, late, loops
 
 
 async def _read_clock(actor: Any, worker: int) -> ClockReading:

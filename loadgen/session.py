@@ -199,6 +199,12 @@ async def _one_level(
             for c in on_ray.clocks
             if c.niceness > 0
         )
+        hooks.notes.extend(
+            f"{plan.load.label}: worker {i} ran on {ran}'s event loop, not {settings['event_loop']} (not installed "
+            "on its node)"
+            for i, ran in enumerate(on_ray.loops)
+            if ran != settings["event_loop"]
+        )
         outcome = on_ray.outcome
     else:
         hooks.observer.on_level_start(plan.load, plan.planned_s)

@@ -90,6 +90,8 @@ async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_on
         observer=NullObserver(),
     )
     merged, parts = on_ray.outcome.result, on_ray.outcome.parts
+    # each share runs on the loop --event-loop chose (auto: uvloop, installed here), not on Ray's own
+    assert on_ray.loops == ("uvloop", "uvloop")
     assert len(parts) == 2 and not on_ray.outcome.lost_workers and merged.complete
     assert merged.completed == sum(p.completed for p in parts) > 0
     assert merged.output_tokens == sum(p.output_tokens for p in parts)
