@@ -36,6 +36,10 @@ CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cann
 # ~20%, TTFT p50 within 2 ms); 75% with three pinned to its core (ITL p99 ~250 ms against ~90-120).
 CLIENT_WAIT_BOUND: Final = 0.6
 CLIENT_WAIT_FLOOR: Final = 0.05  # ...and it waited at least this share of the window (not a few wake-ups)
+# One competitor is a fair half of the core, which a light generator can spare; a generator that wanted
+# more than CLIENT_CPU_BOUND of its core (ran + waited for it) was behind all along, whoever held the
+# core. Seen here at c=256 beside one CPU hog on its core: ran 49%, waited ~49%, TTFT p99 +75 ms (quiet:
+# +7 ms); at c=64 beside the same hog: ran 26%, waited ~26%, within 1 ms of quiet.
 WINDOW_LIFETIMES: Final = 3.0  # a measured window shorter than this many mean request lifetimes is quantised
 
 
@@ -255,6 +259,11 @@ class LevelResult:
         steal, wait = self.steal_share, self.core_wait_ratio
         if steal is not None and wait is not None and wait > CLIENT_WAIT_BOUND and steal > CLIENT_WAIT_FLOOR:
             out.append(f"its core taken by another process: it waited {wait:.0%} of the time it was ready to run")
+        elif cpu is not None and steal is not None and cpu <= CLIENT_CPU_BOUND < cpu + steal:
+            out.append(
+                f"generator ready to run {cpu + steal:.0%} of the window (it ran {cpu:.0%}, and waited "
+                f"{steal:.0%} for a core another process held)"
+            )
         return tuple(out) + self.bound_workers
 
     @property

@@ -131,6 +131,20 @@ def test_client_bound_sees_another_process_holding_the_core() -> None:
     )
 
 
+def test_client_bound_sees_a_generator_that_wanted_its_whole_core_and_got_half() -> None:
+    # one competitor takes half the core (a fair share, not flagged by the wait ratio); a generator that
+    # needed 80% of it was ready to run nearly the whole window: behind all along (measured: c=256 beside
+    # one CPU hog, TTFT p99 +75 ms against +7 ms quiet, its wait ratio 50%)
+    starved = replace(level({Metric.LAG: [500] * 100}), client_cpu_s=4.9, runqueue_wait_s=4.8)
+    assert starved.client_bound_causes == (
+        "generator ready to run 97% of the window (it ran 49%, and waited 48% for a core another process held)",
+    )
+    light = replace(starved, client_cpu_s=2.6, runqueue_wait_s=2.5)  # c=64 beside the same hog: half a core spare
+    assert not light.client_bound
+    busy = replace(starved, client_cpu_s=9.5, runqueue_wait_s=0.2)  # its own CPU: that cause, said once
+    assert busy.client_bound_causes == ("generator CPU 95% busy",)
+
+
 def test_merge_of_worker_parts_equals_recording_the_union() -> None:
     a = level({Metric.TTFT: [1000, 5000], Metric.ITL: [30]}, errors={ErrorKind.TIMEOUT: 1})
     b = level({Metric.TTFT: [7000], Metric.ITL: [31, 32]}, completed=2, errors={ErrorKind.TIMEOUT: 2})
