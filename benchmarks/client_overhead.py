@@ -7,7 +7,10 @@ client's CPU seconds (user+sys of the generator's processes only) per 1000
 streamed tokens, achieved vs expected tokens/s, and the error of the
 reported TTFT p50/p99 and TPOT p50/p99 against the truth. Then again with
 ``--workers 2``. With ``--ray`` the workers are Ray actors on a local Ray
-instance (the start-up of Ray itself is outside the measured window).
+instance (the start-up of Ray itself is outside the measured window). Last,
+the "noisy neighbour" rows (``1+hog``): one worker again, with a CPU-bound
+process pinned to its core for the whole level; where that makes the
+numbers wrong, the level must say ``client-bound``.
 Traffic goes to 127.0.0.1 only; every level is bounded.
 
     python benchmarks/client_overhead.py                  # the full table (about 3 minutes)
@@ -18,12 +21,14 @@ Traffic goes to 127.0.0.1 only; every level is bounded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -121,6 +126,17 @@ def run_level(
     }
 
 
+@contextlib.contextmanager
+def cpu_hog(cpu: int) -> Iterator[None]:
+    """A CPU-bound process pinned to ``cpu`` while the block runs (the noisy neighbour)."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin(cpu))
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait(timeout=10)
+
+
 def server_late(url: str) -> int:
     """How many chunks the mock wrote more than 2 ms late so far (is the target keeping up?)."""
     import urllib.request
@@ -136,6 +152,9 @@ def main() -> None:
     parser.add_argument("--transport", default="native", help="native (default), aiohttp or httpx")
     parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 pass")
     parser.add_argument("--ray", action="store_true", help="run the workers as Ray actors (local Ray)")
+    parser.add_argument(
+        "--neighbour-levels", default="64,256", help="levels run again beside a CPU hog on the client's core ('' skips)"
+    )
     args = parser.parse_args()
     server, url = start_server()
     try:
@@ -150,13 +169,16 @@ def main() -> None:
             f"{'lag p99':>8} {'client CPU':>10} {'server late':>11}"
         )
         print(header)
-        for workers in [1] if args.no_workers else [1, 2]:
-            for c in (int(x) for x in args.levels.split(",")):
+        passes = [(w, c, False) for w in ([1] if args.no_workers else [1, 2]) for c in args.levels.split(",")]
+        passes += [(1, c, True) for c in args.neighbour_levels.split(",") if c]
+        for workers, c, noisy in passes:
+            with cpu_hog(0) if noisy else contextlib.nullcontext():
                 late_before = server_late(url)
-                r = run_level(url, c, args.duration, workers, args.transport, args.ray)
+                r = run_level(url, int(c), args.duration, workers, args.transport, args.ray)
                 late = server_late(url) - late_before
+                label = f"{workers}+hog" if noisy else str(workers)
                 print(
-                    f"{workers:>7} {c:>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
+                    f"{label:>7} {int(c):>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
                     f"{r['expected_tok_s']:>9.0f} {r['ttft_p50_err']:>+10.1f}ms {r['ttft_p99_err']:>+10.1f}ms "
                     f"{r['tpot_p50_err']:>+10.2f}ms {r['tpot_p99_err']:>+10.2f}ms {r['lag_p99']:>6.1f}ms"
                     f" {r['cpu_busy']:>10.0%} {late:>11}" + ("  client-bound" if r["client_bound"] else ""),
