@@ -295,7 +295,10 @@ async def _over_httpx(
         # Once the body has started, any transport failure is a broken stream
         # (aiohttp reports a mid-stream disconnect with connection-error types).
         error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT
-        detail = type(exc).__name__
+        # httpx-aiohttp re-raises every aiohttp connection error as httpx.ConnectTimeout: the
+        # reason is the error it wraps (a server that hung up is no timeout)
+        cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
+        detail = type(cause).__name__
     return status, error, detail
 
 

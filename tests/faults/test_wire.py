@@ -103,6 +103,15 @@ async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_fail
     assert len(heads) == 4  # each request answered once: a stale connection sent nothing the server read
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_server_that_hangs_up_unanswered_is_a_connect_error_named_as_such(transport: str) -> None:
+    async with raw_server(sends(b"")) as url:  # reads the request, closes without a byte
+        record = await post(url, transport)
+    assert record.error is ErrorKind.CONNECT
+    assert record.error_detail and "Timeout" not in record.error_detail, record.error_detail
+
+
 @pytest.fixture(scope="module")
 def tls() -> Iterator[tuple[trustme.CA, ssl.SSLContext]]:
     ca = trustme.CA()
