@@ -203,7 +203,7 @@ async def _one_level(
             f"{plan.load.label}: worker {i} ran on {ran}'s event loop, not {settings['event_loop']} (not installed "
             "on its node)"
             for i, ran in enumerate(on_ray.loops)
-            if ran != settings["event_loop"]
+            if ran and ran != settings["event_loop"]  # "": no loop was made (that worker is reported lost)
         )
         outcome = on_ray.outcome
     else:
