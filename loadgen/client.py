@@ -44,6 +44,7 @@ from loadgen.sse import (
     SSEEvent,
     error_message,
     parse_chunk,
+    plain_token_text,
 )
 from loadgen.target import split_endpoint
 from loadgen.wire import Wire
@@ -347,11 +348,22 @@ class _WireExchange:
         return True
 
     def on_body(self, data: bytes) -> bool:
+        now = self.clock()
         if self.error_body is not None:
             self.error_body += data
             return len(self.error_body) < ERROR_BODY_BYTES
+        state = self.state
+        # the common chunk (one event, one plain token) without the general decoder and parser
+        if state.response_id is not None and self.decoder.whole_event(data):
+            text = plain_token_text(data[6:-2], self.api)
+            if text is not None:
+                self.times.append(now)
+                self.cumulative.append(None)
+                if state.texts is not None:
+                    state.texts.append(text)
+                return True
         try:
-            return not self.state.consume(self.decoder.feed(data), self.api, self.clock(), self.times, self.cumulative)
+            return not state.consume(self.decoder.feed(data), self.api, now, self.times, self.cumulative)
         except (SSEError, MalformedChunk) as exc:
             self.failure = ErrorKind.MALFORMED_CHUNK, str(exc)
             return False

@@ -67,20 +67,25 @@ class SSEDecoder:
         """What the decoder holds between feeds: the unfinished line and the event being assembled."""
         return len(self._buf) + self._data_chars
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        # The hot path: servers write one "data: {...}\n\n" per chunk, and a socket read or an
-        # HTTP chunk usually carries exactly one. Nothing held, one line, no CR: the event is the
-        # bytes between the prefix and the blank line, decoded at once (the same event the general
-        # path below would produce, without the incremental decoder, the buffer and the split).
+    def whole_event(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is exactly one ``data: ...\\n\\n`` event (one line, no CR, within the
+        limit) with nothing held before it: then its data is ``chunk[6:-2]``, as ``feed`` would give.
+
+        The hot path: servers write one such event per chunk, and a socket read or an HTTP chunk
+        usually carries exactly one, which needs none of the incremental decoding below.
+        """
         n = len(chunk)
-        if (
+        return (
             self._idle
             and chunk.startswith(b"data: ")
             and chunk.endswith(b"\n\n")
             and chunk.find(b"\n") == n - 2
             and chunk.find(b"\r") < 0
             and n - 8 <= self._limit
-        ):
+        )
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self.whole_event(chunk):
             try:
                 return [SSEEvent(chunk[6:-2].decode())]
             except UnicodeDecodeError as exc:
@@ -224,6 +229,40 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     text, token = _choice_text(choice, api)
     finish = choice.get("finish_reason")
     return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt, token=token, id=cid)
+
+
+def plain_token_text(data: bytes, api: Api) -> str | None:
+    """The text of a chunk that carries one output token and nothing else to record; else None.
+
+    Most chunks of a stream are exactly that: one choice whose text
+    (completions) or only delta key, ``content`` (chat), is a non-empty
+    string; no finish reason, usage, error or reasoning. Recognised here in
+    one pass, such a chunk skips the general decoder and ``parse_chunk``
+    (2.5 us instead of 6 per chunk in isolation); anything else, invalid
+    UTF-8 or JSON included, answers None and takes the general path, which
+    decides. A property test checks that ``parse_chunk`` reads every chunk
+    this accepts the same way.
+    """
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or obj.get("usage") is not None or "error" in obj:
+        return None
+    choices = obj.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None:
+        return None
+    if api == "completions":
+        text = choice.get("text")
+    else:
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) - ("role" in delta) != 1:  # content, with or without role
+            return None
+        text = delta.get("content")
+    return text if type(text) is str and text else None
 
 
 def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk
+from loadgen.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk, plain_token_text
 
 
 def encode(events: list[str], newline: str) -> bytes:
@@ -150,3 +150,62 @@ def test_malformed_chunks_raise(data: str) -> None:
 def test_token_events_include_empty_content_but_not_the_role_chunk(delta: dict[str, object], token: bool) -> None:
     chunk = parse_chunk(json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), "chat")
     assert chunk.token is token
+
+
+# Chunks in the shapes servers send and the ones they should not: the fast path must read each one
+# it accepts exactly as parse_chunk does, and leave every other one to it.
+_TEXT = st.one_of(st.text(min_size=1, max_size=5), st.just(""), st.none(), st.integers(0, 3))
+_DELTA = st.dictionaries(
+    st.sampled_from(["content", "role", "reasoning_content", "reasoning", "tool_calls"]), _TEXT, max_size=3
+)
+
+
+@st.composite
+def _chunk(draw: st.DrawFn) -> dict[str, object]:
+    """A plain token chunk (text for completions, delta for chat), then maybe what makes it something else."""
+
+    def sometimes() -> bool:
+        return draw(st.integers(0, 3)) == 0
+
+    content = st.fixed_dictionaries({"content": _TEXT}, optional={"role": st.just("assistant")})
+    choice: dict[str, object] = {"index": 0, "text": draw(_TEXT), "delta": draw(content)}
+    if sometimes():
+        choice["delta"] = draw(st.one_of(_DELTA, st.none(), st.just("x")))
+    if sometimes():
+        choice["finish_reason"] = draw(st.one_of(st.none(), st.sampled_from(["stop", "length"]), st.just(3)))
+    obj: dict[str, object] = {"id": "cmpl-1", "choices": [choice]}
+    if sometimes():
+        obj["choices"] = draw(st.one_of(st.lists(st.just(choice), max_size=2), st.none(), st.just({}), st.just(["x"])))
+    if sometimes():
+        obj["usage"] = draw(st.one_of(st.none(), st.fixed_dictionaries({"completion_tokens": st.integers(0, 9)})))
+    if sometimes():
+        obj["error"] = draw(st.one_of(st.just("bad"), st.none()))
+    return obj
+
+
+@settings(max_examples=300)  # about one in ten drawn chunks is a plain token: ~30 reach the comparison
+@given(_chunk(), st.sampled_from(["chat", "completions"]))
+def test_the_plain_token_fast_path_reads_what_parse_chunk_reads(obj: dict[str, object], api: str) -> None:
+    data = json.dumps(obj).encode()
+    text = plain_token_text(data, api)  # type: ignore[arg-type]
+    if text is None:
+        return
+    chunk = parse_chunk(data.decode(), api)  # type: ignore[arg-type]
+    assert chunk.text == text != "" and chunk.token and chunk.error is None and chunk.finish_reason is None
+    assert chunk.completion_tokens is None and chunk.prompt_tokens is None
+
+
+def test_the_plain_token_fast_path_takes_the_common_chunks_and_nothing_else() -> None:
+    assert plain_token_text(b'{"id":"c","choices":[{"index":0,"text":"hi","finish_reason":null}]}', "completions")
+    assert plain_token_text(b'{"choices":[{"delta":{"content":"hi"}}],"usage":null}', "chat") == "hi"
+    assert plain_token_text(b'{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}', "chat") == "hi"
+    for data in (
+        b'{"choices":[{"delta":{"role":"assistant","content":""}}]}',  # the role chunk: no token
+        b'{"choices":[{"delta":{"content":"a","reasoning_content":null}}]}',  # other delta keys: parse_chunk
+        b'{"choices":[{"text":"a","finish_reason":"length"}]}',  # a finish reason to record
+        b'{"choices":[{"text":"a"}],"usage":{"completion_tokens":3}}',  # usage to record
+        b'{"choices":[],"usage":{"completion_tokens":3}}',
+        b"[DONE]",
+        b'{"choices":[{"text":"\xff"}]}',  # invalid UTF-8: the general path raises the decoder's error
+    ):
+        assert plain_token_text(data, "chat" if b"delta" in data else "completions") is None, data
