@@ -20,6 +20,7 @@ on httpx, where speed does not matter.
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from typing import Protocol, cast
 from urllib.parse import urlsplit
@@ -58,8 +59,6 @@ class _Connection(asyncio.Protocol):
         self.exchange: Exchange | None = None
         self.done: asyncio.Future[None] | None = None
         self.closed = False
-        self.reused = False  # taken from the idle pool: the server may have closed it meanwhile
-        self.stale = False  # it had: closed before a byte of the answer, the request never reached the server
         self.in_body = False
         self.header_bytes = 0
         self.content_type = b""
@@ -92,13 +91,6 @@ class _Connection(asyncio.Protocol):
         if self.exchange is not None:
             if self.in_body and not self.framed:  # a body without length or chunking ends with the connection
                 self._finish(None, None, reusable=False)
-                return
-            if self.reused and not self.in_body and self.header_bytes == 0:
-                # a kept-alive connection the server closed while idle (its keep-alive timeout) just as
-                # it was reused: nothing was answered, so the pool sends the request again, once, afresh
-                self.stale, self.exchange = True, None
-                if self.done is not None and not self.done.done():
-                    self.done.set_result(None)
                 return
             # before the headers: nothing came back (as a reset or a refused request); after: a broken stream
             kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.CONNECT
@@ -167,6 +159,21 @@ class _Connection(asyncio.Protocol):
         else:
             self.abort()
 
+    def readable(self) -> bool:
+        """Whether the idle socket has something to read: the server's close (a keep-alive timeout)
+        that the event loop has not processed yet, or bytes no request asked for. Either way it is no
+        longer a clean idle connection: a request sent on it would fail for nothing the server did.
+        One poll of the socket; what is left is a close that arrives while the request is in flight,
+        which no client can tell from a server that dropped the request (and is counted as such)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        if not hasattr(select, "poll"):  # Windows: select takes any handle value
+            return bool(select.select([sock], [], [], 0)[0])
+        poller = select.poll()  # not select.select here: descriptors past 1023 are common at high concurrency
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+
     def abort(self) -> None:
         self.closed = True
         if self.transport is not None:
@@ -205,17 +212,11 @@ class Wire:
         if self.limit is not None:
             await self.limit.acquire()
         try:
-            conn = await self._connection(exchange, reuse=True)
+            conn = await self._connection(exchange)
             if conn is None:
                 return
             try:
                 await conn.start(exchange, request)
-                if conn.stale:
-                    fresh = await self._connection(exchange, reuse=False)
-                    if fresh is None:
-                        return
-                    conn = fresh
-                    await conn.start(exchange, request)
             except asyncio.CancelledError:
                 conn.exchange = None
                 conn.abort()
@@ -224,13 +225,13 @@ class Wire:
             if self.limit is not None:
                 self.limit.release()
 
-    async def _connection(self, exchange: Exchange, *, reuse: bool) -> _Connection | None:
-        """An idle connection (with ``reuse``) or a new one; None when none could be made (exchange told)."""
-        while reuse and self.idle:
+    async def _connection(self, exchange: Exchange) -> _Connection | None:
+        """An idle connection still open, or a new one; None when none could be made (exchange told)."""
+        while self.idle:
             conn = self.idle.pop()
-            if not conn.closed:
-                conn.reused = True
+            if not conn.closed and not conn.readable():
                 return conn
+            conn.abort()
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):

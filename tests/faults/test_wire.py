@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 import trustme
 
@@ -33,11 +35,15 @@ def stream(newline: bytes, framing: str) -> bytes:
     return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
 
 
+async def post_on(http: httpx.AsyncClient) -> RequestRecord:
+    return await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+                                clock=time.monotonic, timeout_s=10)  # fmt: skip
+
+
 async def post(url: str, transport: str, *, verify: bool = True) -> RequestRecord:
     options = HttpOptions(timeout_s=10, transport=transport, verify_tls=verify)  # type: ignore[arg-type]
     async with make_http_client(url + "/", {}, options) as http:
-        return await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
-                                    clock=time.monotonic, timeout_s=10)  # fmt: skip
+        return await post_on(http)
 
 
 @pytest.mark.asyncio
@@ -91,16 +97,16 @@ async def test_every_transport_sends_the_same_request_head(transport: str) -> No
 
 @pytest.mark.asyncio
 async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_failed() -> None:
-    # the server closes each connection after its answer without saying so (as a keep-alive timeout does):
-    # a request sent on it as it closes never reached the server, so the wire sends it again on a new one
+    # the server closes each connection after its answer without saying so (as a keep-alive timeout does),
+    # and its close is in the socket before the event loop has seen it: the wire polls an idle connection
+    # before reusing it, so the next request goes out on a new one instead of failing for nothing
     heads: list[bytes] = []
     options = HttpOptions(timeout_s=10, transport="native")
     async with raw_server(sends(stream(b"\n", "chunked")), heads) as url, make_http_client(url, {}, options) as http:
         for _ in range(4):
-            record = await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
-                                          clock=time.monotonic, timeout_s=10)  # fmt: skip
+            record = await post_on(http)
             assert record.error is None and record.output_tokens == 3, record
-    assert len(heads) == 4  # each request answered once: a stale connection sent nothing the server read
+    assert len(heads) == 4  # each request sent once
 
 
 @pytest.mark.asyncio
@@ -110,6 +116,30 @@ async def test_a_server_that_hangs_up_unanswered_is_a_connect_error_named_as_suc
         record = await post(url, transport)
     assert record.error is ErrorKind.CONNECT
     assert record.error_detail and "Timeout" not in record.error_detail, record.error_detail
+
+
+@pytest.mark.asyncio
+async def test_a_reset_on_a_kept_alive_connection_is_counted_not_retried() -> None:
+    # the server answers the first request, then aborts (RST) on the second: that is a server failure
+    requests: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for answer in (True, False):
+            head = await reader.readuntil(b"\r\n\r\n")
+            requests.append(head)
+            await reader.readexactly(len(BODY))
+            if not answer:
+                writer.transport.abort()
+                return
+            writer.write(stream(b"\n", "chunked"))
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    async with server, make_http_client(url, {}, HttpOptions(timeout_s=10, transport="native")) as http:
+        records = [await post_on(http) for _ in range(2)]
+    assert records[0].error is None and records[1].error is ErrorKind.CONNECT
+    assert len(requests) == 2  # not sent a third time
 
 
 @pytest.fixture(scope="module")
