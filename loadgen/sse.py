@@ -235,8 +235,9 @@ def plain_token_text(data: bytes, api: Api) -> str | None:
     """The text of a chunk that carries one output token and nothing else to record; else None.
 
     Most chunks of a stream are exactly that: one choice whose text
-    (completions) or only delta key, ``content`` (chat), is a non-empty
-    string; no finish reason, usage, error or reasoning. Recognised here in
+    (completions) or delta ``content`` (chat; the delta holding nothing else
+    but perhaps ``role``) is a non-empty string; no finish reason, usage,
+    error or reasoning. Recognised here in
     one pass, such a chunk skips the general decoder and ``parse_chunk``
     (2.5 us instead of 6 per chunk in isolation); anything else, invalid
     UTF-8 or JSON included, answers None and takes the general path, which
