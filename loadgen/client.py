@@ -123,15 +123,16 @@ class WiredClient(httpx.AsyncClient):
         self.wire = wire
         self._heads: dict[tuple[str, str], tuple[bytes, bytes]] = {}
 
-    def serialise_post(self, path: str, body: bytes, request_id: tuple[str, str] | None) -> bytes:
+    def serialise_post(self, path: str, body: bytes, tag: tuple[str, str] | None) -> bytes:
         """A streaming POST as HTTP/1.1 bytes, its head merged by httpx once per path.
 
         httpx merges the base URL, the default headers (credentials, the
         user's ``--header``s) and the path; doing that for every request cost
         more than streaming its answer's first tokens, and only the length
-        (and the optional request id) changes from one request to the next.
+        (and the optional request id, ``tag``: header name and value) changes
+        from one request to the next.
         """
-        name = request_id[0] if request_id else ""
+        name = tag[0] if tag else ""
         head = self._heads.get((path, name))
         if head is None:
             request = self.build_request("POST", path, content=b"", headers={"content-type": "application/json"})
@@ -139,7 +140,7 @@ class WiredClient(httpx.AsyncClient):
             fields = b"".join(b"%s: %s\r\n" % (k, v) for k, v in request.headers.raw if k.lower() not in dropped)
             head = self._heads[(path, name)] = (b"POST %s HTTP/1.1\r\n" % request.url.raw_path, fields)
         start, fields = head
-        tagged = b"%s: %s\r\n" % (name.encode(), request_id[1].encode()) if request_id else b""
+        tagged = b"%s: %s\r\n" % (name.encode(), tag[1].encode()) if tag else b""
         return b"%s%s%scontent-length: %d\r\n\r\n%s" % (start, fields, tagged, len(body), body)
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -209,8 +210,8 @@ async def stream_request(
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
     state = _StreamState(convention, answer)
-    request_id = uuid.uuid4().hex if request_id_header else None
-    tag = (request_id_header, request_id) if request_id_header and request_id else None
+    tag = (request_id_header, uuid.uuid4().hex) if request_id_header else None  # (header, this request's id)
+    request_id = tag[1] if tag else None
     decoder = SSEDecoder(max_event_chars)
     if isinstance(http, WiredClient):
         wire_bytes = http.serialise_post(path, body, tag)
