@@ -302,7 +302,7 @@ def _respect_laws(batch: int, limits: tuple[BatchLimit, ...], fit: StepModel | N
     b = batch
     for slo, law in laws:
         assert law is not None
-        while b >= 1 and float(law.step_ms(b)) > slo.limit:
+        while b >= 1 and not law.meets(b, slo.limit):
             b -= 1
     if b == batch:
         return batch, ""

@@ -78,6 +78,14 @@ class StepModel:
         """``tokens_per_s`` on exact decimals, for replica counts that sit on an integer boundary."""
         return Fraction(batch * 1000) / (exact(self.base_ms) + exact(self.per_seq_ms) * batch)
 
+    def meets(self, batch: int, limit_ms: float) -> bool:
+        """``step_ms(batch) <= limit_ms`` on exact decimals: a step exactly at an SLO meets it.
+
+        Binary floats put ``25 + 0.4 * 87`` at ``59.800000000000004``, above a 59.8 ms SLO;
+        every comparison of a law against a limit goes through here.
+        """
+        return exact(self.base_ms) + exact(self.per_seq_ms) * batch <= exact(limit_ms)
+
     def max_batch(self, slo_ms: float, *, cap: int | None = None) -> int | None:
         """Largest integer ``b >= 1`` with ``step_ms(b) <= slo_ms < step_ms(b + 1)`` (exact decimals).
 
@@ -93,14 +101,14 @@ class StepModel:
         7
         """
         base, slope, slo = exact(self.base_ms), exact(self.per_seq_ms), exact(slo_ms)
-        if base + slope > slo:
+        if not self.meets(1, slo_ms):
             return None
         if slope <= 0:
             return cap
         b = math.floor((slo - base) / slope)
-        while base + slope * (b + 1) <= slo:  # verify the boundary, never trust a division
+        while self.meets(b + 1, slo_ms):  # verify the boundary, never trust a division
             b += 1
-        while b > 1 and base + slope * b > slo:
+        while b > 1 and not self.meets(b, slo_ms):
             b -= 1
         return b if cap is None else min(b, cap)
 
