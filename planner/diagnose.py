@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["latency_breach", "slo_below_floor", "capacity_shortfall", "ok"]
-Action = Literal["shrink_batch", "faster_step", "add_replicas", "none"]
+Kind = Literal["latency_breach", "slo_below_floor", "batch_headroom", "capacity_shortfall", "ok"]
+Action = Literal["shrink_batch", "faster_step", "raise_batch", "add_replicas", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,8 @@ def diagnose(
     floor: str | None = None,
     current_replicas: int | None,
     needed_replicas: int | None,
+    tokens_per_s_at_current: float | None = None,
+    tokens_per_s_at_max: float | None = None,
 ) -> tuple[Finding, ...]:
     """``floor``: why no batch can meet the TPOT SLO (the law's batch-1 step breaches it), if so.
 
@@ -56,6 +58,23 @@ def diagnose(
                 f"latency breach: at batch {current_batch} a step takes {step_ms_at_current:.1f} ms, over the "
                 f"{slo_key} SLO of {slo_ms:g} ms. Shrink the batch: set {target}. More replicas would not make "
                 "any stream faster.",
+            )
+        )
+    elif (
+        current_batch is not None
+        and max_batch is not None
+        and max_batch > current_batch
+        and tokens_per_s_at_current
+        and tokens_per_s_at_max
+    ):
+        gain = tokens_per_s_at_max / tokens_per_s_at_current - 1
+        findings.append(
+            Finding(
+                "batch_headroom",
+                "raise_batch",
+                f"batch headroom: the SLO allows batch {max_batch}, above the cap of {current_batch} in use. "
+                f"Raising --max-num-seqs to {max_batch} gives {tokens_per_s_at_max:,.1f} tok/s per replica instead "
+                f"of {tokens_per_s_at_current:,.1f} (+{gain:.0%}), if the KV cache holds {max_batch} sequences.",
             )
         )
     if current_replicas is not None and needed_replicas is not None and needed_replicas > current_replicas:

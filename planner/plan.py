@@ -225,6 +225,8 @@ def _finish(
         floor=floor,
         current_replicas=request.current_replicas,
         needed_replicas=recommended,
+        tokens_per_s_at_current=float(fit.tokens_per_s(request.current_batch)) if fit and request.current_batch else None,
+        tokens_per_s_at_max=per_replica,
     )
     return CapacityPlan(
         source,

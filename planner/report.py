@@ -135,6 +135,11 @@ def _sim_text(o: SimOutcome) -> str:
     return f"{head} (utilization {o.utilization:.2f}, {o.replications} replications: {detail})"
 
 
+def replicas_text(n: int | None) -> str:
+    """``1 replica``, ``7 replicas``."""
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 def plan_lines(plan: CapacityPlan) -> list[str]:
     """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
     lines = []
@@ -153,7 +158,10 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             "any" if lim.quality == "any batch" and lim.batch is None else _batch_text(lim.batch, lim.is_lower_bound)
         )
         parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
-        if lim.measured_batch is not None or lim.model_batch is not None:
+        if plan.source == "law":  # what-if: nothing was measured, so nothing is said to be
+            if lim.model_batch is not None:
+                parts.append(f"(model {lim.model_batch})")
+        elif lim.measured_batch is not None or lim.model_batch is not None:
             measured = lim.measured_batch if lim.measured_batch is not None else "-"
             model = lim.model_batch if lim.model_batch is not None else "-"
             parts.append(f"(measured {measured}, model {model})")
@@ -185,7 +193,7 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             if plan.simulated_below is not None:
                 text += f"; {_sim_text(plan.simulated_below)}"
             lines.append(text)
-        lines.append(f"recommended: {plan.recommended_replicas} replicas ({plan.replicas_method})")
+        lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
     if plan.batching is not None:
         b = plan.batching
         lines.append(
@@ -372,7 +380,7 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
         )
         parts.append(f"max batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)}{slo}")
     if plan is not None and plan.recommended_replicas is not None and plan.sizing is not None:
-        parts.append(f"{plan.recommended_replicas} replicas for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s")
+        parts.append(f"{replicas_text(plan.recommended_replicas)} for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s")
     verdicts = level_verdicts(results, plan, slos)
     untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
     n = len(results.levels)

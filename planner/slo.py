@@ -105,7 +105,12 @@ class BatchLimit:
 
 
 def model_limit(model: StepModel, slo: SloTarget, *, cap: int | None = None) -> BatchLimit:
-    """The answer from a law alone (what-if planning)."""
+    """The answer from a law alone (what-if planning).
+
+    ``cap`` (the server's ``--max-num-seqs`` in use) bounds only a flat law, which
+    every batch meets; otherwise the SLO's answer stands on its own, and the plan
+    says what raising the cap to it would buy.
+    """
     if model.per_seq_ms <= 0 and model.step_ms(1) <= slo.limit + EPS:
         bound = f"--current-batch {cap}" if cap is not None else "the server's cap (give --current-batch)"
         return BatchLimit(
@@ -118,7 +123,7 @@ def model_limit(model: StepModel, slo: SloTarget, *, cap: int | None = None) -> 
             model=model,
             note=f"any batch meets this SLO; the batch is bounded by {bound}",
         )
-    b = model.max_batch(slo.limit, cap=cap)
+    b = model.max_batch(slo.limit)  # the SLO's own answer: the cap in use is the plan's to weigh, not this one's
     if b is None:
         return BatchLimit(slo, None, None, None, None, "below the floor", model=model, note=floor_note(model, slo))
     return BatchLimit(slo, None, None, b, b, "model only", model=model)

@@ -87,7 +87,19 @@ def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_determ
         ),
         (
             ["--law", "25+0b", "--slo", "tpot_p95<40ms", "--current-batch", "64"],
-            ["max batch 64 (measured -, model 64) [any batch]", "bounded by --current-batch 64"],
+            ["max batch 64 (model 64) [any batch]", "bounded by --current-batch 64"],
+        ),
+        (  # the server's cap in use does not hide the SLO's answer (issue 24, item 8)
+            ["--law", "25+0.4b", "--slo", "tpot_p95<100ms", "--current-batch", "128"],
+            [
+                "tpot_p95_ms <= 100: max batch 187 (model 187) [model only]",
+                "batch headroom: the SLO allows batch 187, above the cap of 128 in use",
+                "Raising --max-num-seqs to 187 gives 1,873.7 tok/s per replica instead of 1,679.8 (+12%)",
+            ],
+        ),
+        (
+            ["--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--qps", "1", "--output-tokens", "200"],
+            ["recommended: 1 replica (utilization"],
         ),
         (
             ["--law", "25+0.4b", "--slo", "tpot_p95<25ms", "--current-batch", "64"],
@@ -142,6 +154,7 @@ def test_what_if_corner_cases(args: list[str], expected: list[str]) -> None:
     for phrase in expected:
         assert phrase in text, (phrase, text)
     assert "shrink the batch" not in text.lower()
+    assert "measured" not in text and "sweep more levels" not in text  # what-if: nothing was measured or fitted
 
 
 def test_plan_from_a_recorded_sweep() -> None:
