@@ -50,7 +50,11 @@ def diagnose(
         and slo_ms is not None
         and step_ms_at_current > slo_ms
     ):
-        target = f"--max-num-seqs {max_batch}" if max_batch else "a batch the SLO allows (none was measured)"
+        target = (
+            f"--max-num-seqs {max_batch}"
+            if max_batch
+            else "a batch below the smallest level measured (sweep lower concurrencies to find it)"
+        )
         findings.append(
             Finding(
                 "latency_breach",

@@ -133,7 +133,7 @@ def floor_note(model: StepModel, slo: SloTarget) -> str:
     """Why no batch can meet a TPOT SLO below the law's batch-1 step, and what can move that floor."""
     return (
         f"no batch meets it: even batch 1 takes {float(model.step_ms(1)):.1f} ms per step (base "
-        f"{model.base_ms:g} ms); only a faster step moves that floor: faster hardware, a smaller or quantised "
+        f"{model.base_ms:.4g} ms); only a faster step moves that floor: faster hardware, a smaller or quantised "
         "model, or more tensor parallelism"
     )
 
@@ -170,6 +170,8 @@ def max_batch_under_slo(
     ys = isotonic_increasing(np.array([slo.value(obs.results[i]) for i in idx], dtype=np.float64))
     meets = ys <= slo.limit + EPS
     if not meets[0]:
+        if model is not None and model_b is None:  # the law's batch-1 step breaches too: the same floor as what-if
+            return limit(None, None, None, "below the floor", note=floor_note(model, slo))
         below_first = trusted_b if trusted_b is not None and trusted_b < xs[0] else None
         return limit(
             None,
