@@ -21,7 +21,7 @@ from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
-from planner.observations import Observations
+from planner.observations import LevelObservation, Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_step_model
@@ -51,11 +51,23 @@ class PlanRequest:
 
 @dataclass(frozen=True, slots=True)
 class Prefill:
-    """The prefill term the sizing simulation adds to a step that admits prompts, and where it came from."""
+    """The prefill a step that admits prompts pays, and where it came from.
+
+    One step model (DESIGN.md): a running sequence's prompt is prefilled once in its
+    ``output_tokens`` steps, so the mean step at batch b is the decode law plus
+    ``b * per_seq_ms(output_tokens)``. A law fitted on a sweep's TPOT already holds that
+    share; a law stated by hand does not.
+    """
 
     ms_per_token: float
     prompt_tokens: float
     source: str  # "--prefill-ms-per-token", "fitted from TTFT at c=1", or why there is none
+
+    def per_seq_ms(self, output_tokens: float | None) -> float:
+        """Prefill's share of the mean step per running sequence (0 without a term or an output length)."""
+        if not output_tokens or self.ms_per_token <= 0 or self.prompt_tokens <= 0:
+            return 0.0
+        return self.ms_per_token * self.prompt_tokens / output_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +83,8 @@ class CapacityPlan:
     tokens_per_s_per_replica: float | None
     tokens_per_s_per_user: float | None
     sizing: ReplicaPlan | None
-    prefill: Prefill | None  # what the sizing simulation used (None: no simulation)
+    prefill: Prefill | None  # what the steps carry and the simulation used (None: no prefill term, no simulation)
+    decode: StepModel | None  # the step without prefill's share, where it differs from ``fit``
     simulated: SimOutcome | None
     simulated_below: SimOutcome | None
     recommended_replicas: int | None
@@ -129,17 +142,20 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
         ]
         warnings.append("imported numbers: percentile intervals unknown; 'unknown' answers rest on the table alone")
     output_tokens = request.output_tokens or obs.output_tokens_mean
-    prefill = _prefill(obs, fit, request)
-    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill)
+    prefill, share = _prefill(obs, fit, request)
+    decode = None
+    if fit is not None:
+        decode, prefill = _decode_law(fit, prefill, share, warnings)
+    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill, decode)
 
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
-    """What-if planning from a stated law (no sweep): the chapter's arithmetic, exactly."""
-    limits = tuple(
-        model_limit(model, slo, cap=request.current_batch)
-        for slo in request.slos
-        if slo.metric in (Metric.TPOT, Metric.ITL)
-    )
+    """What-if planning from a stated law (no sweep): the chapter's arithmetic, exactly.
+
+    The stated law is the decode step; with ``--prefill-ms-per-token`` the steps also carry
+    the prompts' prefill, so every TPOT and throughput figure comes from the law with that
+    share added (``Prefill.per_seq_ms``), and the simulation runs the stated law plus prefill.
+    """
     prefill = Prefill(
         request.prefill_ms_per_token or 0.0,
         request.prompt_tokens or 0.0,
@@ -147,25 +163,51 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
         if request.prefill_ms_per_token
         else "none (give --prefill-ms-per-token and --prompt-tokens)",
     )
-    return _finish("law", None, model, limits, request, request.output_tokens, [], prefill)
+    warnings = []
+    if prefill.ms_per_token > 0 and not prefill.prompt_tokens:
+        warnings.append("--prefill-ms-per-token without --prompt-tokens: no prefill is counted")
+    elif prefill.ms_per_token > 0 and not request.output_tokens:
+        warnings.append("--prefill-ms-per-token without --output-tokens: prefill's share of each step is unknown")
+    law = model.plus_per_seq(prefill.per_seq_ms(request.output_tokens))
+    limits = tuple(
+        model_limit(law, slo, cap=request.current_batch)
+        for slo in request.slos
+        if slo.metric in (Metric.TPOT, Metric.ITL)
+    )
+    return _finish("law", None, law, limits, request, request.output_tokens, warnings, prefill, model)
 
 
-def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> Prefill:
-    """The prefill term: as given, else what a concurrency-1 level's TTFT holds beyond one decode step.
+def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> tuple[Prefill, float]:
+    """The prefill term, and its share of the fitted slope (ms per running sequence per step).
 
-    At concurrency 1 a request arrives at an idle engine, so its TTFT (from sent) is one step of batch 1
-    plus the prefill of its prompt (and the network's round trip, which this counts as prefill: the
-    conservative side).
+    As given, else what a concurrency-1 level's TTFT holds beyond one step. At concurrency 1 a
+    request arrives at an idle engine, so its TTFT (from sent; a closed loop's TTFT is the same) is
+    the decode step of batch 1 plus its whole prompt's prefill (and the network's round trip, which
+    this counts as prefill: the conservative side). The fitted step(1) already holds prefill's share
+    P/O of that prompt, so the difference is P * (1 - 1/O) of prefill.
     """
     prompt = request.prompt_tokens or obs.prompt_tokens_mean or 0.0
+    swept_prompt, swept_output = obs.prompt_tokens_mean or 0.0, obs.output_tokens_mean
     if request.prefill_ms_per_token is not None:
-        return Prefill(request.prefill_ms_per_token, prompt, "--prefill-ms-per-token")
-    single = next((lv for lv in obs.levels if lv.concurrency <= 1.5 and lv.ttft_sent_p50_ms is not None), None)
-    if single is None or fit is None or not prompt:
-        return Prefill(0.0, prompt, "none: no level ran at concurrency 1 (give --prefill-ms-per-token)")
-    assert single.ttft_sent_p50_ms is not None
-    extra = max(single.ttft_sent_p50_ms - float(fit.step_ms(1)), 0.0)
-    return Prefill(extra / prompt, prompt, f"fitted from TTFT at {single.label}")
+        given = Prefill(request.prefill_ms_per_token, prompt, "--prefill-ms-per-token")
+        return given, Prefill(given.ms_per_token, swept_prompt, given.source).per_seq_ms(swept_output)
+    single = next((lv for lv in obs.levels if lv.concurrency <= 1.5 and _ttft_at_idle(lv) is not None), None)
+    if single is None:
+        return Prefill(0.0, prompt, "none: no level ran at concurrency 1 (give --prefill-ms-per-token)"), 0.0
+    if fit is None or not swept_prompt:
+        why = "no step law was fitted" if fit is None else "the sweep's prompt length is unknown"
+        return Prefill(0.0, prompt, f"none: {why} (give --prefill-ms-per-token)"), 0.0
+    ttft = _ttft_at_idle(single)
+    assert ttft is not None
+    held = 1 - 1 / swept_output if swept_output and swept_output > 1 else 1.0
+    per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
+    fitted = Prefill(per_token, prompt, f"fitted from TTFT at {single.label}")
+    return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
+
+
+def _ttft_at_idle(level: LevelObservation) -> float | None:
+    """TTFT from sent at concurrency 1; an imported table has only TTFT, the same thing in a closed loop."""
+    return level.ttft_sent_p50_ms if level.ttft_sent_p50_ms is not None else level.ttft_p50_ms
 
 
 def _fit(obs: Observations, line: list[int], percentile: float, seed: int) -> StepModel | None:
@@ -189,7 +231,10 @@ def _finish(
     output_tokens: float | None,
     warnings: list[str],
     prefill: Prefill,
+    decode: StepModel | None,
 ) -> CapacityPlan:
+    """``fit`` is the mean step with prefill's share in it (every printed figure); ``decode`` the step
+    without it, which the sizing simulation runs with the prefill term: one step model, prefill once."""
     saturation = verdicts.saturation if verdicts else None
     limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
     if max_batch is not None:
@@ -203,9 +248,9 @@ def _finish(
     per_replica = float(fit.tokens_per_s(max_batch)) if fit is not None and max_batch else None
     sizing = simulated = below = None
     recommended, method = None, None
-    if request.qps and output_tokens and fit is not None and max_batch:
+    if request.qps and output_tokens and fit is not None and decode is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(
-            fit, max_batch, request, output_tokens, step, warnings, prefill
+            fit, decode, max_batch, request, output_tokens, step, warnings, prefill
         )
     floor = next(
         (
@@ -225,7 +270,9 @@ def _finish(
         floor=floor,
         current_replicas=request.current_replicas,
         needed_replicas=recommended,
-        tokens_per_s_at_current=float(fit.tokens_per_s(request.current_batch)) if fit and request.current_batch else None,
+        tokens_per_s_at_current=float(fit.tokens_per_s(request.current_batch))
+        if fit and request.current_batch
+        else None,
         tokens_per_s_at_max=per_replica,
     )
     return CapacityPlan(
@@ -240,7 +287,8 @@ def _finish(
         per_replica,
         1000.0 / step if step else None,
         sizing,
-        prefill if simulated is not None else None,
+        prefill if simulated is not None or (fit is not None and decode is not None and decode is not fit) else None,
+        decode if decode is not fit else None,
         simulated,
         below,
         recommended,
@@ -326,8 +374,30 @@ def _missing_for_what_if(request: PlanRequest) -> str:
     )
 
 
+def _decode_law(fit: StepModel, prefill: Prefill, share: float, warnings: list[str]) -> tuple[StepModel, Prefill]:
+    """The decode step a fitted law holds beside prefill's ``share``, so the simulation counts prefill once.
+
+    A share larger than the fitted slope means the prefill estimate (from TTFT at c=1, which also
+    holds the network's round trip) overstates it: it is cut to what the slope holds, and said.
+    """
+    if share <= 0:
+        return fit, prefill
+    if fit.per_seq_ms <= 0:
+        warnings.append("the fitted law has no slope to hold prefill: the simulation counts no prefill")
+        return fit, dataclasses.replace(prefill, ms_per_token=0.0)
+    if share > fit.per_seq_ms:
+        scaled = prefill.ms_per_token * fit.per_seq_ms / share
+        warnings.append(
+            f"prefill {prefill.ms_per_token:.3g} ms/token ({prefill.source}) is more than the fitted slope holds; "
+            f"the simulation uses {scaled:.3g}"
+        )
+        prefill, share = dataclasses.replace(prefill, ms_per_token=scaled), fit.per_seq_ms
+    return fit.plus_per_seq(-share), prefill
+
+
 def _size(
     fit: StepModel,
+    decode: StepModel,
     max_batch: int,
     request: PlanRequest,
     output_tokens: float,
@@ -352,8 +422,8 @@ def _size(
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
     law = EngineConfig(
-        base_ms=fit.base_ms,
-        per_seq_ms=max(fit.per_seq_ms, 0.0),
+        base_ms=decode.base_ms,
+        per_seq_ms=max(decode.per_seq_ms, 0.0),
         prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         max_num_seqs=max_batch,
     )

@@ -130,7 +130,7 @@ def _estimate_text(e: Estimate) -> str:
 def _sim_text(o: SimOutcome) -> str:
     head = f"{o.replicas} {o.verdict}"
     if o.verdict == "unstable":
-        return f"{head} (utilization {o.utilization:.2f} >= 1: the queue grows without bound)"
+        return f"{o.replicas} overloaded (utilization {o.utilization:.2f} >= 1: the queue grows without bound)"
     detail = "; ".join(_estimate_text(e) for e in o.estimates)
     return f"{head} (utilization {o.utilization:.2f}, {o.replications} replications: {detail})"
 
@@ -148,6 +148,18 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
     for lim in plan.limits:
         if lim.model is not None and lim.model is not plan.fit:
             lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")
+    if plan.prefill is not None and plan.decode is not None and plan.fit is not None:
+        pf, share = plan.prefill, plan.fit.per_seq_ms - plan.decode.per_seq_ms
+        where = (
+            f"added to the stated decode law {plan.decode.base_ms:g}+{plan.decode.per_seq_ms:g}b"
+            if plan.source == "law"
+            else f"held in the fitted slope; the simulation runs the decode step {law_text(plan.decode, 'decode')}"
+            " with prefill per admitting step"
+        )
+        lines.append(
+            f"prefill: {pf.ms_per_token:.3g} ms/token x {pf.prompt_tokens:,.0f} prompt tokens ({pf.source}) = "
+            f"{share:.3g} ms per running sequence per step, {where}"
+        )
     if plan.saturation is not None and plan.saturation.max_batch is not None:
         lines.append(
             f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
@@ -380,7 +392,9 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
         )
         parts.append(f"max batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)}{slo}")
     if plan is not None and plan.recommended_replicas is not None and plan.sizing is not None:
-        parts.append(f"{replicas_text(plan.recommended_replicas)} for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s")
+        parts.append(
+            f"{replicas_text(plan.recommended_replicas)} for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s"
+        )
     verdicts = level_verdicts(results, plan, slos)
     untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
     n = len(results.levels)

@@ -127,10 +127,16 @@ class SimOutcome:
         return next((e for e in self.estimates if e.key.startswith(f"{metric.value}_p")), None)
 
 
-def capacity_rps(law: EngineConfig, output_tokens: int) -> float:
-    """Requests/s one replica completes with every slot busy (no prefill): the utilisation's denominator."""
-    step_ms = law.base_ms + law.per_seq_ms * law.max_num_seqs
-    return law.max_num_seqs * 1000.0 / (step_ms * output_tokens)
+def capacity_rps(law: EngineConfig, output_tokens: int, prompt_tokens: float = 0.0) -> float:
+    """Requests/s one replica completes with every slot busy: the utilisation's denominator.
+
+    Each slot's prompt is prefilled once in its ``output_tokens`` steps, so a full step also
+    carries ``prefill * prompt * slots / output`` (the one step model of DESIGN.md).
+    """
+    slots = law.max_num_seqs
+    prefill = law.prefill_ms_per_token * prompt_tokens * slots / output_tokens
+    step_ms = law.base_ms + law.per_seq_ms * slots + prefill
+    return slots * 1000.0 / (step_ms * output_tokens)
 
 
 def replication_size(law: EngineConfig) -> tuple[int, int]:
@@ -156,7 +162,7 @@ def simulate_replicas(
     """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and s.percentile is not None)
     rate = qps / replicas
-    utilization = rate / capacity_rps(law, output_tokens)
+    utilization = rate / capacity_rps(law, output_tokens, prompt_tokens)
     if utilization >= 1:
         return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
     warmup, measured = size or replication_size(law)

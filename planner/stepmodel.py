@@ -9,6 +9,7 @@ points pile up on a plateau (methodology §4.2).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -111,6 +112,22 @@ class StepModel:
         while b > 1 and not self.meets(b, slo_ms):
             b -= 1
         return b if cap is None else min(b, cap)
+
+    def plus_per_seq(self, delta_ms: float) -> StepModel:
+        """This law with ``delta_ms`` more per running sequence (its interval moved alike).
+
+        How a decode law and the prefill its sequences carry become one mean step, and back:
+        a request's prompt is prefilled once in its output's steps, so each running sequence
+        adds ``prefill_ms_per_token * prompt / output`` to the mean step (DESIGN.md).
+        """
+        if delta_ms == 0:
+            return self
+        ci = self.per_seq_ci_ms
+        return dataclasses.replace(
+            self,
+            per_seq_ms=self.per_seq_ms + delta_ms,
+            per_seq_ci_ms=None if ci is None else (ci[0] + delta_ms, ci[1] + delta_ms),
+        )
 
     @classmethod
     def given(cls, base_ms: float, per_seq_ms: float) -> StepModel:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from loadgen.results import SloTarget
-from planner import PlanRequest, plan_from_results
+from loadgen.sim.engine import EngineConfig
+from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
+from planner.replica_sim import simulate
 from planner.report import plan_lines
 from tests.planner.synthetic import law_sweep, sweep_results
 
@@ -16,3 +21,46 @@ def test_a_sweep_whose_slo_is_under_batch_ones_step_names_the_floor_not_a_smalle
     text = " ".join(plan_lines(plan)) + " ".join(f.message for f in plan.findings)
     assert "even batch 1 takes" in text and "faster hardware" in text
     assert "Shrink the batch" not in text and "none was measured" not in text
+
+
+def test_what_if_prefill_is_in_every_tpot_and_throughput_figure_and_the_engine_agrees() -> None:
+    """--law 25+0.25b with 0.5 ms of prefill per prompt token, 128 prompt / 200 output tokens (issue 24, item 5).
+
+    Without the prefill in the steps batch 100 would read 50 ms and 2,000 tok/s; with it each running
+    sequence adds 0.5 * 128 / 200 = 0.32 ms to the mean step, so the SLO allows 43 (49.51 ms). The
+    simulated engine, fed the stated law and the prefill, must show the same mean step at that batch.
+    """
+    request = PlanRequest(
+        slos=(SloTarget.from_key("tpot_p95_ms", 50.0),),
+        output_tokens=200,
+        prefill_ms_per_token=0.5,
+        prompt_tokens=128,
+    )
+    plan = plan_from_law(StepModel.given(25, 0.25), request)
+    assert plan.max_batch == 43 and plan.step_ms_at_max_batch == pytest.approx(25 + 0.57 * 43)
+    assert plan.tokens_per_s_per_replica == pytest.approx(43 * 1000 / (25 + 0.57 * 43))
+    assert plan.decode is not None and (plan.decode.base_ms, plan.decode.per_seq_ms) == (25, 0.25)
+    assert any(line.startswith("prefill: 0.5 ms/token x 128 prompt tokens") for line in plan_lines(plan))
+    law = EngineConfig(base_ms=25, per_seq_ms=0.25, prefill_ms_per_token=0.5, max_num_seqs=43)
+    # arrivals evenly spaced 2% faster than the replica completes them: the batch stays full and its
+    # admissions spread over the steps, as in a steady serving state
+    capacity_rps = 43 * 1000 / (plan.step_ms_at_max_batch * 200)
+    timeline = simulate(law, np.arange(4000) * 1000 / (1.02 * capacity_rps), 200, 128)
+    steady = timeline.tpot_ms[1000:3000]
+    assert float(np.mean(steady)) == pytest.approx(plan.step_ms_at_max_batch, rel=0.02)
+
+
+def test_an_overloaded_replica_count_is_called_overloaded_not_given_a_percentile() -> None:
+    """Utilisation counts prefill: 1 replica at 6 QPS of 128 + 200 tokens on 25+0.25b is 1.38x its capacity."""
+    request = PlanRequest(
+        slos=(SloTarget.from_key("tpot_p95_ms", 50.0), SloTarget.from_key("ttft_p95_ms", 2000.0)),
+        qps=6,
+        output_tokens=200,
+        prefill_ms_per_token=0.5,
+        prompt_tokens=128,
+    )
+    plan = plan_from_law(StepModel.given(25, 0.25), request)
+    assert plan.recommended_replicas == 2
+    assert plan.simulated_below is not None and plan.simulated_below.verdict == "unstable"
+    assert plan.simulated_below.utilization == pytest.approx(6 / (43 * 1000 / (25 + 0.57 * 43) / 200))
+    assert "1 overloaded (utilization 1.38" in " ".join(plan_lines(plan))

@@ -161,20 +161,29 @@ def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
 
 
 def test_the_sizing_simulation_takes_prefill_fitted_from_ttft_at_concurrency_1() -> None:
+    """One step model: the decode law 25 + 0.4b with 0.3125 ms of prefill per prompt token, 64 prompt and
+    32 output tokens per request. TPOT holds prefill's share (0.3125 * 64 / 32 = 0.625 ms per sequence),
+    TTFT at c=1 the whole prompt's (20 ms); the plan splits them back, so that the simulation counts
+    prefill once (issue 24, item 5)."""
     import dataclasses
 
     from loadgen.histogram import LatencyHistogram
     from planner import plan_from_results
     from tests.planner.synthetic import law_sweep, sweep_results
 
-    levels = list(law_sweep(25.0, 0.4, 128, (1, 4, 16, 32)))
-    ttft_sent = LatencyHistogram()  # c=1: one step of batch 1 (25.4 ms) plus 20 ms of prefill for 64 prompt tokens
+    levels = list(law_sweep(25.0, 0.4 + 0.625, 128, (1, 4, 16, 32)))
+    ttft_sent = LatencyHistogram()  # c=1: one decode step of batch 1 (25.4 ms) plus 20 ms of prefill
     ttft_sent.record_many_us(np.full(300, 45_400, dtype=np.int64))
     levels[0] = dataclasses.replace(levels[0], histograms={**levels[0].histograms, Metric.TTFT_SENT: ttft_sent})
     request = PlanRequest(slos=SLOS, qps=40, output_tokens=200, seed=1)
     plan = plan_from_results(sweep_results(tuple(levels)), request)
     assert plan.prefill is not None and plan.prefill.source == "fitted from TTFT at c=1"
-    assert plan.prefill.ms_per_token == pytest.approx(20.0 / 64, rel=0.05)
-    assert "prefill 0.312 ms/token x 64 prompt tokens: fitted from TTFT at c=1" in (plan.replicas_method or "")
+    assert plan.prefill.ms_per_token == pytest.approx(20.0 / 64, rel=0.02)
+    assert plan.fit is not None and plan.fit.per_seq_ms == pytest.approx(1.025, rel=0.02)
+    assert plan.decode is not None and plan.decode.per_seq_ms == pytest.approx(0.4, rel=0.05)
+    assert "prefill 0.31" in (plan.replicas_method or "") and "fitted from TTFT at c=1" in (plan.replicas_method or "")
+    assert not any("more than the fitted slope holds" in w for w in plan.warnings)
     without = plan_from_results(sweep_results(tuple(levels)), dataclasses.replace(request, prefill_ms_per_token=0.0))
+    assert without.decode is None
+    # the same mean step either way; with prefill the admitting steps are longer, so TTFT can only grow
     assert plan.recommended_replicas >= without.recommended_replicas  # type: ignore[operator]
