@@ -26,6 +26,7 @@ gap, which is loadgen's TPOT).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -45,8 +46,7 @@ from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, T
 from loadgen.textfiles import read_text
 
 IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
-NOMINAL_COMPLETED = 1000  # requests assumed per level when the source does not say
-NOMINAL_WINDOW_S = 60.0  # window assumed when neither a duration nor a request rate is given
+SYNTHESISED_POINTS = 1000  # histogram points per level when the source gives no request count (no rate follows)
 LOAD_KEYS = ("concurrency", "rate")
 OTHER_KEYS = frozenset(
     {"output_tokens_per_s", "requests_per_s", "running_batch", "completed", "duration_s", "prompt_tokens",
@@ -336,13 +336,30 @@ def synthesise(anchors: Mapping[float, float], mean: float | None, n: int) -> np
     return values
 
 
-def to_results(levels: Sequence[ImportedLevel], *, source: str, fmt: str, model: str) -> Results:
-    """A results file from imported levels, marked ``settings.imported``."""
+@dataclass(frozen=True, slots=True)
+class PerRequest:
+    """Tokens per request stated outside the file (``loadgen import --output-tokens/--prompt-tokens``)."""
+
+    output_tokens: float | None = None
+    prompt_tokens: float | None = None
+
+
+def to_results(
+    levels: Sequence[ImportedLevel], *, source: str, fmt: str, model: str, per_request: PerRequest = PerRequest()
+) -> Results:
+    """A results file from imported levels, marked ``settings.imported``; each derived figure named in the notes.
+
+    Raises UsageError naming the level and the missing column when a level's requests/s can be
+    neither read nor derived: nothing is assumed.
+    """
     out, notes = [], []
     for lv in sorted(levels, key=lambda level: level.load.value):
-        level, assumed = _level(lv)
+        try:
+            level, derived = _level(_with_per_request(lv, per_request))
+        except UsageError as exc:
+            raise UsageError(f"{source}: {exc}") from None
         out.append(level)
-        notes += [f"{level.load.label}: {a}" for a in assumed]
+        notes += [f"{level.load.label}: {a}" for a in derived]
     settings = {
         "imported": {"source": source, "format": fmt, "note": "percentile intervals unknown: histograms synthesised"},
         "metric_convention": "unknown",
@@ -351,30 +368,69 @@ def to_results(levels: Sequence[ImportedLevel], *, source: str, fmt: str, model:
     return Results(run, Target(source, model, "unknown"), settings, tuple(out), True, notes=tuple(notes))
 
 
+def _with_per_request(lv: ImportedLevel, per_request: PerRequest) -> ImportedLevel:
+    """The file's own tokens per request win; a flag fills only what the file leaves out."""
+    return dataclasses.replace(
+        lv,
+        output_tokens=lv.output_tokens if lv.output_tokens is not None else per_request.output_tokens,
+        prompt_tokens=lv.prompt_tokens if lv.prompt_tokens is not None else per_request.prompt_tokens,
+    )
+
+
+def _mean_of(lv: ImportedLevel, metric: Metric) -> float | None:
+    return lv.latencies.get(Quantity(metric, aggregate=Aggregate.MEAN))
+
+
+def _derived_rates(lv: ImportedLevel) -> tuple[float, float | None, list[str]]:
+    """Requests/s and output tokens per request: read, or derived by a named rule, or refused.
+
+    Requests/s: given; else output tok/s over output tokens per request (usage counts); else, in a
+    closed loop, concurrency over mean E2E (Little's law). Tokens per request: given; else tok/s over
+    requests/s.
+    """
+    notes = []
+    rps, out_mean = lv.requests_per_s, lv.output_tokens
+    if rps is None and lv.output_tokens_per_s is not None and out_mean:
+        rps = lv.output_tokens_per_s / out_mean
+        notes.append(f"requests/s {rps:.4g} = output tok/s / output tokens per request")
+    e2e = _mean_of(lv, Metric.E2E)
+    if rps is None and lv.load.kind == "concurrency" and e2e:
+        rps = lv.load.value / (e2e / 1000.0)
+        notes.append(f"requests/s {rps:.4g} = concurrency / mean E2E (Little's law)")
+    if rps is None or rps <= 0:
+        raise UsageError(
+            f"level {lv.load.label}: requests/s is neither given nor derivable: give requests_per_s, e2e_mean_ms, "
+            "or output tokens per request (an output_tokens column, or --output-tokens)"
+        )
+    if out_mean is None and lv.output_tokens_per_s is not None:
+        out_mean = lv.output_tokens_per_s / rps
+        notes.append(f"output tokens per request {out_mean:.4g} = output tok/s / requests/s")
+    return rps, out_mean, notes
+
+
 def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
-    assumed = []
+    rps, out_mean, notes = _derived_rates(lv)
+    latencies = dict(lv.latencies)
+    tpot_mean, itl_mean = (
+        Quantity(Metric.TPOT, aggregate=Aggregate.MEAN),
+        Quantity(Metric.ITL, aggregate=Aggregate.MEAN),
+    )
+    if not any(q.metric == Metric.TPOT for q in latencies) and itl_mean in latencies:
+        # a request's TPOT is the mean of its gaps; pooled over requests of one length, the same mean
+        latencies[tpot_mean] = latencies[itl_mean]
+        notes.append("TPOT mean = ITL mean (one token per event; exact when requests share one output length)")
     completed = lv.completed
     if completed is None:
-        completed = NOMINAL_COMPLETED
-        assumed.append(f"request count not given: assumed {NOMINAL_COMPLETED}")
-    window = lv.duration_s
-    if window is None and lv.requests_per_s:
-        window = completed / lv.requests_per_s
-    if window is None:
-        window = NOMINAL_WINDOW_S
-    tok_s = lv.output_tokens_per_s
-    out_mean = lv.output_tokens
-    if tok_s is None and out_mean is not None and lv.requests_per_s:
-        tok_s = out_mean * lv.requests_per_s
-    if out_mean is None and tok_s is not None:
-        out_mean = tok_s * window / completed
-    rps = lv.requests_per_s if lv.requests_per_s is not None else completed / window
+        completed = SYNTHESISED_POINTS
+        notes.append(f"request count not given: each histogram holds {SYNTHESISED_POINTS} synthesised points")
+    window = lv.duration_s if lv.duration_s is not None else completed / rps
+    tok_s = lv.output_tokens_per_s if lv.output_tokens_per_s is not None else (out_mean or 0.0) * rps
     completed = max(1, round(rps * window))
     output_tokens = round((out_mean or 0.0) * completed)
     histograms = {}
     for metric in IMPORTED_METRICS:
-        anchors = {q.percentile: v for q, v in lv.latencies.items() if q.metric == metric and q.percentile is not None}
-        mean = next((v for q, v in lv.latencies.items() if q.metric == metric and q.aggregate is not None), None)
+        anchors = {q.percentile: v for q, v in latencies.items() if q.metric == metric and q.percentile is not None}
+        mean = next((v for q, v in latencies.items() if q.metric == metric and q.aggregate is not None), None)
         h = LatencyHistogram()
         if anchors or mean is not None:
             n = completed if metric != Metric.ITL else max(completed, completed * max(int(out_mean or 2) - 1, 1))
@@ -391,7 +447,7 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
         completed=completed,
         errors={},
         output_tokens=output_tokens,
-        window_output_tokens=float(tok_s * window) if tok_s is not None else float(output_tokens),
+        window_output_tokens=float(tok_s * window),
         prompt_tokens=prompt,
         prompt_tokens_reported=completed if lv.prompt_tokens is not None else 0,
         tokens_estimated=False,
@@ -399,8 +455,9 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
         histograms=histograms,
         server=server,
         offered=completed,
+        given=frozenset(q.key for q in latencies),
     )
-    return level, assumed
+    return level, notes
 
 
 def _littles(lv: ImportedLevel, rps: float) -> float:

@@ -19,8 +19,8 @@ from typing import Any, Final, Literal
 
 from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
+from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
-from loadgen.quantity import Quantity, samples_needed
 
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
@@ -180,6 +180,9 @@ class LevelResult:
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
     bound_workers: tuple[str, ...] = ()  # a split level: each worker that was client-bound on its own, and why
+    # imported levels: the quantity keys (``tpot_p95``, ``itl_mean``) the source gave; every other statistic
+    # of their synthesised histograms is absent, never read off them (None: measured, every statistic real)
+    given: frozenset[str] | None = None
 
     @property
     def failed(self) -> int:
@@ -270,9 +273,31 @@ class LevelResult:
     def client_bound(self) -> bool:
         return bool(self.client_bound_causes)
 
-    def percentile_ms(self, metric: Metric, percentile: float) -> float | None:
-        value = self.histograms[metric].percentile_us(percentile)
+    def statistic_ms(self, quantity: Quantity) -> float | None:
+        """A percentile, mean or maximum in ms; None without data, or when an imported source did not give it."""
+        if self.given is not None and quantity.key not in self.given:
+            return None
+        hist = self.histograms[quantity.metric]
+        value = (
+            hist.mean_us()
+            if quantity.aggregate == Aggregate.MEAN
+            else hist.max_us()
+            if quantity.aggregate == Aggregate.MAX
+            else hist.percentile_us(quantity.percentile or 0.0)
+        )
         return None if value is None else value / 1000.0
+
+    def percentile_ms(self, metric: Metric, percentile: float) -> float | None:
+        return self.statistic_ms(Quantity(metric, percentile=percentile))
+
+    def mean_ms(self, metric: Metric) -> float | None:
+        return self.statistic_ms(Quantity(metric, aggregate=Aggregate.MEAN))
+
+    def absent_because(self, quantity: Quantity) -> str | None:
+        """Why a statistic has no value here, in words a report can print (None: it has one)."""
+        if self.given is not None and quantity.key not in self.given:
+            return f"{quantity.key} not in the imported file"
+        return None if self.histograms[quantity.metric].count else f"no {quantity.metric.value} samples"
 
     def independent_samples(self, metric: Metric) -> float:
         """How many of this metric's samples carry independent information.
@@ -345,6 +370,7 @@ class LevelResult:
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "runqueue_wait_s": self.runqueue_wait_s,
             "bound_workers": list(self.bound_workers),
+            "given": sorted(self.given) if self.given is not None else None,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -388,6 +414,7 @@ class LevelResult:
             loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
             bound_workers=tuple(str(x) for x in raw.get("bound_workers") or ()),
+            given=None if raw.get("given") is None else frozenset(str(k) for k in raw["given"]),
         )
 
 

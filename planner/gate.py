@@ -94,6 +94,7 @@ class CheckResult:
     level: str
     value: float | None
     passed: bool  # False also when the level has no data for it
+    absent: str | None = None  # why there is no value ("tpot_p95 not in the imported file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +149,10 @@ def evaluate_gate(
             )
         for lv in targets:
             value = quantity_value(lv, check.quantity)
-            results.append(
-                CheckResult(check, lv.load.label, value, value is not None and _OPS[check.op](value, check.threshold))
-            )
+            quantity = latency_quantity(check.quantity)
+            absent = lv.absent_because(quantity) if value is None and quantity is not None else None
+            passed = value is not None and _OPS[check.op](value, check.threshold)
+            results.append(CheckResult(check, lv.load.label, value, passed, absent))
     if current.levels:
         asked = [q for c in checks if (q := latency_quantity(c.quantity)) is not None]
         verdicts = judge(current.levels, asked, untrusted_error_rate=untrusted_error_rate)

@@ -40,7 +40,7 @@ def to_junit(verdict: GateVerdict) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"loadgen.gate.{r.level}", name=r.check.text)
         if not r.passed:
             failures += 1
-            msg = f"{r.check.quantity} = {_value(r.check.quantity, r.value)}, required {_threshold(r)}"
+            msg = f"{r.check.quantity} = {r.absent or _value(r.check.quantity, r.value)}, required {_threshold(r)}"
             ET.SubElement(case, "failure", message=msg, type="threshold").text = msg
     for d in verdict.deltas:
         tests += 1
@@ -73,7 +73,7 @@ def to_markdown(verdict: GateVerdict) -> str:
         out += ["| level | check | value | result |", "|---|---|---:|---|"]
         for r in verdict.checks:
             out.append(
-                f"| {r.level} | `{r.check.text}` | {_value(r.check.quantity, r.value)} | "
+                f"| {r.level} | `{r.check.text}` | {r.absent or _value(r.check.quantity, r.value)} | "
                 f"{'pass' if r.passed else '**FAIL**'} |"
             )
         out.append("")
@@ -108,6 +108,7 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
                 "op": r.check.op,
                 "threshold": r.check.threshold,
                 "value": r.value,
+                "absent": r.absent,
                 "passed": r.passed,
             }
             for r in verdict.checks

@@ -56,15 +56,22 @@ class Observations:
 
 
 def _mean_ms(level: LevelResult, metric: Metric) -> float | None:
-    v = level.histograms[metric].mean_us()
-    return None if v is None else v / 1000.0
+    return level.mean_ms(metric)
 
 
 def _littles_batch(level: LevelResult) -> float | None:
+    """Sequences decoding at once by Little's law: requests/s x (E2E - TTFT), each request's decode time.
+
+    Without E2E (a vendor's table of TTFT, ITL and tok/s) the same law on tokens: each decoding
+    sequence emits one token per TPOT, so output tok/s x mean TPOT sequences are decoding.
+    """
     e2e, ttft, x = _mean_ms(level, Metric.E2E), _mean_ms(level, Metric.TTFT), level.requests_per_s
-    if e2e is None or ttft is None or not x:
-        return None
-    return x * (e2e - ttft) / 1000.0
+    if e2e is not None and ttft is not None and x:
+        return x * (e2e - ttft) / 1000.0
+    tpot, tokens = _mean_ms(level, Metric.TPOT), level.output_tokens_per_s
+    if e2e is None and tpot is not None and tokens:
+        return tokens * tpot / 1000.0
+    return None
 
 
 def from_results(results: Results) -> Observations:

@@ -74,7 +74,7 @@ class Prefill:
 class CapacityPlan:
     source: str  # "sweep" | "law"
     verdicts: Verdicts | None  # per level: saturation state and trust (None for a what-if)
-    fit: StepModel | None  # TPOT p50: the throughput law (or the law given)
+    fit: StepModel | None  # TPOT p50 (the mean where a source gives no p50): the throughput law (or the law given)
     limits: tuple[BatchLimit, ...]  # each carries the law fitted on its own percentile
     max_batch: int | None
     max_batch_lower_bound: bool  # the sweep never reached the deciding SLO: at least max_batch
@@ -92,6 +92,7 @@ class CapacityPlan:
     batching: BatchUtilization | None
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
+    fit_statistic: str = "tpot_p50"  # what ``fit`` was fitted on ("law": stated by hand)
 
     @property
     def observations(self) -> Observations | None:
@@ -110,16 +111,16 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     verdicts = judge(results.levels, [q for slo in request.slos if (q := slo.quantity) is not None])
     obs, saturation = verdicts.observations, verdicts.saturation
     warnings = list(obs.warnings) + list(verdicts.problems)
-    line = [
-        i
-        for i in saturation.unsaturated
-        if obs.levels[i].tpot_p50_ms is not None and obs.levels[i].tpot_p95_ms is not None
-    ]
-    fit = _fit(obs, line, 50.0, request.seed)
+    # the throughput law rests on TPOT p50; a source that gives only the mean (a vendor's table) on the mean
+    statistic: float | None = (
+        50.0 if all(obs.levels[i].tpot_p50_ms is not None for i in saturation.unsaturated) else None
+    )
+    line = [i for i in saturation.unsaturated if _tpot_ms(obs, i, statistic) is not None]
+    fit = _fit(obs, line, statistic, request.seed)
     if fit is None:
         warnings.append(f"only {len(line)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
     else:
-        warnings += [f"tpot_p50 law: {w}" for w in fit.warnings]
+        warnings += [f"{fit_statistic(statistic)} law: {w}" for w in fit.warnings]
     warnings += _mix_warnings(obs, saturation.unsaturated)
     limits = []
     for slo in request.slos:
@@ -128,7 +129,7 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
         model = None
         if slo.metric == Metric.TPOT:  # TTFT is queueing, ITL sees prefill stalls: measured answers only
             assert slo.percentile is not None
-            model = fit if slo.percentile == 50 else _fit(obs, line, slo.percentile, request.seed)
+            model = fit if slo.percentile == statistic else _fit(obs, line, slo.percentile, request.seed)
             if model is not None and model is not fit:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
         limits.append(max_batch_under_slo(obs, saturation, slo, model))
@@ -146,7 +147,8 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     decode = None
     if fit is not None:
         decode, prefill = _decode_law(fit, prefill, share, warnings)
-    return _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill, decode)
+    plan = _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill, decode)
+    return dataclasses.replace(plan, fit_statistic=fit_statistic(statistic))
 
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
@@ -174,7 +176,8 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
         for slo in request.slos
         if slo.metric in (Metric.TPOT, Metric.ITL)
     )
-    return _finish("law", None, law, limits, request, request.output_tokens, warnings, prefill, model)
+    plan = _finish("law", None, law, limits, request, request.output_tokens, warnings, prefill, model)
+    return dataclasses.replace(plan, fit_statistic="law")
 
 
 def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> tuple[Prefill, float]:
@@ -210,13 +213,19 @@ def _ttft_at_idle(level: LevelObservation) -> float | None:
     return level.ttft_sent_p50_ms if level.ttft_sent_p50_ms is not None else level.ttft_p50_ms
 
 
-def _fit(obs: Observations, line: list[int], percentile: float, seed: int) -> StepModel | None:
-    """The step law on this percentile of TPOT over the unsaturated levels (None: fewer than 2 batches)."""
-    points = [
-        (obs.levels[i].batch, v)
-        for i in line
-        if (v := obs.results[i].percentile_ms(Metric.TPOT, percentile)) is not None
-    ]
+def fit_statistic(percentile: float | None) -> str:
+    """The statistic a law is fitted on: ``tpot_p50``, or ``tpot_mean`` (None)."""
+    return "tpot_mean" if percentile is None else f"tpot_p{percentile:g}"
+
+
+def _tpot_ms(obs: Observations, i: int, percentile: float | None) -> float | None:
+    level = obs.results[i]
+    return level.mean_ms(Metric.TPOT) if percentile is None else level.percentile_ms(Metric.TPOT, percentile)
+
+
+def _fit(obs: Observations, line: list[int], percentile: float | None, seed: int) -> StepModel | None:
+    """The step law on this percentile of TPOT (None: the mean) over the unsaturated levels (None: < 2 batches)."""
+    points = [(obs.levels[i].batch, v) for i in line if (v := _tpot_ms(obs, i, percentile)) is not None]
     if len({x for x, _ in points}) < 2:
         return None
     return fit_step_model([x for x, _ in points], [y for _, y in points], seed=seed)
@@ -510,7 +519,7 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "replicas_no_headroom": p.sizing.replicas_no_headroom if p.sizing else None,
         "replicas": p.recommended_replicas,
         "replicas_method": p.replicas_method,
-        "fit": _model_json(p.fit, "tpot_p50" if p.source == "sweep" else "law"),
+        "fit": _model_json(p.fit, p.fit_statistic),
         "saturation": None,
         "slo": [
             {

@@ -6,7 +6,7 @@ means the same thing in both. Latency names are ``loadgen.quantity``'s.
 
 from __future__ import annotations
 
-from loadgen.quantity import Aggregate, Quantity
+from loadgen.quantity import Quantity
 from loadgen.results import LevelResult
 
 RATIOS = ("error_rate", "goodput_ratio")
@@ -28,13 +28,4 @@ def quantity_value(level: LevelResult, name: str) -> float | None:
     if name in RATIOS + RATES:
         value: float | None = getattr(level, name)  # each is a LevelResult property of that name
         return value
-    q = Quantity.parse(name)
-    hist = level.histograms[q.metric]
-    value = (
-        hist.mean_us()
-        if q.aggregate == Aggregate.MEAN
-        else hist.max_us()
-        if q.aggregate == Aggregate.MAX
-        else hist.percentile_us(q.percentile or 0.0)
-    )
-    return None if value is None else value / 1000.0
+    return level.statistic_ms(Quantity.parse(name))

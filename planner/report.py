@@ -144,7 +144,7 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
     """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
     lines = []
     if plan.fit is not None:
-        lines.append(f"law: {law_text(plan.fit, 'TPOT p50')}")
+        lines.append(f"law: {law_text(plan.fit, plan.fit_statistic.replace('_', ' ').replace('tpot', 'TPOT'))}")
     for lim in plan.limits:
         if lim.model is not None and lim.model is not plan.fit:
             lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")

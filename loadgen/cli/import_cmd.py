@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
+from loadgen.cli.bounds import MAX_TOKENS, bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
 from loadgen.errors import UsageError
-from loadgen.imports import ImportedLevel, read_levels, to_results
+from loadgen.imports import ImportedLevel, PerRequest, read_levels, to_results
 from loadgen.results import save_atomic
 
 
@@ -27,12 +28,26 @@ def import_cmd(
         "imported.json"
     ),
     model: Annotated[str, typer.Option(metavar="ID", help="Model name to record.")] = "unknown",
+    output_tokens: Annotated[
+        float | None,
+        typer.Option(
+            metavar="NUMBER",
+            help="Output tokens per request, where the file has no such column (derives requests/s from tok/s).",
+        ),
+    ] = None,
+    prompt_tokens: Annotated[
+        float | None,
+        typer.Option(metavar="NUMBER", help="Prompt tokens per request, where the file has no such column."),
+    ] = None,
 ) -> None:
     """Turn numbers from another tool into a results file that plan, report and compare read.
 
-    Histograms are synthesised to answer the given percentiles; the plan then marks
-    its answers 'unknown' (no sample counts, no percentile intervals).
+    Histograms are synthesised to answer the given percentiles and means, and only those
+    are read back; requests/s and tokens per request are read or derived by a named rule
+    (usage counts, Little's law), never assumed. The plan marks its answers 'unknown'.
     """
+    bounded("--output-tokens", output_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
+    bounded("--prompt-tokens", prompt_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
     check_writable(output)
     levels: list[ImportedLevel] = []
     formats = set()
@@ -48,7 +63,13 @@ def import_cmd(
     values = [lv.load.value for lv in levels]
     if len(set(values)) != len(values):
         raise UsageError("two levels have the same load: one row per load level")
-    results = to_results(levels, source=", ".join(p.name for p in files), fmt="+".join(sorted(formats)), model=model)
+    results = to_results(
+        levels,
+        source=", ".join(p.name for p in files),
+        fmt="+".join(sorted(formats)),
+        model=model,
+        per_request=PerRequest(output_tokens, prompt_tokens),
+    )
     save_atomic(results, output)
     out = consoles()
     for note in results.notes:

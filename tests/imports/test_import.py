@@ -83,7 +83,7 @@ def test_a_vendor_table_without_a_batch_takes_it_from_littles_law(tmp_path: Path
     table.write_text(json.dumps(rows))
     done = runner.invoke(app, ["import", str(table), "-o", str(imported)])
     assert done.exit_code == 0, done.output
-    assert "request count not given: assumed 1000" in done.stderr
+    assert "request count not given: each histogram holds 1000 synthesised points" in " ".join(done.stderr.split())
     plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "itl_p99<35ms", "--json"]).stdout)
     assert plan["batch_axis"] == "littles_law"
     assert plan["saturation"]["max_batch"] == pytest.approx(32, rel=0.02)

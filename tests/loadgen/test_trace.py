@@ -62,6 +62,7 @@ def test_a_bad_trace_is_one_line_naming_file_line_and_column(tmp_path: Path, con
         load_trace(path)
 
 
+@pytest.mark.slow  # it times real sends over real sockets: beside other workers a busy core delays them
 def test_a_replay_sends_at_the_recorded_times_with_the_recorded_lengths(tmp_path: Path) -> None:
     # The simulator counts a word a token: usage shows exactly the lengths each request was given.
     out, records = tmp_path / "r.json", tmp_path / "rec.jsonl"

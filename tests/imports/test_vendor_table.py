@@ -1,0 +1,74 @@
+"""A vendor's table planned as published, nothing invented (issue 24, items 1-3).
+
+``tests/data/nim_llama33_70b_2xh100_fp8.csv``: NVIDIA NIM 1.8.0, Llama-3.3-70B on 2x H100 FP8 TP2,
+5,000 prompt / 500 output tokens per request, as published: concurrency, mean TTFT, mean ITL and
+output tok/s; no requests/s, no E2E, no percentile.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.results import Metric, load
+from planner import PlanRequest, plan_from_results
+from planner.gate import evaluate_gate, parse_check
+
+runner = CliRunner()
+TABLE = Path(__file__).parents[1] / "data" / "nim_llama33_70b_2xh100_fp8.csv"
+
+
+def _import(tmp_path: Path, table: Path, *flags: str) -> Path:
+    out = tmp_path / "imported.json"
+    done = runner.invoke(app, ["import", str(table), "-o", str(out), *flags])
+    assert done.exit_code == 0, done.output
+    return out
+
+
+def test_requests_per_s_come_from_the_table_never_a_default(tmp_path: Path) -> None:
+    results = load(_import(tmp_path, TABLE))
+    rows = list(csv.DictReader(TABLE.open()))
+    for level, row in zip(results.levels, rows):
+        assert level.requests_per_s == pytest.approx(float(row["output_tokens_per_s"]) / 500, rel=1e-3)
+        assert level.output_tokens_per_s == pytest.approx(float(row["output_tokens_per_s"]), rel=1e-9)
+        assert level.output_tokens / level.completed == pytest.approx(500, abs=0.5)
+        assert level.requests_per_s != pytest.approx(1000 / 60)  # the old invented 16.67 req/s
+
+
+def test_the_plateau_is_sequences_and_the_law_is_the_tables_own_littles_law(tmp_path: Path) -> None:
+    plan = plan_from_results(load(_import(tmp_path, TABLE)), PlanRequest(qps=2, output_tokens=500))
+    rows = list(csv.DictReader(TABLE.open()))
+    tok_s = np.array([float(r["output_tokens_per_s"]) for r in rows])
+    itl = np.array([float(r["itl_mean_ms"]) for r in rows])
+    batch = tok_s * itl / 1000  # Little's law on tokens: sequences decoding at once
+    slope, base = np.polyfit(batch[:5], itl[:5], 1)  # the unsaturated rows, c <= 100
+    assert plan.saturation is not None and plan.saturation.max_batch == pytest.approx(85.5, abs=2)
+    assert plan.fit is not None and plan.fit_statistic == "tpot_mean"
+    assert plan.fit.per_seq_ms == pytest.approx(slope, rel=0.05) and plan.fit.base_ms == pytest.approx(base, rel=0.05)
+    assert plan.recommended_replicas == 2  # 1,000 tok/s against ~920 per replica
+
+
+def test_a_table_without_requests_per_s_or_tokens_per_request_is_refused_by_name(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.csv"
+    bare.write_text("\n".join(",".join(line.split(",")[:4]) for line in TABLE.read_text().splitlines()) + "\n")
+    refused = runner.invoke(app, ["import", str(bare), "-o", str(tmp_path / "x.json")])
+    assert refused.exit_code == 2
+    text = " ".join(refused.output.split())
+    assert "bare.csv: level c=1: requests/s is neither given nor derivable" in text and "--output-tokens" in text
+    results = load(_import(tmp_path, bare, "--output-tokens", "500"))
+    assert results.levels[0].requests_per_s == pytest.approx(51.67 / 500, rel=1e-3)
+
+
+def test_a_percentile_the_source_never_had_is_absent_everywhere(tmp_path: Path) -> None:
+    results = load(_import(tmp_path, TABLE))
+    level = results.levels[0]
+    assert level.mean_ms(Metric.TPOT) == pytest.approx(18.58, rel=0.01)  # TPOT mean = the table's mean ITL
+    assert level.percentile_ms(Metric.TPOT, 95) is None and level.percentile_ms(Metric.TPOT, 50) is None
+    verdict = evaluate_gate(results, [parse_check("tpot_p95<40ms")])
+    assert all(r.value is None and not r.passed for r in verdict.checks)
+    assert {r.absent for r in verdict.checks} == {"tpot_p95 not in the imported file"}
