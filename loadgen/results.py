@@ -502,12 +502,17 @@ class SloTarget:
     """
 
     metric: Metric | None  # None: the error rate
-    percentile: float | None
+    percentile: float | None  # None with ``mean``: the mean; None without a metric: the error rate
     limit: float  # ms for latency, a fraction for the error rate
+    mean: bool = False  # a promise on the mean (``tpot_mean_ms``: what vendors' tables publish)
 
     @property
     def quantity(self) -> Quantity | None:
-        return None if self.metric is None else Quantity(self.metric, self.percentile)
+        if self.metric is None:
+            return None
+        if self.mean:
+            return Quantity(self.metric, aggregate=Aggregate.MEAN)
+        return Quantity(self.metric, self.percentile)
 
     @property
     def key(self) -> str:
@@ -530,19 +535,19 @@ class SloTarget:
             quantity = Quantity.parse(key.removesuffix("_ms"))
         except ValueError:
             raise ValueError(
-                "unknown SLO key: expected error_rate or METRIC_pNN_ms with METRIC one of ttft, ttft_sent, "
-                "tpot, itl, e2e (e.g. tpot_p95_ms, ttft_p99.9_ms)"
+                "unknown SLO key: expected error_rate, METRIC_pNN_ms or METRIC_mean_ms with METRIC one of ttft, "
+                "ttft_sent, tpot, itl, e2e (e.g. tpot_p95_ms, ttft_p99.9_ms, tpot_mean_ms)"
             ) from None
-        if quantity.percentile is None:
-            raise ValueError(f"SLO key {key!r}: an SLO takes a percentile (e.g. {quantity.metric.value}_p95_ms)")
-        return cls(quantity.metric, quantity.percentile, limit)
+        if quantity.aggregate == Aggregate.MAX:
+            raise ValueError(
+                f"SLO key {key!r}: an SLO takes a percentile or the mean (e.g. {quantity.metric.value}_p95_ms)"
+            )
+        return cls(quantity.metric, quantity.percentile, limit, mean=quantity.aggregate == Aggregate.MEAN)
 
     def value(self, level: LevelResult) -> float | None:
         """This level's value of the metric (ms, or a fraction); None when there is no data."""
-        if self.metric is None:
-            return level.error_rate
-        assert self.percentile is not None
-        return level.percentile_ms(self.metric, self.percentile)
+        quantity = self.quantity
+        return level.error_rate if quantity is None else level.statistic_ms(quantity)
 
     def met_by(self, level: LevelResult) -> bool | None:
         value = self.value(level)

@@ -128,7 +128,6 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
             continue
         model = None
         if slo.metric == Metric.TPOT:  # TTFT is queueing, ITL sees prefill stalls: measured answers only
-            assert slo.percentile is not None
             model = fit if slo.percentile == statistic else _fit(obs, line, slo.percentile, request.seed)
             if model is not None and model is not fit:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]

@@ -160,7 +160,7 @@ def simulate_replicas(
     size: tuple[int, int] | None = None,
 ) -> SimOutcome:
     """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit."""
-    checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and s.percentile is not None)
+    checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
     utilization = rate / capacity_rps(law, output_tokens, prompt_tokens)
     if utilization >= 1:
@@ -187,14 +187,16 @@ def simulate_replicas(
 
 
 def _percentile(timeline: Timeline, slo: SloTarget, warmup: int) -> float:
-    assert slo.metric is not None and slo.percentile is not None
+    assert slo.metric is not None
     values = {
         Metric.TTFT: timeline.ttft_ms,
         Metric.TPOT: timeline.tpot_ms,
         Metric.E2E: timeline.last_ms - timeline.arrival_ms,
     }[slo.metric][warmup:]
     values = values[~np.isnan(values)]
-    return float(np.percentile(values, slo.percentile)) if len(values) else math.nan
+    if not len(values):
+        return math.nan
+    return float(np.mean(values)) if slo.percentile is None else float(np.percentile(values, slo.percentile))
 
 
 def _estimate(slo: SloTarget, values: list[float]) -> Estimate:

@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from loadgen.quantity import Quantity
+from loadgen.quantity import Aggregate, Quantity
 from loadgen.results import Metric, SloTarget
 from planner.knee import Saturation
 from planner.observations import Observations, percentile_ci_ms
@@ -42,7 +42,7 @@ Quality = Literal[
     "unknown",  # imported numbers: it crosses between two levels, but without samples no interval decides it
 ]
 _SLO = re.compile(
-    r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$"
+    r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?|_mean)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$"
 )
 EPS = 1e-9
 SLO_METRICS = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL, Metric.E2E)
@@ -51,8 +51,9 @@ SLO_METRICS = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL, Metric.E2
 def parse_slo(text: str) -> SloTarget:
     """``"tpot_p95<50ms"`` -> SloTarget(TPOT, 95, 50.0). Raises ValueError naming what was expected."""
     expected = (
-        f"--slo {text!r}: expected METRIC_pNN<VALUE[ms|s] (METRIC: "
-        f"{', '.join(m.value for m in SLO_METRICS)}), e.g. tpot_p95<50ms, ttft_p99.9<2s, or error_rate<1%"
+        f"--slo {text!r}: expected METRIC_pNN<VALUE[ms|s] or METRIC_mean<VALUE[ms|s] (METRIC: "
+        f"{', '.join(m.value for m in SLO_METRICS)}), e.g. tpot_p95<50ms, ttft_p99.9<2s, tpot_mean<40ms, "
+        "or error_rate<1%"
     )
     m = _SLO.match(text)
     if not m:
@@ -66,11 +67,11 @@ def parse_slo(text: str) -> SloTarget:
         quantity = Quantity.parse(m.group("name"))
     except ValueError as exc:
         raise ValueError(f"--slo {text!r}: {exc}") from None
-    if quantity.metric not in SLO_METRICS or quantity.percentile is None:
+    if quantity.metric not in SLO_METRICS or quantity.aggregate == Aggregate.MAX:
         raise ValueError(expected)
     if unit == "%":
         raise ValueError(f"--slo {text!r}: a latency takes ms or s")
-    return SloTarget(quantity.metric, quantity.percentile, value * 1000 if unit == "s" else value)
+    return SloTarget.from_key(f"{quantity.key}_ms", value * 1000 if unit == "s" else value)
 
 
 def isotonic_increasing(y: np.ndarray) -> np.ndarray:
@@ -165,7 +166,12 @@ def max_batch_under_slo(
         return BatchLimit(slo, measured, measured_b, model_b, batch, quality, more, note, model)
 
     if not idx:
-        return limit(None, None, trusted_b, "insufficient range", note="no unsaturated level measured it")
+        quantity = slo.quantity
+        absent = next(
+            (why for i in saturation.unsaturated if quantity and (why := obs.results[i].absent_because(quantity))),
+            None,
+        )
+        return limit(None, None, trusted_b, "insufficient range", note=absent or "no unsaturated level measured it")
     xs = np.array([obs.levels[i].batch for i in idx])
     ys = isotonic_increasing(np.array([slo.value(obs.results[i]) for i in idx], dtype=np.float64))
     meets = ys <= slo.limit + EPS

@@ -72,3 +72,19 @@ def test_a_percentile_the_source_never_had_is_absent_everywhere(tmp_path: Path) 
     verdict = evaluate_gate(results, [parse_check("tpot_p95<40ms")])
     assert all(r.value is None and not r.passed for r in verdict.checks)
     assert {r.absent for r in verdict.checks} == {"tpot_p95 not in the imported file"}
+
+
+@pytest.mark.parametrize(("slo", "batch"), [("tpot_mean<40ms", 25), ("tpot_mean<60ms", 48)])
+def test_an_slo_on_the_mean_the_table_publishes_is_planned_and_a_p95_it_does_not_is_absent(
+    tmp_path: Path, slo: str, batch: int
+) -> None:
+    imported = str(_import(tmp_path, TABLE))
+    done = runner.invoke(app, ["plan", imported, "--slo", slo, "--qps", "2", "--output-tokens", "500"])
+    assert done.exit_code == 0, done.output
+    text = " ".join(done.stdout.split())
+    assert f"max batch {batch} (measured {batch}, model {batch}) [unknown]" in text
+    assert "recommended: 2 replicas" in text and "fitted on TPOT mean" in text
+    absent = runner.invoke(app, ["plan", imported, "--slo", "tpot_p95<60ms"])
+    assert "tpot_p95_ms <= 60: max batch none [insufficient range]; tpot_p95 not in the imported file" in " ".join(
+        absent.stdout.split()
+    )
