@@ -175,7 +175,9 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
                 parts.append(f"(model {lim.model_batch})")
         elif lim.measured_batch is not None or lim.model_batch is not None:
             measured = lim.measured_batch if lim.measured_batch is not None else "-"
-            model = lim.model_batch if lim.model_batch is not None else "-"
+            model = "-" if lim.model_batch is None else str(lim.model_batch)
+            if lim.model_batch is not None and lim.model is not None and lim.model.trust_note:
+                model += f" from a law not trusted beyond its levels: {lim.model.trust_note}"
             parts.append(f"(measured {measured}, model {model})")
         parts.append(f"[{lim.quality}]")
         if lim.more_requests:
@@ -188,7 +190,12 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
         )
         for lim in plan.limits:
             if lim.model is not None and lim.model is not plan.fit:
-                text += f", {model_name(lim.slo)} {float(lim.model.step_ms(plan.max_batch)):.1f} ms"
+                value = float(lim.model.step_ms(plan.max_batch))
+                if lim.slo.percentile is not None and lim.slo.percentile > 50 and value < plan.step_ms_at_max_batch:
+                    # the laws cross here: a high percentile is never below the median
+                    text += f", {model_name(lim.slo)} >= {plan.step_ms_at_max_batch:.1f} ms (its law reads {value:.1f})"
+                else:
+                    text += f", {model_name(lim.slo)} {value:.1f} ms"
         lines.append(
             f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
             f"{fmt(plan.tokens_per_s_per_user)} tok/s per user"
@@ -267,20 +274,23 @@ def goodput_rule(slos: Sequence[SloTarget]) -> str:
     return (
         "goodput: the share of requests (failures included) whose own numbers met every SLO threshold: "
         + ", ".join(limits)
-        + "; ITL is a request's largest gap"
+        + ("; ITL is a request's largest gap" if any(s.metric == Metric.ITL for s in slos) else "")
     )
 
 
-def slo_verdicts(results: Results, slos: Sequence[SloTarget]) -> Table | None:
+def slo_verdicts(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts | None = None) -> Table | None:
+    """Each level against each SLO; a level the verdicts do not trust passes nothing ("untrusted")."""
     if not slos:
         return None
     rows = []
     for lv in results.levels:
         cells = [lv.load.label]
+        trusted = verdicts is None or verdicts.of(lv.load.label).trusted
         for slo in slos:
             value, ok = slo.value(lv), slo.met_by(lv)
             shown = "-" if value is None else (f"{value:.2%}" if slo.metric is None else f"{value:,.1f} ms")
-            cells.append(f"{'pass' if ok else 'FAIL' if ok is False else 'no data'} ({shown})")
+            word = "no data" if ok is None else "FAIL" if not ok else "pass" if trusted else "untrusted"
+            cells.append(f"{word} ({shown})")
         rows.append(tuple(cells))
     return Table(("load", *[f"{s.key} <= {s.limit:g}" for s in slos]), tuple(rows))
 
@@ -361,8 +371,9 @@ def build_report(
             f"{'complete' if results.complete else 'INCOMPLETE'}",
         ),
     )
-    sections = [Section("Levels", table=level_rows(results, level_verdicts(results, plan, slos)))]
-    verdicts = slo_verdicts(results, slos)
+    trust = level_verdicts(results, plan, slos)
+    sections = [Section("Levels", table=level_rows(results, trust))]
+    verdicts = slo_verdicts(results, slos, trust)
     if verdicts is not None:
         sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))
     if plan is not None:

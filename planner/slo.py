@@ -195,9 +195,9 @@ def max_batch_under_slo(
         return limit(float(b_star), measured_b, batch, quality, more, _disagreement(measured_b, model_b))
     if cap is not None:
         batch = min(cap, model_b) if model_b is not None else cap
-        return limit(
+        return limit(  # the plateau B is the server's, not a crossing of the SLO: nothing measured to quote
             None,
-            cap,
+            None,
             batch,
             "capped at max batch",
             note=f"every unsaturated level meets the SLO; the server saturates at B = {cap}",

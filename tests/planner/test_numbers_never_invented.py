@@ -9,8 +9,8 @@ from loadgen.results import SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.replica_sim import simulate
-from planner.report import plan_lines
-from tests.planner.synthetic import law_sweep, sweep_results
+from planner.report import goodput_rule, level_verdicts, plan_lines, slo_verdicts
+from tests.planner.synthetic import closed_level, law_sweep, law_tpots, sweep_results
 
 
 def test_a_sweep_whose_slo_is_under_batch_ones_step_names_the_floor_not_a_smaller_batch() -> None:
@@ -64,3 +64,28 @@ def test_an_overloaded_replica_count_is_called_overloaded_not_given_a_percentile
     assert plan.simulated_below is not None and plan.simulated_below.verdict == "unstable"
     assert plan.simulated_below.utilization == pytest.approx(6 / (43 * 1000 / (25 + 0.57 * 43) / 200))
     assert "1 overloaded (utilization 1.38" in " ".join(plan_lines(plan))
+
+
+def test_a_plateau_is_not_quoted_as_a_measured_batch() -> None:
+    """Every unsaturated level meets the SLO: B = 40 caps the batch, and nothing measured crossed it (item 9)."""
+    plan = plan_from_results(
+        sweep_results(law_sweep(25, 0.4, 40, (1, 4, 16, 32, 64, 96))),
+        PlanRequest(slos=(SloTarget.from_key("tpot_p95_ms", 100.0),)),
+    )
+    limit = plan.limits[0]
+    assert limit.quality == "capped at max batch" and limit.measured_batch is None and limit.batch == 40
+    line = next(line for line in plan_lines(plan) if line.startswith("tpot_p95_ms <= 100"))
+    assert "measured 40" not in line and "the server saturates at B = 40" in line
+
+
+def test_goodput_explains_itl_only_when_an_itl_slo_is_given() -> None:
+    assert "ITL" not in goodput_rule((SloTarget.from_key("tpot_p95_ms", 50.0),))
+    assert "ITL is a request's largest gap" in goodput_rule((SloTarget.from_key("itl_p99_ms", 80.0),))
+
+
+def test_a_level_the_report_does_not_trust_passes_no_slo() -> None:
+    few = closed_level(8, law_tpots(25, 0.4, 8, 20, cv=0.01, seed=1))  # 20 samples cannot bound a p95
+    results = sweep_results((few,))
+    slos = (SloTarget.from_key("tpot_p95_ms", 50.0),)
+    table = slo_verdicts(results, slos, level_verdicts(results, None, slos))
+    assert table is not None and table.rows[0][1].startswith("untrusted (")
