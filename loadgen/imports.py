@@ -455,7 +455,7 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
         histograms=histograms,
         server=server,
         offered=completed,
-        given=frozenset(q.key for q in latencies),
+        given={q.key: v for q, v in latencies.items()},
     )
     return level, notes
 

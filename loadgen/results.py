@@ -180,9 +180,10 @@ class LevelResult:
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
     bound_workers: tuple[str, ...] = ()  # a split level: each worker that was client-bound on its own, and why
-    # imported levels: the quantity keys (``tpot_p95``, ``itl_mean``) the source gave; every other statistic
-    # of their synthesised histograms is absent, never read off them (None: measured, every statistic real)
-    given: frozenset[str] | None = None
+    # imported levels: the source's own figures by quantity key (``tpot_p95``, ``itl_mean``: ms), read back
+    # exactly; every other statistic of their synthesised histograms is absent, never read off them
+    # (None: measured, every statistic real)
+    given: Mapping[str, float] | None = None
 
     @property
     def failed(self) -> int:
@@ -274,9 +275,9 @@ class LevelResult:
         return bool(self.client_bound_causes)
 
     def statistic_ms(self, quantity: Quantity) -> float | None:
-        """A percentile, mean or maximum in ms; None without data, or when an imported source did not give it."""
-        if self.given is not None and quantity.key not in self.given:
-            return None
+        """A percentile, mean or maximum in ms; an imported source's own figure, exactly, or None without it."""
+        if self.given is not None:
+            return self.given.get(quantity.key)
         hist = self.histograms[quantity.metric]
         value = (
             hist.mean_us()
@@ -370,7 +371,7 @@ class LevelResult:
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "runqueue_wait_s": self.runqueue_wait_s,
             "bound_workers": list(self.bound_workers),
-            "given": sorted(self.given) if self.given is not None else None,
+            "given": dict(sorted(self.given.items())) if self.given is not None else None,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -414,7 +415,7 @@ class LevelResult:
             loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
             bound_workers=tuple(str(x) for x in raw.get("bound_workers") or ()),
-            given=None if raw.get("given") is None else frozenset(str(k) for k in raw["given"]),
+            given=None if raw.get("given") is None else {str(k): float(v) for k, v in raw["given"].items()},
         )
 
 

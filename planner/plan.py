@@ -15,13 +15,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.results import Metric, Results, SloTarget
+from loadgen.results import LevelResult, Metric, Results, SloTarget
 from loadgen.schedule import Arrival
 from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
-from planner.observations import LevelObservation, Observations
+from planner.observations import Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_step_model
@@ -193,23 +193,38 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
     if request.prefill_ms_per_token is not None:
         given = Prefill(request.prefill_ms_per_token, prompt, "--prefill-ms-per-token")
         return given, Prefill(given.ms_per_token, swept_prompt, given.source).per_seq_ms(swept_output)
-    single = next((lv for lv in obs.levels if lv.concurrency <= 1.5 and _ttft_at_idle(lv) is not None), None)
+    single = next(
+        (i for i, lv in enumerate(obs.levels) if lv.concurrency <= 1.5 and _ttft_at_idle(obs.results[i]) is not None),
+        None,
+    )
     if single is None:
         return Prefill(0.0, prompt, "none: no level ran at concurrency 1 (give --prefill-ms-per-token)"), 0.0
     if fit is None or not swept_prompt:
         why = "no step law was fitted" if fit is None else "the sweep's prompt length is unknown"
         return Prefill(0.0, prompt, f"none: {why} (give --prefill-ms-per-token)"), 0.0
-    ttft = _ttft_at_idle(single)
+    ttft = _ttft_at_idle(obs.results[single])
     assert ttft is not None
     held = 1 - 1 / swept_output if swept_output and swept_output > 1 else 1.0
     per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
-    fitted = Prefill(per_token, prompt, f"fitted from TTFT at {single.label}")
+    fitted = Prefill(per_token, prompt, f"fitted from TTFT at {obs.levels[single].label}")
     return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
 
 
-def _ttft_at_idle(level: LevelObservation) -> float | None:
-    """TTFT from sent at concurrency 1; an imported table has only TTFT, the same thing in a closed loop."""
-    return level.ttft_sent_p50_ms if level.ttft_sent_p50_ms is not None else level.ttft_p50_ms
+def _ttft_at_idle(level: LevelResult) -> float | None:
+    """TTFT from sent at concurrency 1: an imported table has only TTFT (the same thing in a closed loop),
+    often only its mean."""
+    return next(
+        (
+            v
+            for v in (
+                level.percentile_ms(Metric.TTFT_SENT, 50),
+                level.percentile_ms(Metric.TTFT, 50),
+                level.mean_ms(Metric.TTFT),
+            )
+            if v is not None
+        ),
+        None,
+    )
 
 
 def fit_statistic(percentile: float | None) -> str:

@@ -153,8 +153,8 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
         where = (
             f"added to the stated decode law {plan.decode.base_ms:g}+{plan.decode.per_seq_ms:g}b"
             if plan.source == "law"
-            else f"held in the fitted slope; the simulation runs the decode step {law_text(plan.decode, 'decode')}"
-            " with prefill per admitting step"
+            else f"held in the fitted slope; the simulation runs the decode step {plan.decode.base_ms:.2f} + "
+            f"{plan.decode.per_seq_ms:.3f}*b with prefill in the steps that admit prompts"
         )
         lines.append(
             f"prefill: {pf.ms_per_token:.3g} ms/token x {pf.prompt_tokens:,.0f} prompt tokens ({pf.source}) = "

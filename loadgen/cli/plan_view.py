@@ -17,7 +17,7 @@ def observations_table(plan: CapacityPlan) -> Table | None:
     obs = plan.verdicts.observations
     axis = {
         "server": "server's running batch",
-        "littles_law": "Little's law X*(E2E-TTFT)",
+        "littles_law": "Little's law: X*(E2E-TTFT), or tok/s x TPOT without E2E",
         "concurrency": "achieved concurrency",
     }[obs.batch_source]
     table = Table(title=f"levels (batch axis: {axis})", title_justify="left")

@@ -88,3 +88,15 @@ def test_an_slo_on_the_mean_the_table_publishes_is_planned_and_a_p95_it_does_not
     assert "tpot_p95_ms <= 60: max batch none [insufficient range]; tpot_p95 not in the imported file" in " ".join(
         absent.stdout.split()
     )
+
+
+def test_the_sources_figures_are_carried_exactly_and_its_c1_level_gives_the_prefill(tmp_path: Path) -> None:
+    """Item 4: a figure is read back as the file gave it, not off a 3-significant-digit histogram."""
+    results = load(_import(tmp_path, TABLE))
+    rows = list(csv.DictReader(TABLE.open()))
+    for level, row in zip(results.levels, rows):
+        assert level.mean_ms(Metric.TTFT) == float(row["ttft_mean_ms"])
+        assert level.mean_ms(Metric.ITL) == float(row["itl_mean_ms"])
+    plan = plan_from_results(results, PlanRequest(qps=2, output_tokens=500))
+    assert plan.prefill is not None and plan.prefill.source == "fitted from TTFT at c=1"
+    assert plan.decode is not None and 0 < plan.decode.per_seq_ms < plan.fit.per_seq_ms  # type: ignore[union-attr]
