@@ -22,6 +22,9 @@ from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
 
+# What a user may promise: latencies a request's user sees. Lag and queue describe the generator and
+# its in-flight cap, not the service, and are never an SLO (profiles and --slo read the same set).
+SLO_METRICS: Final = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL, Metric.E2E)
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
@@ -526,6 +529,7 @@ class SloTarget:
 
     @classmethod
     def from_key(cls, key: str, limit: float) -> SloTarget:
+        """The one reader of an SLO's key, for profiles and ``--slo`` alike (ValueError names what is allowed)."""
         if key == "error_rate":
             if not 0 <= limit <= 1:
                 raise ValueError(f"error_rate must be a fraction in [0, 1], got {limit}")
@@ -535,10 +539,12 @@ class SloTarget:
                 raise ValueError(key)
             quantity = Quantity.parse(key.removesuffix("_ms"))
         except ValueError:
+            quantity = None
+        if quantity is None or quantity.metric not in SLO_METRICS:
             raise ValueError(
-                "unknown SLO key: expected error_rate, METRIC_pNN_ms or METRIC_mean_ms with METRIC one of ttft, "
-                "ttft_sent, tpot, itl, e2e (e.g. tpot_p95_ms, ttft_p99.9_ms, tpot_mean_ms)"
-            ) from None
+                "unknown SLO key: expected error_rate, METRIC_pNN_ms or METRIC_mean_ms with METRIC one of "
+                f"{', '.join(m.value for m in SLO_METRICS)} (e.g. tpot_p95_ms, ttft_p99.9_ms, tpot_mean_ms)"
+            )
         if quantity.aggregate == Aggregate.MAX:
             raise ValueError(
                 f"SLO key {key!r}: an SLO takes a percentile or the mean (e.g. {quantity.metric.value}_p95_ms)"

@@ -49,7 +49,10 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
 def profile_slos(results: Results) -> tuple[SloTarget, ...]:
     """The SLOs stated by the profile a sweep ran with, if any."""
     prof = results.settings.get("profile") or {}
-    return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
+    try:
+        return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
+    except (TypeError, ValueError) as exc:  # a file written before a key stopped being an SLO (lag, queue)
+        raise UsageError(f"the profile stored in the results file: slo: {exc}; give the SLOs with --slo") from None
 
 
 def profile_gate_levels(results: Results) -> tuple[str, ...] | None:

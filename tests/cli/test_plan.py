@@ -182,3 +182,16 @@ def test_bad_input_is_one_line(args: list[str], message: str) -> None:
     result = runner.invoke(app, ["plan", *args])
     assert result.exit_code in (2, 3)
     assert message in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("key", ["lag_p99", "queue_p95"])
+def test_profiles_and_flags_accept_exactly_the_same_slos(tmp_path: Path, key: str) -> None:
+    """Issue 27: a profile could promise lag_p99_ms (the generator's own slip) and plan sized a fleet on it,
+    while --slo refused the same key. One reader (SloTarget.from_key) now refuses both, naming what is allowed."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"target: {{sim: {{}}}}\nslo: {{{key}_ms: 5}}\n")
+    shown = runner.invoke(app, ["profile", "show", str(profile)])
+    flag = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", f"{key}<5ms"])
+    assert shown.exit_code == flag.exit_code == 2
+    assert "METRIC one of ttft, ttft_sent, tpot, itl, e2e" in " ".join(shown.output.split())
+    assert "(METRIC: ttft, ttft_sent, tpot, itl, e2e)" in " ".join(flag.output.split())
