@@ -67,6 +67,9 @@ class ImportedLevel:
     duration_s: float | None = None
     prompt_tokens: float | None = None
     output_tokens: float | None = None
+    # the source's own per-request records (ms per metric; ITL pooled), when it keeps them: the
+    # histograms are then built from them, not synthesised
+    samples: Mapping[Metric, np.ndarray] | None = None
 
 
 def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
@@ -204,8 +207,38 @@ def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
         duration_s=_number(where, "duration", doc.get("duration")),
         prompt_tokens=total_input / n if n and isinstance(total_input, int | float) else None,
         output_tokens=total_output / n if n and isinstance(total_output, int | float) else None,
+        samples=_vllm_requests(doc, where),
     )
     return _checked(level, where)
+
+
+def _vllm_requests(doc: Mapping[str, Any], where: str) -> dict[Metric, np.ndarray] | None:
+    """The per-request records ``--save-detailed`` keeps (seconds), as ms per metric; successful requests only.
+
+    vLLM's TPOT is ``(latency - ttft) / (output_len - 1)`` per request with at least two tokens,
+    loadgen's definition; its ``ttft`` is from the request's send (a closed loop's TTFT).
+    """
+    keys = ("ttfts", "latencies", "output_lens", "itls", "errors")
+    columns = [doc.get(k) for k in keys]
+    if not all(isinstance(c, list) for c in columns) or len({len(c) for c in columns if isinstance(c, list)}) != 1:
+        return None
+    ttfts, latencies, outs, itls, errors = columns
+    assert ttfts is not None and latencies is not None and outs is not None and itls is not None and errors is not None
+    ok = [i for i, e in enumerate(errors) if not e]
+    try:
+        ttft = np.array([float(ttfts[i]) for i in ok]) * 1000.0
+        e2e = np.array([float(latencies[i]) for i in ok]) * 1000.0
+        out = np.array([int(outs[i]) for i in ok])
+        gaps = np.array([float(g) for i in ok for g in itls[i]]) * 1000.0
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"{where}: per-request records (ttfts, latencies, output_lens, itls): expected numbers"
+        ) from None
+    if not all(np.isfinite(a).all() and (a >= 0).all() for a in (ttft, e2e, gaps)):
+        raise UsageError(f"{where}: per-request records hold a negative or non-finite time")
+    many = out >= 2
+    tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
+    return {Metric.TTFT: ttft, Metric.TTFT_SENT: ttft, Metric.E2E: e2e, Metric.TPOT: tpot, Metric.ITL: gaps}
 
 
 def _stat_quantities(metric: Metric, stats: Mapping[str, Any]) -> dict[Quantity, float]:
@@ -427,17 +460,18 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
     tok_s = lv.output_tokens_per_s if lv.output_tokens_per_s is not None else (out_mean or 0.0) * rps
     completed = max(1, round(rps * window))
     output_tokens = round((out_mean or 0.0) * completed)
-    histograms = {}
-    for metric in IMPORTED_METRICS:
-        anchors = {q.percentile: v for q, v in latencies.items() if q.metric == metric and q.percentile is not None}
-        mean = next((v for q, v in latencies.items() if q.metric == metric and q.aggregate is not None), None)
-        h = LatencyHistogram()
-        if anchors or mean is not None:
-            n = completed if metric != Metric.ITL else max(completed, completed * max(int(out_mean or 2) - 1, 1))
-            h.record_many_s(synthesise(anchors, mean, min(n, 200_000)) / 1000.0)
-        histograms[metric] = h
-    for metric in (Metric.TTFT_SENT, Metric.QUEUE, Metric.LAG):
-        histograms[metric] = LatencyHistogram()
+    histograms = {metric: LatencyHistogram() for metric in Metric}
+    if lv.samples is not None:
+        for metric, values in lv.samples.items():
+            histograms[metric].record_many_s(values / 1000.0)
+        notes.append(f"histograms from the file's {len(lv.samples[Metric.E2E])} per-request records")
+    else:
+        for metric in IMPORTED_METRICS:
+            anchors = {q.percentile: v for q, v in latencies.items() if q.metric == metric and q.percentile is not None}
+            mean = next((v for q, v in latencies.items() if q.metric == metric and q.aggregate is not None), None)
+            if anchors or mean is not None:
+                n = completed if metric != Metric.ITL else max(completed, completed * max(int(out_mean or 2) - 1, 1))
+                histograms[metric].record_many_s(synthesise(anchors, mean, min(n, 200_000)) / 1000.0)
     concurrency = lv.load.value if lv.load.kind == "concurrency" else _littles(lv, rps)
     server = ServerSample("imported", 1, lv.running_batch, None) if lv.running_batch is not None else None
     prompt = round((lv.prompt_tokens or 0.0) * completed)
@@ -456,6 +490,7 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
         server=server,
         offered=completed,
         given={q.key: v for q, v in latencies.items()},
+        synthesised=lv.samples is None,
     )
     return level, notes
 

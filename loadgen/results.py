@@ -184,9 +184,10 @@ class LevelResult:
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
     bound_workers: tuple[str, ...] = ()  # a split level: each worker that was client-bound on its own, and why
     # imported levels: the source's own figures by quantity key (``tpot_p95``, ``itl_mean``: ms), read back
-    # exactly; every other statistic of their synthesised histograms is absent, never read off them
-    # (None: measured, every statistic real)
+    # exactly (None: measured); with ``synthesised`` the histograms were made to fit those figures, so every
+    # other statistic is absent, never read off them (a file with per-request records gives real ones)
     given: Mapping[str, float] | None = None
+    synthesised: bool = False
 
     @property
     def failed(self) -> int:
@@ -279,8 +280,10 @@ class LevelResult:
 
     def statistic_ms(self, quantity: Quantity) -> float | None:
         """A percentile, mean or maximum in ms; an imported source's own figure, exactly, or None without it."""
-        if self.given is not None:
-            return self.given.get(quantity.key)
+        if self.given is not None and quantity.key in self.given:
+            return self.given[quantity.key]
+        if self.synthesised:
+            return None
         hist = self.histograms[quantity.metric]
         value = (
             hist.mean_us()
@@ -299,7 +302,7 @@ class LevelResult:
 
     def absent_because(self, quantity: Quantity) -> str | None:
         """Why a statistic has no value here, in words a report can print (None: it has one)."""
-        if self.given is not None and quantity.key not in self.given:
+        if self.synthesised and (self.given is None or quantity.key not in self.given):
             return f"{quantity.key} not in the imported file"
         return None if self.histograms[quantity.metric].count else f"no {quantity.metric.value} samples"
 
@@ -375,6 +378,7 @@ class LevelResult:
             "runqueue_wait_s": self.runqueue_wait_s,
             "bound_workers": list(self.bound_workers),
             "given": dict(sorted(self.given.items())) if self.given is not None else None,
+            "synthesised": self.synthesised,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -419,6 +423,7 @@ class LevelResult:
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),
             bound_workers=tuple(str(x) for x in raw.get("bound_workers") or ()),
             given=None if raw.get("given") is None else {str(k): float(v) for k, v in raw["given"].items()},
+            synthesised=bool(raw.get("synthesised", False)),
         )
 
 

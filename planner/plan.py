@@ -132,7 +132,7 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
             if model is not None and model is not fit:
                 warnings += [f"{model_name(slo)} law: {w}" for w in model.warnings]
         limits.append(max_batch_under_slo(obs, saturation, slo, model))
-    if results.settings.get("imported"):
+    if any(lv.synthesised for lv in results.levels):
         # synthesised histograms answer the table's percentiles, not their confidence intervals
         limits = [
             dataclasses.replace(lim, quality="unknown", more_requests=None)
