@@ -16,11 +16,15 @@ The table (CSV with a header row, or a JSON list of objects), one row per level:
 - optional: ``running_batch`` (the server's own mean running batch), ``completed`` (requests
   measured), ``duration_s``, ``prompt_tokens``, ``output_tokens`` (means per request).
 
-Other tools' files (each read by the keys their documentation gives; versions differ, so each
-reader takes what it finds and names what it missed): vLLM ``bench serve --save-result`` JSON
-(one level), GuideLLM's ``benchmarks.json`` (one level per benchmark) and AIPerf's
-``profile_export_aiperf.json`` (one level; its ``inter_token_latency`` is a per-request mean
-gap, which is loadgen's TPOT).
+Other tools' files (each reader checked on real files made here: ``tests/data/vllm_bench``,
+``guidellm``, ``aiperf``): vLLM ``bench serve --save-result`` JSON (one level; with
+``--save-detailed`` its per-request records become real histograms), GuideLLM's
+``benchmarks.json`` (one level per benchmark) and AIPerf's ``profile_export_aiperf.json`` (one
+level, the load from ``input_config.loadgen`` or, since 0.13, its profiling phase; its
+``inter_token_latency`` is a per-request mean gap, which is loadgen's TPOT).
+
+Nothing is invented: the figures a file prints are carried exactly (``LevelResult.given``),
+requests/s and tokens per request are read or derived by a named rule, or the level is refused.
 """
 
 from __future__ import annotations
@@ -315,15 +319,22 @@ def _guidellm(bench: Any, where: str) -> ImportedLevel:
 
 def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     """AIPerf's summary: top-level metric blocks ``{unit, avg, pNN}``; the load from its input config."""
-    loadgen = (doc.get("input_config") or {}).get("loadgen") or {}
-    concurrency = loadgen.get("concurrency", doc.get("concurrency"))
-    rate = loadgen.get("request_rate", doc.get("request_rate"))
+    config: Mapping[str, Any] = doc["input_config"] if isinstance(doc.get("input_config"), Mapping) else {}
+    loadgen: Mapping[str, Any] = config["loadgen"] if isinstance(config.get("loadgen"), Mapping) else {}
+    # AIPerf 0.13 and later: the load is the profiling phase's (``phases: [{kind: profiling, concurrency: 4}]``)
+    phases = [p for p in config.get("phases") or () if isinstance(p, Mapping) and p.get("kind") == "profiling"]
+    phase: Mapping[str, Any] = phases[0] if len(phases) == 1 else {}
+    concurrency = loadgen.get("concurrency", phase.get("concurrency", doc.get("concurrency")))
+    rate = loadgen.get("request_rate", phase.get("request_rate", doc.get("request_rate")))
     if isinstance(concurrency, int) and concurrency > 0:
         load = Load("concurrency", float(concurrency))
     elif isinstance(rate, int | float) and rate > 0:
         load = Load("rate", float(rate), "poisson", 1.0)
     else:
-        raise UsageError(f"{where}: no input_config.loadgen.concurrency or request_rate: the load is unknown")
+        raise UsageError(
+            f"{where}: no concurrency or request_rate in input_config (loadgen, or the profiling phase): "
+            "the load is unknown"
+        )
     latencies: dict[Quantity, float] = {}
     # AIPerf's inter_token_latency is (latency - TTFT) / (tokens - 1) per request: loadgen's TPOT
     names = {"time_to_first_token": Metric.TTFT, "inter_token_latency": Metric.TPOT, "request_latency": Metric.E2E}
