@@ -123,8 +123,18 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
         warnings += [f"{fit_statistic(statistic)} law: {w}" for w in fit.warnings]
     warnings += _mix_warnings(obs, saturation.unsaturated)
     limits = []
+    # A TTFT or E2E promise is a queueing promise: at a target QPS the sizing simulation judges it on
+    # open-loop arrivals per replica count, as what-if mode does. The closed-loop levels measured it at
+    # another load shape, so there it would cap the batch beside a simulation that says otherwise.
+    by_simulation = bool(request.qps and request.simulate and (request.output_tokens or obs.output_tokens_mean))
+    queueing = [s for s in request.slos if by_simulation and s.metric in (Metric.TTFT, Metric.E2E)]
+    if queueing:
+        warnings.append(
+            f"{', '.join(model_name(s) for s in queueing)}: judged by the sizing simulation at {request.qps:g} QPS, "
+            "not used to cap the batch (the sweep's closed loop measured it under another load shape)"
+        )
     for slo in request.slos:
-        if slo.metric is None:
+        if slo.metric is None or slo in queueing:
             continue
         model = None
         if slo.metric == Metric.TPOT:  # TTFT is queueing, ITL sees prefill stalls: measured answers only

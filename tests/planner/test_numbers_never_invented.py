@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.results import SloTarget
+from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.replica_sim import simulate
@@ -89,3 +89,16 @@ def test_a_level_the_report_does_not_trust_passes_no_slo() -> None:
     slos = (SloTarget.from_key("tpot_p95_ms", 50.0),)
     table = slo_verdicts(results, slos, level_verdicts(results, None, slos))
     assert table is not None and table.rows[0][1].startswith("untrusted (")
+
+
+def test_a_ttft_slo_caps_the_batch_only_where_no_simulation_judges_it() -> None:
+    """Item 9: closed-loop TTFT at a concurrency was a batch limit beside the open-loop simulation of the
+    same SLO. With a target QPS the simulation judges it (as in what-if mode); without one it is all we have."""
+    results = sweep_results(law_sweep(25, 0.4, 256, (1, 4, 16, 32)))
+    slos = (SloTarget.from_key("tpot_p95_ms", 40.0), SloTarget.from_key("ttft_p95_ms", 1000.0))
+    sized = plan_from_results(results, PlanRequest(slos=slos, qps=5, output_tokens=32, seed=1))
+    assert [lim.slo.key for lim in sized.limits] == ["tpot_p95_ms"]
+    assert any(w.startswith("ttft_p95: judged by the sizing simulation at 5 QPS") for w in sized.warnings)
+    assert sized.simulated is not None and sized.simulated.estimate(Metric.TTFT) is not None
+    unsized = plan_from_results(results, PlanRequest(slos=slos))
+    assert [lim.slo.key for lim in unsized.limits] == ["tpot_p95_ms", "ttft_p95_ms"]
