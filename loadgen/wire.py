@@ -60,7 +60,8 @@ class _Connection(asyncio.Protocol):
         self.done: asyncio.Future[None] | None = None
         self.closed = False
         self.in_body = False
-        self.header_bytes = 0
+        self.header_bytes = 0  # of header names and values (llhttp's complete headers)
+        self.head_bytes = 0  # read before the headers were complete (status line and headers as they arrive)
         self.content_type = b""
         self.framed = False  # the body's end is marked (a length or chunking), not the connection's close
         self.wanted = True  # the exchange still reads the body
@@ -71,8 +72,15 @@ class _Connection(asyncio.Protocol):
         self.pool.open.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.head_bytes += 0 if self.in_body else len(data)
         try:
             self.parser.feed_data(data)
+            if not self.in_body and self.head_bytes > MAX_HEADER_BYTES and self.exchange is not None:
+                # llhttp buffers a header (or status line) until it ends: an endless one would grow
+                # without bound, so the head is capped as it arrives, not when it is complete
+                raise _HeadersTooLarge
+        except _HeadersTooLarge:
+            self._finish(ErrorKind.PROTOCOL, f"response head over {MAX_HEADER_BYTES // 1024} KiB", reusable=False)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__ or exc
             if isinstance(cause, _HeadersTooLarge):
@@ -88,6 +96,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.open.discard(self)
+        self.pool.forget_draining(self)
         if self.exchange is not None:
             if self.in_body and not self.framed:  # a body without length or chunking ends with the connection
                 self._finish(None, None, reusable=False)
@@ -134,7 +143,7 @@ class _Connection(asyncio.Protocol):
     # exchange bookkeeping
     def start(self, exchange: Exchange, request: bytes) -> asyncio.Future[None]:
         assert self.transport is not None
-        self.exchange, self.in_body, self.header_bytes, self.wanted = exchange, False, 0, True
+        self.exchange, self.in_body, self.header_bytes, self.head_bytes, self.wanted = exchange, False, 0, 0, True
         self.content_type, self.framed = b"", False
         self.done = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -151,9 +160,12 @@ class _Connection(asyncio.Protocol):
             self._release(self.parser.should_keep_alive())
         elif reusable is False:
             self._release(False)
+        else:
+            self.pool.draining.append(self)
 
     def _release(self, keep: bool) -> None:
         self.done = None
+        self.pool.forget_draining(self)
         if keep and not self.closed:
             self.pool.idle.append(self)
         else:
@@ -201,6 +213,13 @@ class Wire:
         self.limit = asyncio.Semaphore(max_connections) if max_connections > 0 else None
         self.idle: list[_Connection] = []
         self.open: set[_Connection] = set()
+        # answers over for their caller ([DONE], enough of an error body) whose HTTP message has not ended:
+        # reusable once it does, but a server may never end it, so each is given up for a new connection
+        self.draining: list[_Connection] = []
+
+    def forget_draining(self, conn: _Connection) -> None:
+        if conn in self.draining:
+            self.draining.remove(conn)
 
     async def post(self, request: bytes, exchange: Exchange) -> None:
         """Send one serialised request and feed its answer to ``exchange`` until it ends.
@@ -226,12 +245,21 @@ class Wire:
                 self.limit.release()
 
     async def _connection(self, exchange: Exchange) -> _Connection | None:
-        """An idle connection still open, or a new one; None when none could be made (exchange told)."""
+        """An idle connection still open, or a new one; None when none could be made (exchange told).
+
+        A new connection replaces the oldest draining one, so the connections held never outnumber the
+        requests in flight: a server that never ends its messages cannot make them pile up. One that
+        already sent the rest (waiting in its socket) gets one turn of the loop to become idle first.
+        """
+        if not self.idle and any(conn.readable() for conn in self.draining):
+            await asyncio.sleep(0)
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed and not conn.readable():
                 return conn
             conn.abort()
+        if self.draining:
+            self.draining.pop(0).abort()
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
@@ -255,3 +283,4 @@ class Wire:
             conn.abort()
         self.open.clear()
         self.idle.clear()
+        self.draining.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,13 @@ BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
 async def one_request(reply: Reply, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
     async with raw_server(reply) as url:
         return await post(url + "/", transport, **kwargs)
+
+
+async def post_on(http: Any) -> RequestRecord:
+    """One streamed completion on an open client."""
+    return await stream_request(
+        http, "completions", BODY, "completions", t_intended=time.monotonic(), clock=time.monotonic, timeout_s=5
+    )
 
 
 async def post(base_url: str, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
@@ -285,3 +293,68 @@ async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> 
                         break
                     await asyncio.sleep(0.01)
             assert len(http.wire.open) == 1 and len(http.wire.idle) == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("tail", [b"", b"x" * 100], ids=["silent", "body-after-done"])
+async def test_an_answer_whose_http_message_never_ends_holds_no_more_connections_than_streams(
+    transport: str, tail: bytes
+) -> None:
+    """Issue 31, item 1: after [DONE] the server keeps the message open (nothing more, or stray body bytes
+    and never the last chunk). Each answer is complete for the caller, and the client holds at most one
+    connection per stream: the native wire leaked one per request (~800 open files after 12 s at c=4)."""
+    events = chunked(b'data: {"choices":[{"text":"a"}]}\n\n') + chunked(b"data: [DONE]\n\n")
+    events += chunked(tail) if tail else b""  # an empty chunk would be the last chunk: the message's end
+    open_now, most = 0, 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now, most
+        open_now += 1
+        most = max(most, open_now)
+        try:
+            while True:  # keep-alive: answer each request on this connection, never ending the message
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(
+                    next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
+                )
+                await reader.readexactly(length)
+                writer.write(SSE_HEAD + events)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            open_now -= 1
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
+    options = HttpOptions(timeout_s=5, transport=transport)  # type: ignore[arg-type]
+    async with server, make_http_client(url, {}, options) as http:
+
+        async def worker() -> list[RequestRecord]:
+            return [await post_on(http) for _ in range(10)]
+
+        records = [r for rs in await asyncio.gather(*(worker() for _ in range(4))) for r in rs]
+    assert all(r.error is None for r in records), [r.error_detail for r in records if r.error]
+    assert most <= 4 + 1, f"{most} connections open at once for 4 streams"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("head", [b"HTTP/1.1 200 OK\r\nx-endless: ", b"HTTP/1.1 200 "], ids=["header", "status-line"])
+async def test_an_endless_response_head_is_refused_as_it_grows(transport: str, head: bytes) -> None:
+    """Issue 31, item 2: the native wire checked its 64 KiB cap only when a header ended, so an endless
+    header value (or status line) grew memory until --timeout. The server offers 64 MiB of it, then
+    hangs up; the request must fail as a protocol error (not a connection closed after it all)."""
+
+    async def endless(writer: asyncio.StreamWriter) -> None:
+        writer.write(head)
+        for _ in range(6_400):
+            writer.write(b"a" * 10_240)
+            await writer.drain()
+
+    started = time.monotonic()
+    record = await one_request(endless, transport)
+    assert record.error == ErrorKind.PROTOCOL, record
+    assert time.monotonic() - started < 5
