@@ -204,7 +204,11 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
         given = Prefill(request.prefill_ms_per_token, prompt, "--prefill-ms-per-token")
         return given, Prefill(given.ms_per_token, swept_prompt, given.source).per_seq_ms(swept_output)
     single = next(
-        (i for i, lv in enumerate(obs.levels) if lv.concurrency <= 1.5 and _ttft_at_idle(obs.results[i]) is not None),
+        (
+            (lv.label, ttft)
+            for lv, level in zip(obs.levels, obs.results)
+            if lv.concurrency <= 1.5 and (ttft := _ttft_at_idle(level)) is not None
+        ),
         None,
     )
     if single is None:
@@ -212,29 +216,24 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
     if fit is None or not swept_prompt:
         why = "no step law was fitted" if fit is None else "the sweep's prompt length is unknown"
         return Prefill(0.0, prompt, f"none: {why} (give --prefill-ms-per-token)"), 0.0
-    ttft = _ttft_at_idle(obs.results[single])
-    assert ttft is not None
+    label, ttft = single
     held = 1 - 1 / swept_output if swept_output and swept_output > 1 else 1.0
     per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
-    fitted = Prefill(per_token, prompt, f"fitted from TTFT at {obs.levels[single].label}")
+    fitted = Prefill(per_token, prompt, f"fitted from TTFT at {label}")
     return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
 
 
 def _ttft_at_idle(level: LevelResult) -> float | None:
     """TTFT from sent at concurrency 1: an imported table has only TTFT (the same thing in a closed loop),
     often only its mean."""
-    return next(
-        (
-            v
-            for v in (
-                level.percentile_ms(Metric.TTFT_SENT, 50),
-                level.percentile_ms(Metric.TTFT, 50),
-                level.mean_ms(Metric.TTFT),
-            )
-            if v is not None
-        ),
-        None,
-    )
+    for value in (
+        level.percentile_ms(Metric.TTFT_SENT, 50),
+        level.percentile_ms(Metric.TTFT, 50),
+        level.mean_ms(Metric.TTFT),
+    ):
+        if value is not None:
+            return value
+    return None
 
 
 def fit_statistic(percentile: float | None) -> str:
