@@ -151,7 +151,8 @@ class LevelRecorder:
         if record.chunk_tokens is not None:
             weights: tuple[float, ...] | list[float] = record.chunk_tokens
         else:  # spread the server's count over the chunks (merged chunks carry several tokens)
-            weights = [(record.output_tokens or len(times)) / len(times)] * len(times)
+            count = record.output_tokens if record.output_tokens is not None else len(times)  # 0 is a count
+            weights = [count / len(times)] * len(times)
         lo, hi = self.window_start, self.window_end
         return float(sum(w for t, w in zip(times, weights) if lo <= t <= hi))
 
@@ -256,7 +257,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
     if record.chunk_tokens is not None and gaps.size:
         n = np.maximum(np.asarray(record.chunk_tokens[1:]), 1)
         gaps = np.repeat(gaps / n, n)
-    first, last = record.t_first, record.t_last
+    # the server's usage saying 0 output tokens outweighs an empty delta: nothing was generated to time
+    first, last = (None, None) if record.output_tokens == 0 else (record.t_first, record.t_last)
     return RequestMetrics(
         e2e_s=record.t_done - record.t_intended,
         ttft_s=None if first is None else first - record.t_intended,
