@@ -65,6 +65,7 @@ class _Connection(asyncio.Protocol):
         self.content_type = b""
         self.framed = False  # the body's end is marked (a length or chunking), not the connection's close
         self.wanted = True  # the exchange still reads the body
+        self.interim = False  # reading a 1xx response that comes before the answer
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,6 +90,8 @@ class _Connection(asyncio.Protocol):
                 )
             else:  # an Exchange callback raised: a bug, named in the failure rather than lost in a log
                 self._finish(ErrorKind.STREAM_BROKEN, f"{type(cause).__name__}: {cause}", reusable=False)
+        except httptools.HttpParserUpgrade:  # 101 Switching Protocols: not an answer this client can read
+            self._finish(ErrorKind.PROTOCOL, "the server switched protocols (101)", reusable=False)
         except httptools.HttpParserError as exc:
             kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.PROTOCOL
             self._finish(kind, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
@@ -121,6 +124,10 @@ class _Connection(asyncio.Protocol):
         exchange = self.exchange
         if exchange is None:
             return
+        if 100 <= self.parser.get_status_code() < 200:  # 100 Continue, 103 Early Hints: the answer follows
+            self.interim = True
+            self.header_bytes, self.content_type, self.framed = 0, b"", False
+            return
         self.in_body = True
         self.wanted = exchange.on_response(self.parser.get_status_code(), self.content_type.decode("latin-1"))
         if not self.wanted:
@@ -135,6 +142,9 @@ class _Connection(asyncio.Protocol):
                 self._finish(None, None, reusable=None)
 
     def on_message_complete(self) -> None:
+        if self.interim:  # the end of an interim response, not of the answer
+            self.interim = False
+            return
         if self.exchange is not None:
             self._finish(None, None, reusable=True)
         elif self.done is not None and not self.closed:  # finished early, now fully read
@@ -144,7 +154,7 @@ class _Connection(asyncio.Protocol):
     def start(self, exchange: Exchange, request: bytes) -> asyncio.Future[None]:
         assert self.transport is not None
         self.exchange, self.in_body, self.header_bytes, self.head_bytes, self.wanted = exchange, False, 0, 0, True
-        self.content_type, self.framed = b"", False
+        self.content_type, self.framed, self.interim = b"", False, False
         self.done = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self.done

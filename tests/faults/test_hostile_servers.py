@@ -213,6 +213,43 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     assert any("without streaming any output token" in c for c in caveats(results))
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(transport: str) -> None:
+    """Issue 31, item 15: usage 0 with one empty delta counted as completed with a TTFT and one token of
+    throughput (``output_tokens or len(times)`` read 0 as missing): 291.6 tok/s from 0-token answers."""
+    from loadgen.metrics import LevelRecorder
+    from loadgen.results import Load
+
+    zero = SSE_HEAD + chunked(
+        b'data: {"choices":[{"text":""}]}\n\n'
+        b'data: {"choices":[{"text":"","finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":0}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    record = await one_request(sends(zero + b"0\r\n\r\n"), transport)
+    assert record.error is None and record.output_tokens == 0, record
+    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder.add(record)
+    level = recorder.finish(record.t_done + 1)
+    assert level.completed == 1 and level.empty == 1
+    assert level.histograms[Metric.TTFT].count == 0 and level.window_output_tokens == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_interim_responses_are_skipped_and_a_protocol_switch_is_a_named_failure(transport: str) -> None:
+    """Issue 31, item 3: the native wire took 100 Continue / 103 Early Hints as the answer (stream_broken)
+    and let 101's HttpParserUpgrade out as a traceback."""
+    answer = SSE_HEAD + chunked(b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\n') + b"0\r\n\r\n"
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </s.css>; rel=preload\r\n\r\n"
+    record = await one_request(sends(interim + answer), transport)
+    assert record.error is None and len(record.chunk_times) == 1, record
+    switch = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n"
+    record = await one_request(sends(switch), transport)
+    assert record.error in (ErrorKind.PROTOCOL, ErrorKind.HTTP_4XX, ErrorKind.STREAM_BROKEN), record
+    assert record.error_detail
+
+
 def test_the_sse_cap_is_a_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
