@@ -44,7 +44,7 @@ import numpy as np
 
 from loadgen import __version__
 from loadgen.errors import UsageError
-from loadgen.histogram import LatencyHistogram
+from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
 from loadgen.textfiles import read_text
@@ -152,7 +152,23 @@ def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
     return _checked(level, where)
 
 
+MAX_LATENCY_MS = HistogramConfig().highest / 1000.0  # what a results file's histograms can hold (one hour)
+
+
 def _checked(level: ImportedLevel, where: str) -> ImportedLevel:
+    """Refuse a level no results file can hold honestly: every reader's numbers pass through here."""
+    if not (math.isfinite(level.load.value) and level.load.value > 0):
+        raise UsageError(f"{where}: the load ({level.load.kind}) must be a finite number > 0, got {level.load.value}")
+    for quantity, value in level.latencies.items():
+        if not (math.isfinite(value) and 0 <= value <= MAX_LATENCY_MS):
+            raise UsageError(
+                f"{where}: {quantity.key}: expected a latency between 0 and {MAX_LATENCY_MS:,.0f} ms, got {value!r}"
+            )
+    for name in ("output_tokens_per_s", "requests_per_s", "running_batch", "duration_s", "prompt_tokens",
+                 "output_tokens"):  # fmt: skip
+        value = getattr(level, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{where}: {name}: expected a finite number >= 0, got {value!r}")
     if level.output_tokens_per_s is None and level.requests_per_s is None:
         raise UsageError(f"{where}: give output_tokens_per_s or requests_per_s (the level's throughput)")
     if not any(q.metric == Metric.TPOT or q.metric == Metric.ITL for q in level.latencies):

@@ -61,3 +61,24 @@ def test_a_plan_from_them_recovers_the_simulators_law_and_trusts_its_intervals(i
     assert plan.fit is not None and plan.fit_statistic == "tpot_p50"
     assert plan.fit.base_ms == pytest.approx(25.0, rel=0.05) and plan.fit.per_seq_ms == pytest.approx(0.4, rel=0.25)
     assert not any("percentile intervals unknown" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"p99_tpot_ms": float("nan")}, "tpot_p99: expected a latency between 0 and 3,600,000 ms, got nan"),
+        ({"mean_ttft_ms": float("inf")}, "ttft_mean: expected a latency between 0 and 3,600,000 ms, got inf"),
+        ({"median_itl_ms": -3.0}, "itl_p50: expected a latency"),
+        ({"median_e2el_ms": 1e308}, "e2e_p50: expected a latency"),
+        ({"max_concurrency": float("inf")}, "the load (concurrency) must be a finite number > 0"),
+    ],
+)
+def test_a_non_finite_or_negative_figure_is_refused_by_name(tmp_path: Path, change: dict, message: str) -> None:  # type: ignore[type-arg]
+    """Issue 31, item 4: NaN/inf/negative/1e308 latencies were imported silently, and an infinite
+    max_concurrency was written into a results file that plan, report and gate could not read."""
+    doc = {**json.loads(FILES[0].read_text()), **change}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))  # Python writes NaN and Infinity, as vLLM's json.dump does
+    done = runner.invoke(app, ["import", str(bad), "-o", str(tmp_path / "x.json")])
+    assert done.exit_code == 2 and message in " ".join(done.output.split()), done.output
+    assert not (tmp_path / "x.json").exists()
