@@ -7,6 +7,7 @@ from typing import Any
 
 from planner.compare import Delta
 from planner.gate import CheckResult, GateVerdict
+from planner.markdown import md_text
 
 
 def _value(quantity: str, value: float | None) -> str:
@@ -68,12 +69,12 @@ def to_markdown(verdict: GateVerdict) -> str:
     icon = {"pass": "PASS", "fail": "FAIL", "untrusted": "UNTRUSTED"}[verdict.status]
     out = [f"### loadgen gate: {icon} (exit {verdict.exit_code})", ""]
     if verdict.untrusted:
-        out += ["**The run cannot be trusted:**", *[f"- {u}" for u in verdict.untrusted], ""]
+        out += ["**The run cannot be trusted:**", *[f"- {md_text(u)}" for u in verdict.untrusted], ""]
     if verdict.checks:
         out += ["| level | check | value | result |", "|---|---|---:|---|"]
         for r in verdict.checks:
             out.append(
-                f"| {r.level} | `{r.check.text}` | {r.absent or _value(r.check.quantity, r.value)} | "
+                f"| {md_text(r.level)} | {md_text(r.check.text)} | {r.absent or _value(r.check.quantity, r.value)} | "
                 f"{'pass' if r.passed else '**FAIL**'} |"
             )
         out.append("")

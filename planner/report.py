@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
+from planner.markdown import md_text
 from planner.plan import CapacityPlan
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
@@ -415,22 +416,18 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
     return "; ".join([*parts, trust]) + "."
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def to_markdown(report: Report) -> str:
-    out = [f"# {report.title}", "", f"**{_md_cell(report.headline)}**", ""]
-    out += [f"- **{k}**: {_md_cell(v)}" for k, v in report.meta]
+    out = [f"# {md_text(report.title)}", "", f"**{md_text(report.headline)}**", ""]
+    out += [f"- **{k}**: {md_text(v)}" for k, v in report.meta]
     for section in report.sections:
         out += ["", f"## {section.title}", ""]
-        out += [p + "\n" for p in section.paragraphs]
+        out += [md_text(p) + "\n" for p in section.paragraphs]
         if section.table is not None:
             t = section.table
-            out.append("| " + " | ".join(_md_cell(c) for c in t.columns) + " |")
+            out.append("| " + " | ".join(md_text(c) for c in t.columns) + " |")
             out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(t.columns))) + "|")
-            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
-        out += [f"- {_md_cell(b)}" for b in section.bullets]
+            out += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in t.rows]
+        out += [f"- {md_text(b)}" for b in section.bullets]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -191,3 +191,18 @@ def test_the_report_leads_with_a_one_line_headline_in_every_format(tmp_path: Pat
     md = tmp_path / "r.md"
     assert runner.invoke(app, ["report", str(stored), "-o", str(md)]).exit_code == 0
     assert md.read_text().splitlines()[:3] == ["# Capacity report: sim-model", "", f"**{doc['headline']}**"]
+
+
+def test_server_text_in_markdown_is_text_not_html(ci_sweep: Path, tmp_path: Path) -> None:
+    """Issue 31, item 21: a model id '<script>...' reached report.md and the gate summary raw (HTML escaped it)."""
+    hostile = '<script>alert("x")</script> | <img src=x onerror=alert(1)>'
+    results = load(ci_sweep)
+    poisoned = tmp_path / "poisoned.json"
+    save_atomic(replace(results, target=replace(results.target, model=hostile)), poisoned)
+    report, summary = tmp_path / "report.md", tmp_path / "summary.md"
+    assert invoke("report", str(poisoned), "-o", str(report)).exit_code == 0
+    invoke("gate", str(poisoned), "--require", "tpot_p95<1ms", "--summary-md", str(summary))
+    for path in (report, summary):
+        text = path.read_text()
+        assert "<script" not in text and "<img" not in text, path
+    assert "&lt;script&gt;" in report.read_text() and "tpot_p95&lt;1ms" in summary.read_text()
