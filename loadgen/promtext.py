@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,6 +35,8 @@ def parse_samples(text: str) -> dict[str, float]:
         if not line or line[0] == "#":
             continue
         if "{" in line:
+            if "}" not in line:  # a label set that never closes: not a sample
+                continue
             name, fields = line[: line.index("{")], line[line.rindex("}") + 1 :].split()
         else:
             name, *fields = line.split()
@@ -41,6 +44,8 @@ def parse_samples(text: str) -> dict[str, float]:
         try:
             value = float(value_str)
         except ValueError:
+            continue
+        if not math.isfinite(value):  # NaN or +Inf says nothing about a batch, and is not JSON
             continue
         totals[name] = totals.get(name, 0.0) + value
     return totals

@@ -137,11 +137,11 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
         raise EndpointError(f"{shown_url}: /models answered HTTP {status}")
     try:
         ids = [m["id"] for m in response.json()["data"]]
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
         raise EndpointError(
             f"{shown_url}: /models did not return an OpenAI model list: not an OpenAI-compatible server?"
         ) from None
-    served = [str(i) for i in ids]
+    served = [i for i in ids if isinstance(i, str) and i]  # an id null or 7 names no model
     if model:
         return model, served  # servers behind gateways may list fewer models than they route
     if not served:

@@ -395,3 +395,48 @@ async def test_an_endless_response_head_is_refused_as_it_grows(transport: str, h
     record = await one_request(endless, transport)
     assert record.error == ErrorKind.PROTOCOL, record
     assert time.monotonic() - started < 5
+
+
+def test_non_finite_gauges_and_an_unclosed_label_set_are_not_samples() -> None:
+    """Issue 31, items 9 and 17: a /metrics line with '{' but no '}' was a traceback; NaN and +Inf gauges
+    were written into results as NaN/Infinity (not JSON)."""
+    from loadgen.promtext import parse_samples, read_gauges
+
+    text = (
+        'vllm:num_requests_running{engine="0"} NaN\n'
+        'vllm:num_requests_running{engine="1"} 3\n'
+        "vllm:num_requests_waiting +Inf\n"
+        'vllm:num_requests_waiting{engine="0" 7\n'
+    )
+    assert parse_samples(text) == {"vllm:num_requests_running": 3.0}
+    gauges = read_gauges(text)
+    assert gauges is not None and gauges[1:3] == (3.0, 0.0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("models", "expected"),
+    [
+        (b'{"data": [{"id": null}, {"id": 7}, {"id": "served"}]}', "served"),
+        (b'{"data": [{"id": null}]}', "lists no model; pass --model"),
+        (b'{"data": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "did not return an OpenAI model list"),
+    ],
+    ids=["null-ids-skipped", "only-null", "deep-json"],
+)
+async def test_models_ids_that_name_no_model_are_skipped_and_a_deep_list_is_refused(
+    models: bytes, expected: str
+) -> None:
+    """Issue 31, items 9 and 17: an id null became the model "None"; a 200,000-deep list was a traceback."""
+    import httpx
+
+    from loadgen.errors import EndpointError
+    from loadgen.target import resolve_model
+
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(models)
+    async with raw_server(sends(head + models)) as url, httpx.AsyncClient(base_url=url + "/") as http:
+        try:
+            model, _ = await resolve_model(http, url, None)
+        except EndpointError as exc:
+            assert expected in str(exc)
+        else:
+            assert model == expected
