@@ -73,7 +73,9 @@ class Load:
         kind = raw["kind"]
         if kind not in ("concurrency", "rate"):
             raise ValueError(f"load.kind must be concurrency or rate, got {kind!r}")
-        value = raw["value"]
+        value = float(raw["value"])
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"load.value must be a finite number > 0, got {raw['value']!r}")
         if kind == "concurrency":
             value = int(value)
         return cls(kind, value, raw.get("arrival"), raw.get("burstiness"), raw.get("max_in_flight"))
@@ -387,6 +389,7 @@ class LevelResult:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], config: HistogramConfig) -> LevelResult:
+        _check_level_numbers(raw)
         oor = raw.get("out_of_range", {})
         hists = raw["histograms"]
         tokens = raw["tokens"]
@@ -425,6 +428,26 @@ class LevelResult:
             given=None if raw.get("given") is None else {str(k): float(v) for k, v in raw["given"].items()},
             synthesised=bool(raw.get("synthesised", False)),
         )
+
+
+def _check_level_numbers(raw: Mapping[str, Any]) -> None:
+    """A level's counts and window as a results file must hold them (ValueError names the field).
+
+    Hand-edited or corrupted files gave "-30 failed requests", a NaN window that left a level
+    trusted, or an OverflowError from 1e400; every later reader relies on these being sane.
+    """
+    window = float(raw["window_s"])
+    if not (math.isfinite(window) and window >= 0):
+        raise ValueError(f"window_s must be a finite number >= 0, got {raw['window_s']!r}")
+    concurrency = float(raw["achieved_concurrency"])
+    if not (math.isfinite(concurrency) and concurrency >= 0):
+        raise ValueError(f"achieved_concurrency must be a finite number >= 0, got {raw['achieved_concurrency']!r}")
+    counts = {"completed": raw["completed"], **{f"errors.{k}": v for k, v in raw["errors"].items()}}
+    counts.update({f"tokens.{k}": v for k, v in raw["tokens"].items() if k != "estimated"})
+    for name, value in counts.items():
+        number = float(value)
+        if not (math.isfinite(number) and number >= 0):
+            raise ValueError(f"{name} must be a finite count >= 0, got {value!r}")
 
 
 def mean_prompt_tokens(levels: Sequence[LevelResult]) -> float | None:
@@ -640,7 +663,7 @@ class Results:
                 histogram_config=config,
                 notes=tuple(raw.get("notes", ())),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise ResultsError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
 
 

@@ -206,3 +206,31 @@ def test_server_text_in_markdown_is_text_not_html(ci_sweep: Path, tmp_path: Path
         text = path.read_text()
         assert "<script" not in text and "<img" not in text, path
     assert "&lt;script&gt;" in report.read_text() and "tpot_p95&lt;1ms" in summary.read_text()
+
+
+@pytest.mark.parametrize("command", ["gate", "plan", "report"])
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("completed",), 1e400, "completed"),  # json writes it as Infinity, as 1e400 reads
+        (("window_s",), float("nan"), "window_s"),
+        (("errors",), {"http_5xx": -30}, "errors.http_5xx"),
+        (("load", "value"), float("inf"), "load.value"),
+    ],
+    ids=["count-1e400", "nan-window", "negative-count", "infinite-load"],
+)
+def test_impossible_numbers_in_a_results_file_are_one_line_and_untrusted(
+    ci_sweep: Path, tmp_path: Path, command: str, path: tuple[str, ...], value: object, field: str
+) -> None:
+    """Issue 31, item 11: 1e400 or Infinity ended in an OverflowError traceback (exit 1); a negative count
+    or a NaN window was read silently ("-30 failed requests", a NaN window left the level trusted)."""
+    doc = json.loads(ci_sweep.read_text())
+    node = doc["levels"][0]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    done = runner.invoke(app, [command, str(bad)])
+    assert done.exit_code == 3 and "Traceback" not in done.output, done.output
+    assert "corrupt results file" in done.stderr and field in done.stderr
