@@ -60,16 +60,25 @@ class RecordsWriter:
         self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._load: Load | None = None
         self._secrets = secrets
+        self.failed: str | None = None  # why the records stopped being written (the run goes on)
 
     def set_level(self, load: Load) -> None:
         self._load = load
 
     def write(self, record: RequestRecord) -> None:
+        if self.failed is not None:
+            return
         row = dataclasses.asdict(record)
         row["load"] = self._load.label if self._load else None
         if record.error_detail:
             row["error_detail"] = scrub(record.error_detail, self._secrets)
-        self._file.write(json.dumps(row) + "\n")
+        try:
+            self._file.write(json.dumps(row) + "\n")
+        except OSError as exc:  # a full disk ends the records, never the run (its results are still saved)
+            self.failed = exc.strerror or type(exc).__name__
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as exc:
+            self.failed = self.failed or exc.strerror or type(exc).__name__

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -681,6 +682,33 @@ def save_atomic(results: Results, path: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def fallback_paths(results: Results, path: Path) -> tuple[Path, ...]:
+    """Where a results file goes when ``path`` cannot take it: the system's temporary folder, then home."""
+    name = f"loadgen-{results.run.id}-{path.name}"
+    return (Path(tempfile.gettempdir()) / name, Path.home() / name)
+
+
+def save_with_fallback(results: Results, path: Path) -> tuple[Path, str | None]:
+    """Save at ``path``, else at the first fallback that takes it: (where it went, why ``path`` failed).
+
+    A measurement is never lost to a full disk or a folder turned read-only after the run began.
+    Raises OSError (the first failure's) only when no place could take the file.
+    """
+    try:
+        save_atomic(results, path)
+        return path, None
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        first = exc
+    for other in fallback_paths(results, path):
+        try:
+            save_atomic(results, other)
+            return other, why
+        except OSError:
+            continue
+    raise first
 
 
 def load(path: Path) -> Results:

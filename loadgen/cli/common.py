@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from loadgen.errors import LoadgenError, UsageError
+from loadgen.results import Results, save_with_fallback
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -70,6 +72,28 @@ def choice(flag: str, value: str, allowed: tuple[C, ...]) -> C:
         if member == value:
             return member
     raise UsageError(f"{flag}: expected one of {' | '.join(allowed)}, got {value!r}")
+
+
+def save_results(results: Results, output: Path, err: Console) -> bool:
+    """Save the results at ``-o``, or where a fallback takes them, and say which; True when ``-o`` took them.
+
+    The run is over and its data are in memory: a disk that filled or a folder that turned read-only
+    since the run began costs the file's place, never the measurement. As a last resort the results
+    go to standard output.
+    """
+    try:
+        where, why = save_with_fallback(results, output)
+    except OSError as exc:
+        err.print(
+            f"error: -o {output}: cannot write ({exc.strerror}), nor any fallback: the results follow on stdout",
+            highlight=False,
+        )
+        sys.stdout.write(results.to_json())
+        return False
+    if why is not None:
+        err.print(f"error: -o {output}: cannot write ({why}); results saved to {where} instead", highlight=False)
+        return False
+    return True
 
 
 def check_writable(path: Path, flag: str = "-o") -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
-from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
+from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import (
     SIM_URL,
     execute,
@@ -51,7 +51,7 @@ from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
-from loadgen.results import Metric, save_atomic
+from loadgen.results import Metric
 from loadgen.schedule import ARRIVALS
 from loadgen.session import Session, SessionHooks
 from loadgen.sim.engine import EngineConfig
@@ -304,12 +304,14 @@ def run(
         check_writable(records, "--records")
     out = consoles()
     progress = progress_observer(out.err, quiet)
+    writers: list[RecordsWriter] = []
     with contextlib.ExitStack() as open_files:
 
         def hooks_for(session: Session) -> SessionHooks:
             if records is None:
                 return SessionHooks(observer=progress)
             writer = RecordsWriter(records, session.secrets)
+            writers.append(writer)
             open_files.callback(writer.close)
             return SessionHooks(
                 observer=progress, on_record=writer.write, on_level_plan=lambda p: writer.set_level(p.load)
@@ -322,7 +324,7 @@ def run(
             hooks_for,
             virtual_time=virtual_time,
         )
-    save_atomic(result, output)
+    saved = save_results(result, output, out.err)
     level = result.levels[0]
     if json_out:
         typer.echo(json.dumps(level.summary(), indent=2))
@@ -340,9 +342,15 @@ def run(
             f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
             highlight=False,
         )
-    out.err.print(f"results written to {output}", highlight=False)
-    if not result.complete or level.completed == 0:
-        raise typer.Exit(EXIT_RUN_ERROR)  # an interrupted level, or nothing measured: never a silent success
+    lost = [w.failed for w in writers if w.failed]
+    if lost:
+        out.err.print(
+            f"error: --records {records}: writing stopped ({lost[0]}); the results are whole", highlight=False
+        )
+    if saved:
+        out.err.print(f"results written to {output}", highlight=False)
+    if not result.complete or level.completed == 0 or not saved or lost:
+        raise typer.Exit(EXIT_RUN_ERROR)  # interrupted, nothing measured, or not all saved: never a silent success
 
 
 def _trace_takes_no(concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None) -> None:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.bounds import bounded
-from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors
+from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.cli.options import (
     LOAD,
@@ -188,9 +188,20 @@ def sweep(
             f"{prof.sim.per_seq_ms:g}*running, max_num_seqs={prof.sim.max_num_seqs})",
             highlight=False,
         )
+    unsaved: list[str] = []
+
+    def checkpoint(partial: Results) -> None:
+        """Each finished level is saved at once; a failed save is said once and retried at the next level."""
+        try:
+            save_atomic(partial, output)
+        except OSError as exc:
+            if not unsaved:
+                out.err.print(f"warning: -o {output}: checkpoint failed ({exc.strerror}); the sweep goes on")
+            unsaved.append(exc.strerror or type(exc).__name__)
+
     hooks = SessionHooks(
         observer=progress_observer(out.err, quiet),
-        checkpoint=lambda partial: save_atomic(partial, output),
+        checkpoint=checkpoint,
         stop_policy=lambda done: stop_reason(
             done,
             prof.slo,
@@ -206,11 +217,12 @@ def sweep(
         lambda _: hooks,
         virtual_time=virtual_time,
     )
-    save_atomic(results, output)
+    saved = save_results(results, output, out.err)
     capacity = _plan(results, prof)
     render(results, prof.slo, json_out, capacity)
-    out.err.print(f"results written to {output}", highlight=False)
-    if not results.complete:
+    if saved:
+        out.err.print(f"results written to {output}", highlight=False)
+    if not results.complete or not saved:
         raise typer.Exit(EXIT_RUN_ERROR)
 
 
