@@ -70,8 +70,9 @@ class RecordsWriter:
             return
         row = dataclasses.asdict(record)
         row["load"] = self._load.label if self._load else None
-        if record.error_detail:
-            row["error_detail"] = scrub(record.error_detail, self._secrets)
+        for key in ("error_detail", "response_id", "request_id"):  # text a server supplied or echoed
+            if row.get(key):
+                row[key] = scrub(row[key], self._secrets)
         try:
             self._file.write(json.dumps(row) + "\n")
         except OSError as exc:  # a full disk ends the records, never the run (its results are still saved)

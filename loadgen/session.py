@@ -110,6 +110,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
     headers = session.request_headers()
     async with make_http_client(session.base_url, headers, session.http) as http:
         model, served = await resolve_model(http, shown, session.workload.model or None)
+        model = scrub(model, session.secrets)  # a /models id is the server's text: it may echo a key
         workload = replace(session.workload, model=model)
         probe_s = await _probe(http, workload, session, shown, served)
         workload = replace(workload, calibration=await _calibrate(http, workload, session))

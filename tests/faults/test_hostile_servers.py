@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from typing import Any
 
@@ -440,3 +441,79 @@ async def test_models_ids_that_name_no_model_are_skipped_and_a_deep_list_is_refu
             assert expected in str(exc)
         else:
             assert model == expected
+
+
+def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31, item 7: three paths the scrubber missed: a chunk id -> records response_id; a /models id ->
+    results target.model, settings.model and the report; a bare Basic token (base64 of user:pass) in an
+    in-stream error -> records. A real run against a server that echoes all three."""
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from loadgen.cli import app
+
+    key, user, password = "sk-live-123456", "ann", "pw-9876"
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    models = b'{"data": [{"id": "model-%s"}]}' % key.encode()
+    ok_chunk = b'data: {"id": "%s", "choices": [{"text": "a"}]}\n\n' % key.encode()
+    error = b'data: {"error": {"message": "bad credential %s"}}\n\n' % token.encode()
+    answers = [
+        SSE_HEAD + chunked(ok_chunk + b"data: [DONE]\n\n") + b"0\r\n\r\n",
+        SSE_HEAD + chunked(error) + b"0\r\n\r\n",
+    ]
+
+    async def serve() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(
+                        (
+                            int(ln.split(b":")[1])
+                            for ln in head.split(b"\r\n")
+                            if ln.lower().startswith(b"content-length")
+                        ),
+                        0,
+                    )
+                    body = await reader.readexactly(length)
+                    if head.startswith(b"GET") and b"/models" in head.split(b"\r\n")[0]:
+                        writer.write(
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                            % len(models)
+                            + models
+                        )
+                    elif head.startswith(b"GET"):
+                        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    else:
+                        writer.write(answers[len(body) % 2])
+                    await writer.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        out, records, report = tmp_path / "r.json", tmp_path / "rec.jsonl", tmp_path / "report.md"
+        url = f"http://{user}:{password}@127.0.0.1:{port}/v1"
+        argv = [sys.executable, "-m", "loadgen", "run", "--url", url, "--header", f"X-Api-Key: {key}", "--api", "completions",
+                "--concurrency", "1", "--requests", "6", "--max-tokens", "1", "--warmup", "0", "--scrape-metrics", "off",
+                "--records", str(records), "-o", str(out)]  # fmt: skip
+        async with server:
+            proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout, stderr = await asyncio.wait_for(proc.communicate(), 120)
+        assert out.exists(), stderr.decode()
+        assert CliRunner().invoke(app, ["report", str(out), "-o", str(report)]).exit_code == 0
+        texts = {p.name: p.read_text() for p in (out, records, report)} | {"output": (stdout + stderr).decode()}
+        for name, text in texts.items():
+            for secret in (key, token, password):
+                assert secret not in text, (name, secret)
+        # each path was taken: the model id, the chunk ids and the error were kept, scrubbed
+        assert '"model": "model-<redacted>"' in texts["r.json"]
+        rows = [json.loads(line) for line in texts["rec.jsonl"].splitlines()]
+        assert {r["response_id"] for r in rows if r["response_id"]} == {"<redacted>"}
+        assert any("bad credential <redacted>" in (r["error_detail"] or "") for r in rows)
+
+    asyncio.run(serve())
