@@ -25,7 +25,7 @@ from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sse import APIS, Api
-from loadgen.target import redact_url
+from loadgen.target import header_problem, redact_url
 from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
 from loadgen.yaml_node import Node
 
@@ -237,7 +237,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         sim_faults=sim_faults,
         api=root.choice("api", "chat", APIS),
         model=None if model == "auto" else model,
-        headers={k: str(v) for k, v in root.mapping("headers").items()},
+        headers=_headers(root.child("headers")),
         extra_body=_extra_body(root.child("extra_body")),
         workload=_workload(root.child("workload")),
         load=load,
@@ -467,6 +467,21 @@ def _existing_file(node: Node, key: str) -> str | None:
     if path is not None and not Path(path).is_file():
         node.child(key).fail(f"no such file: {path}")
     return path
+
+
+def _headers(node: Node) -> dict[str, str]:
+    """The profile's headers, each one HTTP can carry (``target.header_problem``)."""
+    if node.value is None:
+        return {}
+    node.require_mapping()
+    out = {}
+    for name, value in node.value.items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            node.child(str(name)).fail("expected a string")
+        if problem := header_problem(str(name), str(value)):
+            node.child(str(name)).fail(problem)
+        out[str(name)] = str(value)
+    return out
 
 
 def _extra_body(node: Node) -> dict[str, Any]:

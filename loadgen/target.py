@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import ssl
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
@@ -80,6 +81,24 @@ def url_secrets(url: str) -> tuple[str, ...]:
     return tuple(out) + split_endpoint(url).secrets
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 field-name characters
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why ``name: value`` cannot be sent as an HTTP/1.1 header (None: it can).
+
+    Checked wherever a header comes from (``--header``, a profile), so a bad one is a one-line
+    error before the run, not a traceback from the HTTP stack at the first request.
+    """
+    if not _TOKEN.match(name):
+        return "a header name is letters, digits and !#$%&'*+.^_`|~- only"
+    if any(c in value for c in "\r\n\0"):
+        return "a header may not contain a line break or NUL"
+    if not value.isascii():  # what every transport here encodes a header value as
+        return "a header value is ASCII text (percent-encode anything else)"
+    return None
+
+
 def parse_headers(specs: list[str]) -> dict[str, str]:
     """``K:V`` strings (repeatable ``--header``) into a dict."""
     headers: dict[str, str] = {}
@@ -87,8 +106,11 @@ def parse_headers(specs: list[str]) -> dict[str, str]:
         name, sep, value = spec.partition(":")
         if not sep or not name.strip():
             raise UsageError(f"--header {name.strip() or spec[:20]!r}: expected NAME:VALUE")
-        if any(c in spec for c in "\r\n\0"):
-            raise UsageError(f"--header {name.strip()[:40]!r}: a header may not contain a line break or NUL")
+        problem = header_problem(name.strip(), value.strip()) or (
+            "a header may not contain a line break or NUL" if any(c in spec for c in "\r\n\0") else None
+        )
+        if problem:
+            raise UsageError(f"--header {name.strip()[:40]!r}: {problem}")
         headers[name.strip()] = value.strip()
     return headers
 

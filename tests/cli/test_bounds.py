@@ -107,3 +107,43 @@ def test_broken_files_are_one_line_each(tmp_path: Path) -> None:
     profile.write_text(f"workload: {{dataset: {tmp_path / 'missing.jsonl'}}}\n")
     result = runner.invoke(app, ["profile", "validate", str(profile)])
     assert result.exit_code == 2 and "workload.dataset: no such file" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("X-A: héllo€", "--header 'X-A': a header value is ASCII text"),
+        ("X-A: héllo", "--header 'X-A': a header value is ASCII text"),
+        ("X A: b", "--header 'X A': a header name is letters, digits"),
+    ],
+)
+def test_a_header_http_cannot_carry_is_one_line_before_the_run(header: str, message: str, tmp_path: Path) -> None:
+    """Issue 31, item 18: --header 'X-A: héllo€' ended in a UnicodeEncodeError traceback at the first request."""
+    done = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--url",
+            "sim",
+            "--virtual-time",
+            "--concurrency",
+            "1",
+            "--requests",
+            "2",
+            "--header",
+            header,
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    assert done.exit_code == 2 and message in " ".join(done.output.split()), done.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_profile_header_with_a_line_break_is_refused_by_name(tmp_path: Path) -> None:
+    """Issue 31, item 13: CR/LF in profile headers validated, then failed at /models as a LocalProtocolError."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text('target: {sim: {}}\nheaders: {"X-A": "one\\r\\ntwo"}\n')
+    done = CliRunner().invoke(app, ["profile", "show", str(profile)])
+    assert done.exit_code == 2
+    assert "headers.X-A: a header may not contain a line break or NUL" in " ".join(done.output.split())
