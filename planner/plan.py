@@ -24,7 +24,7 @@ from planner.knee import Saturation
 from planner.observations import Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
-from planner.stepmodel import StepModel, fit_step_model
+from planner.stepmodel import StepModel, fit_step_model, prefill_share_ms
 from planner.verdicts import Verdicts, judge
 
 PREFILL_ITL_RATIO = 1.3  # ITL p95 over TPOT p50 beyond this: some steps carry prefill work
@@ -65,9 +65,7 @@ class Prefill:
 
     def per_seq_ms(self, output_tokens: float | None) -> float:
         """Prefill's share of the mean step per running sequence (0 without a term or an output length)."""
-        if not output_tokens or self.ms_per_token <= 0 or self.prompt_tokens <= 0:
-            return 0.0
-        return self.ms_per_token * self.prompt_tokens / output_tokens
+        return prefill_share_ms(self.ms_per_token, self.prompt_tokens, output_tokens)
 
 
 @dataclass(frozen=True, slots=True)

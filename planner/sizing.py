@@ -30,6 +30,7 @@ from loadgen.sim.engine import EngineConfig
 from planner.exact import exact
 from planner.observations import Z95
 from planner.replica_sim import Timeline, simulate
+from planner.stepmodel import prefill_share_ms
 
 MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
 FIRST_REPLICATIONS = 5
@@ -134,8 +135,10 @@ def capacity_rps(law: EngineConfig, output_tokens: int, prompt_tokens: float = 0
     carries ``prefill * prompt * slots / output`` (the one step model of DESIGN.md).
     """
     slots = law.max_num_seqs
-    prefill = law.prefill_ms_per_token * prompt_tokens * slots / output_tokens
-    step_ms = law.base_ms + law.per_seq_ms * slots + prefill
+    step_ms = (
+        law.base_ms
+        + (law.per_seq_ms + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)) * slots
+    )
     return slots * 1000.0 / (step_ms * output_tokens)
 
 

@@ -135,6 +135,15 @@ class StepModel:
         return cls(base_ms, per_seq_ms, (math.nan, math.nan), 0, None, None)
 
 
+def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: float | None) -> float:
+    """Prefill's share of the mean step per running sequence: a request's prompt is prefilled once in
+    its output's steps, so it adds ``ms_per_token * prompt / output`` to each (DESIGN.md's step model).
+    0 without a prefill term, a prompt or an output length."""
+    if not output_tokens or ms_per_token <= 0 or prompt_tokens <= 0:
+        return 0.0
+    return ms_per_token * prompt_tokens / output_tokens
+
+
 def _theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     i, j = np.triu_indices(len(x), k=1)
     dx = x[j] - x[i]
