@@ -109,24 +109,21 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
     started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     headers = session.request_headers()
     async with make_http_client(session.base_url, headers, session.http) as http:
-        model, served = await resolve_model(http, shown, session.workload.model or None)
-        model = scrub(model, session.secrets)  # a /models id is the server's text: it may echo a key
-        workload = replace(session.workload, model=model)
-        probe_s = await _probe(http, workload, session, shown, served)
-        workload = replace(workload, calibration=await _calibrate(http, workload, session))
-        scrape = session.scrape == "on" or (
-            session.scrape == "auto" and await probe(http, metrics_url(session.base_url))
-        )
-        info = RunInfo(
-            id=uuid.uuid4().hex[:12],
-            started_at=started_at,
-            tool_version=__version__,
-            python=platform.python_version(),
-            platform=platform.platform(),
-            cpu_count=os.cpu_count(),
-            command=session.command,
-        )
-        target = Target(base_url=shown, model=model, api=workload.api)
+        preflight = asyncio.create_task(_preflight(http, session, shown))
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({preflight, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if stop.is_set():  # a stop signal while the target was checked: no load was sent
+            preflight.cancel()
+            await asyncio.gather(preflight, return_exceptions=True)
+            workload = session.workload
+            target = Target(base_url=shown, model=workload.model, api=workload.api)
+            return Results(_run_info(session, started_at), target, _settings(session, workload, False), (), False)
+        workload, probe_s, scrape = preflight.result()
+        info = _run_info(session, started_at)
+        target = Target(base_url=shown, model=workload.model, api=workload.api)
         settings = _settings(session, workload, scrape)
         done: list[LevelResult] = []
 
@@ -154,6 +151,30 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 break
         complete = bool(done) and all(level.complete for level in done) and not stop.is_set()
         return results(complete)
+
+
+async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload, float, bool]:
+    """Before any load: the model (checked on ``/models``), one probe request, the prompt calibration and
+    whether ``/metrics`` answers. Returns the workload as it will be sent, the probe's seconds, scrape."""
+    model, served = await resolve_model(http, shown, session.workload.model or None)
+    model = scrub(model, session.secrets)  # a /models id is the server's text: it may echo a key
+    workload = replace(session.workload, model=model)
+    probe_s = await _probe(http, workload, session, shown, served)
+    workload = replace(workload, calibration=await _calibrate(http, workload, session))
+    scrape = session.scrape == "on" or (session.scrape == "auto" and await probe(http, metrics_url(session.base_url)))
+    return workload, probe_s, scrape
+
+
+def _run_info(session: Session, started_at: str) -> RunInfo:
+    return RunInfo(
+        id=uuid.uuid4().hex[:12],
+        started_at=started_at,
+        tool_version=__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        command=session.command,
+    )
 
 
 async def _one_level(

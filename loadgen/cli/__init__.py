@@ -14,15 +14,28 @@ from typing import Any
 
 
 def main() -> None:
+    from loadgen.cli.stop_signals import SIGNALS, StopRequested
+
+    SIGNALS.install()  # first: a signal during start-up must not kill the process without a word
+    try:
+        from loadgen.cli.commands import app
+
+        app()
+    except StopRequested as stopped:  # before any load was sent, or Ctrl-C repeated while a run stopped
+        if stopped.abandoned:
+            _stderr("[red]error:[/red] aborted by repeated Ctrl-C; the results were not saved")
+        else:
+            _stderr(f"[red]error:[/red] stopped by {stopped.name} before it finished; nothing was written")
+        raise SystemExit(128 + stopped.signum) from None
+    finally:
+        SIGNALS.ignore()  # exiting: the interpreter's shutdown would restore the defaults, and a late TERM
+        # (a process group signalled again) would turn a saved run's exit 3 into 143
+
+
+def _stderr(markup: str) -> None:
     from rich.console import Console
 
-    from loadgen.cli.commands import app
-
-    try:
-        app()
-    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, preflight)
-        Console(stderr=True).print("[red]error:[/red] interrupted before any load was sent", highlight=False)
-        raise SystemExit(130) from None
+    Console(stderr=True).print(markup, highlight=False)
 
 
 def __getattr__(name: str) -> Any:

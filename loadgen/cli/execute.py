@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -18,6 +17,7 @@ from rich.console import Console
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice
 from loadgen.cli.progress import PlainProgress, RichProgress
+from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
 from loadgen.loops import EVENT_LOOPS, loop_factory
@@ -137,9 +137,6 @@ def progress_observer(console: Console, quiet: bool) -> LevelObserver:
     return RichProgress(console) if sys.stderr.isatty() else PlainProgress(console)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill / docker stop / CI timeout, SSH gone
-
-
 def execute(
     url: str | None,
     sim: SimOptions | None,
@@ -174,17 +171,11 @@ def execute(
 
 
 async def _interruptible(session: Session, hooks: SessionHooks) -> Results:
-    """Run the session; the first Ctrl-C, SIGTERM or SIGHUP stops admitting and drains (the results are
-    written, marked incomplete); a second signal acts as it would without us (Ctrl-C aborts at once)."""
+    """Run the session; the first Ctrl-C, SIGTERM or SIGHUP stops admitting and drains for a bounded
+    grace (the results are written, marked incomplete); repeats change nothing (see ``stop_signals``)."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def first_signal() -> None:
-        stop.set()
-        for sig in STOP_SIGNALS:
-            loop.remove_signal_handler(sig)
-
-    for sig in STOP_SIGNALS:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, first_signal)
-    return await run_session(session, hooks, stop)
+    with SIGNALS.steering(asyncio.get_running_loop(), stop):
+        results = await run_session(session, hooks, stop)
+    if not results.levels and SIGNALS.first is not None:  # stopped in the preflight: nothing was measured
+        raise StopRequested(SIGNALS.first)
+    return results

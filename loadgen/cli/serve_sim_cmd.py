@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.common import EXIT_USAGE, consoles, fail
+from loadgen.cli.stop_signals import StopRequested
 from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.framing import Tokenizer
@@ -84,6 +85,9 @@ def serve_sim(
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", metavar="", help="Allow binding a non-loopback address.")
     ] = False,
+    until_stdin_closes: Annotated[
+        bool, typer.Option("--until-stdin-closes", hidden=True, help="Exit when standard input ends (a parent's pipe).")
+    ] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
     if not is_loopback(host) and not allow_remote:
@@ -128,8 +132,8 @@ def serve_sim(
         typer.echo(f"http://{host}:{bound}/v1")
 
     try:
-        asyncio.run(serve_forever(options, host, port, ready))
-    except KeyboardInterrupt:
+        asyncio.run(serve_forever(options, host, port, ready, until_stdin_closes=until_stdin_closes))
+    except (KeyboardInterrupt, StopRequested):
         err.print("simulator stopped")
     except OSError as exc:
         raise fail(f"--host {host} --port {port}: cannot bind ({exc.strerror})", EXIT_USAGE) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ipaddress
+import os
 import subprocess
 import sys
 import threading
@@ -44,12 +45,30 @@ async def start_site(options: SimOptions, host: str, port: int) -> tuple[web.App
     return runner, int(bound)
 
 
-async def serve_forever(options: SimOptions, host: str, port: int, on_ready: Callable[[int], None]) -> None:
-    """Serve until cancelled (Ctrl-C in the CLI)."""
+async def serve_forever(
+    options: SimOptions, host: str, port: int, on_ready: Callable[[int], None], *, until_stdin_closes: bool = False
+) -> None:
+    """Serve until cancelled (Ctrl-C in the CLI) or, with ``until_stdin_closes``, until standard input ends.
+
+    A parent that starts the simulator holds its standard input open: when the
+    parent goes, however it went (SIGKILL included), the pipe closes and the
+    simulator follows, its port closed, instead of outliving the run.
+    """
     runner, bound = await start_site(options, host, port)
+    done = asyncio.Event()
+    if until_stdin_closes:
+        loop = asyncio.get_running_loop()
+        fd = sys.stdin.fileno()
+
+        def on_input() -> None:
+            if not os.read(fd, 4096):  # end of file: the parent is gone
+                loop.remove_reader(fd)
+                done.set()
+
+        loop.add_reader(fd, on_input)
     on_ready(bound)
     try:
-        await asyncio.Event().wait()
+        await done.wait()
     finally:
         await runner.cleanup()
 
@@ -174,23 +193,37 @@ class SimProcess:
 
     def __enter__(self) -> SimProcess:
         argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(self.options, self.host, self.port)]
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().strip()
-        if not line.startswith("http://"):
-            self._proc.kill()
-            _, err = self._proc.communicate(timeout=10)
-            raise OSError(f"simulator did not start: {err.strip().splitlines()[-1:] or 'no output'}")
+        argv.append("--until-stdin-closes")
+        # its own session: a signal to our process group (a `timeout` wrapper, a CI cancel) is ours to
+        # handle, and the simulator must keep serving while we save; it ends when we end (stdin closes)
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert self._proc.stdout is not None
+            line = self._proc.stdout.readline().strip()
+            if not line.startswith("http://"):
+                self._proc.kill()
+                _, err = self._proc.communicate(timeout=10)
+                raise OSError(f"simulator did not start: {err.strip().splitlines()[-1:] or 'no output'}")
+        except BaseException:  # a stop signal while it starts: it must not outlive us
+            self._stop_child()
+            raise
         self.base_url = line
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.communicate()
+        self._stop_child()
+
+    def _stop_child(self) -> None:
+        if self._proc is None or self._proc.returncode is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
