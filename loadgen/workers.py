@@ -7,22 +7,22 @@ concurrency, the rate or the request budget) and sends back its
 runner's monotonic clock is system-wide on Linux, so one
 window covers every worker. Only worker 0 scrapes the server's metrics.
 
-Children ignore SIGINT; the parent relays an interrupt through an event, so
-Ctrl-C still yields every worker's partial data.
+Children ignore the group's stop signals; the parent relays an interrupt
+through each child's pipe, so Ctrl-C still yields every worker's partial data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
-import queue
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from multiprocessing import resource_tracker
-from multiprocessing.synchronize import Event as MpEvent
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_any
 from typing import Any
 
 from loadgen.client import HttpOptions, make_http_client
@@ -109,31 +109,41 @@ def _share(total: int, n: int, i: int) -> int:
 
 
 #: What a terminal, ``kill -- -PGID``, a CI job timeout or a closed SSH session sends to the whole
-#: process group. Workers ignore them: the parent catches them and stops every worker through
-#: ``stop_flag``, so their partial results are still merged instead of dying with the signal.
+#: process group. Workers ignore them: the parent catches them and stops every worker through its
+#: pipe, so their partial results are still merged instead of dying with the signal.
 GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+# Parent and worker talk over one pipe each, never over semaphore-backed queues or events: those are
+# registered with multiprocessing's resource tracker, and a tracker killed mid-run (SIGKILL, a group
+# signal it does not ignore) is relaunched empty and prints a KeyError traceback per semaphore.
+# Worker -> parent: ("ready",), then ("result", payload_json, None) or ("result", None, error).
+# Parent -> worker: ("go", t0), then possibly ("stop",).
 
-def _child(job: WorkerJob, ready: Any, go: MpEvent, stop: MpEvent, t0_box: Any, results: Any) -> None:
+
+def _child(job: WorkerJob, conn: Connection) -> None:
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     try:
-        ready.put(job.index)
-        go.wait()
+        conn.send(("ready",))
+        message = conn.recv()
+        if message[0] != "go":  # stopped before the level began
+            return
         with asyncio.Runner(loop_factory=loop_factory(job.http.event_loop)) as loop:
-            part = loop.run(_child_level(job, float(t0_box.value), stop))
-        results.put((job.index, part.to_json(), None))
+            part = loop.run(_child_level(job, float(message[1]), conn))
+        conn.send(("result", part.to_json(), None))
     except LoadgenError as exc:
-        results.put((job.index, None, str(exc)))
+        conn.send(("result", None, str(exc)))
+    except (EOFError, BrokenPipeError):  # the parent is gone: nobody to report to
+        pass
 
 
-async def _child_level(job: WorkerJob, t0: float, stop_flag: MpEvent) -> LevelResult:
+async def _child_level(job: WorkerJob, t0: float, conn: Connection) -> LevelResult:
     stop = asyncio.Event()
     parent = os.getppid()
 
     async def relay() -> None:
         # the parent's stop, or the parent gone (killed outright): either way, wind down
-        while not stop_flag.is_set() and os.getppid() == parent:
+        while not conn.poll() and os.getppid() == parent:
             await asyncio.sleep(0.1)
         stop.set()
 
@@ -180,86 +190,114 @@ async def run_level_in_processes(
     plan: LevelPlan, workload: Workload, target: SplitTarget, *, stop: asyncio.Event
 ) -> SplitOutcome:
     """Run ``plan`` on ``target.workers`` processes and merge their results."""
-    _start_resource_tracker()
     ctx = mp.get_context("spawn")
-    ready, results = ctx.Queue(), ctx.Queue()
-    go, stop_flag = ctx.Event(), ctx.Event()
-    t0_box = ctx.Value("d", 0.0)
-    procs = []
-    for job in target.jobs(plan, workload):
-        proc = ctx.Process(target=_child, args=(job, ready, go, stop_flag, t0_box, results), daemon=True)
-        proc.start()
-        procs.append(proc)
+    workers: list[_Worker] = []
     try:
-        started, lost = await _await_ready(procs, ready)
-        t0_box.value = time.monotonic() + START_MARGIN_S  # the runner's clock, shared by every process
-        go.set()
-        parts, lost_running = await _collect(procs, started, results, stop, stop_flag)
+        with _tracker_immune_to_hangup():
+            for job in target.jobs(plan, workload):
+                ours, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_child, args=(job, theirs), daemon=True)
+                proc.start()
+                theirs.close()  # the child holds its end: our copy would hide its death from recv
+                workers.append(_Worker(job.index, proc, ours))
+        started, lost = await _await_ready(workers)
+        t0 = time.monotonic() + START_MARGIN_S  # the runner's clock, shared by every process
+        for worker in started:
+            worker.send(("go", t0))
+        parts, lost_running = await _collect(started, stop)
         lost += lost_running
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join(timeout=5)
+        for worker in workers:
+            worker.close()
     return merge_shares(plan, [LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts], lost)
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker with SIGHUP ignored.
+@dataclass(slots=True)
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
 
-    The tracker (which the queues and events below need) ignores SIGINT and
-    SIGTERM but not SIGHUP: a closed terminal killed it, and its relaunch
-    printed a stdlib ``KeyError`` traceback. An ignored disposition survives
-    its exec; a handler would not.
+    index: int
+    proc: Any
+    conn: Connection
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError):  # a worker that died is reported by the reader, not here
+            self.conn.send(message)
+
+    def died(self) -> str | None:
+        if self.proc.is_alive():
+            return None
+        return f"exit code {self.proc.exitcode}"
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+@contextlib.contextmanager
+def _tracker_immune_to_hangup() -> Iterator[None]:
+    """Start processes with SIGHUP ignored, so the resource tracker that ``spawn`` launches inherits it.
+
+    The tracker ignores SIGINT and SIGTERM itself but not SIGHUP: a closed
+    terminal would kill it, and its relaunch warns. An ignored disposition
+    survives its exec; a handler would not.
     """
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        resource_tracker.ensure_running()
+        yield
     finally:
         signal.signal(signal.SIGHUP, previous)
 
 
-async def _await_ready(procs: list[Any], ready: Any) -> tuple[set[int], list[str]]:
+async def _await_ready(workers: list[_Worker]) -> tuple[list[_Worker], list[str]]:
     """The workers that started; one that dies while starting is reported, not waited for."""
-    waiting, started, lost = set(range(len(procs))), set(), []
+    waiting = list(workers)
+    started: list[_Worker] = []
+    lost: list[str] = []
     deadline = time.monotonic() + START_TIMEOUT_S
     while waiting:
-        try:
-            index = await asyncio.to_thread(ready.get, True, 0.2)
-            waiting.discard(index)
-            started.add(index)
-        except queue.Empty:
-            for i in sorted(waiting):
-                if not procs[i].is_alive():
-                    waiting.discard(i)
-                    lost.append(f"worker {i} died while starting (exit code {procs[i].exitcode})")
-            if waiting and time.monotonic() > deadline:
-                raise LoadgenError(
-                    f"worker processes {sorted(waiting)} did not start within {START_TIMEOUT_S:g} s"
-                ) from None
-    return started, lost
+        for worker in await _readable(waiting):
+            waiting.remove(worker)
+            try:
+                worker.conn.recv()
+                started.append(worker)
+            except (EOFError, OSError):
+                lost.append(f"worker {worker.index} died while starting ({worker.died() or 'its pipe closed'})")
+        if waiting and time.monotonic() > deadline:
+            indices = sorted(worker.index for worker in waiting)
+            raise LoadgenError(f"worker processes {indices} did not start within {START_TIMEOUT_S:g} s")
+    return sorted(started, key=lambda worker: worker.index), lost
 
 
-async def _collect(
-    procs: list[Any], started: set[int], results: Any, stop: asyncio.Event, stop_flag: MpEvent
-) -> tuple[list[dict[str, Any]], list[str]]:
+async def _collect(workers: list[_Worker], stop: asyncio.Event) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each worker's result; a stop is relayed to every worker once; a worker that dies is reported."""
     parts: list[dict[str, Any]] = []
     lost: list[str] = []
-    pending = set(started)
+    pending = list(workers)
+    relayed = False
     while pending:
-        if stop.is_set():
-            stop_flag.set()
-        try:
-            index, payload, error = await asyncio.to_thread(results.get, True, 0.2)
-        except queue.Empty:
-            for i in list(pending):
-                if not procs[i].is_alive() and procs[i].exitcode not in (None, 0):
-                    pending.discard(i)
-                    lost.append(f"worker {i} died (exit code {procs[i].exitcode})")
-            continue
-        pending.discard(index)
-        if payload is not None:
-            parts.append(payload)
-        else:
-            lost.append(f"worker {index}: {error}")
+        if stop.is_set() and not relayed:
+            relayed = True
+            for worker in pending:
+                worker.send(("stop",))
+        for worker in await _readable(pending):
+            pending.remove(worker)
+            try:
+                _, payload, error = worker.conn.recv()
+            except (EOFError, OSError):
+                worker.proc.join(timeout=5)
+                lost.append(f"worker {worker.index} died ({worker.died() or 'its pipe closed'})")
+                continue
+            if payload is not None:
+                parts.append(payload)
+            else:
+                lost.append(f"worker {worker.index}: {error}")
     return parts, lost
+
+
+async def _readable(workers: list[_Worker]) -> list[_Worker]:
+    """The workers with something to read (a message, or end of file), waiting at most 0.2 s."""
+    ready = await asyncio.to_thread(wait_for_any, [worker.conn for worker in workers], 0.2)
+    return [worker for worker in workers if worker.conn in ready]

@@ -75,3 +75,39 @@ def test_a_signal_to_the_whole_process_group_keeps_every_workers_data(tmp_path: 
 def _tokens_served(base_url: str) -> float:
     text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if "generation_tokens_total{" in line)
+
+
+@pytest.mark.slow
+def test_a_killed_resource_tracker_prints_no_traceback(tmp_path: Path) -> None:
+    # Worker IPC is pipes, so the tracker spawn starts holds nothing of ours: killed outright mid-run, it is
+    # not relaunched and no relaunched tracker prints a KeyError per semaphore it never saw.
+    out = tmp_path / "r.json"
+    with SimProcess() as sim:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", "run", "--url", sim.base_url, "--concurrency", "4", "--workers", "2",
+             "--duration", "60", "--max-tokens", "8", "-o", str(out), "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while _tokens_served(sim.base_url) < 200:  # both workers are streaming
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        tracker = _child_running(proc.pid, b"resource_tracker")
+        os.kill(tracker, signal.SIGKILL)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert b"Traceback" not in err and b"KeyError" not in err and b"relaunching" not in err, err
+    assert load(out).levels[0].completed > 0
+
+
+def _child_running(parent: int, needle: bytes) -> int:
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if ppid == parent and needle in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no child of {parent} runs {needle!r}")
