@@ -44,6 +44,7 @@ from loadgen.workload import Workload
 Placement = Literal["spread", "pack"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 PLACE_TIMEOUT_S = 60.0  # the cluster must find room for every actor within this
+CONNECT_CHECK_S = 5.0  # a cluster address must accept a connection within this
 CLOCK_READINGS = 5  # round trips per actor; the shortest one is kept
 CLOCK_WARN_MS = 5.0  # NTP keeps hosts within a few ms; beyond this the assumption is stated as broken
 START_MARGIN_S = 0.5  # the start instant is at least this far ahead of the driver's clock
@@ -82,8 +83,17 @@ class RayOutcome:
     loops: tuple[str, ...] = ()  # per worker: the event loop its share ran on
 
 
-def require_ray() -> Any:
-    """The ``ray`` module, or a one-line usage error naming the extra that installs it."""
+def require_ray(address: str = "local") -> Any:
+    """The ``ray`` module, or a one-line usage error naming the extra that installs it.
+
+    For ``--ray local`` Ray is told, before its import reads them, that this is
+    a one-host instance: every server it starts listens on 127.0.0.1 only (by
+    default they listen on every interface, so a laptop run would open ports to
+    its network) and it sends no usage report anywhere.
+    """
+    if address == "local":
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's switch for one-host, loopback
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         import ray
     except ImportError:
@@ -93,10 +103,11 @@ def require_ray() -> Any:
 
 def connect(options: RayOptions) -> None:
     """Join the cluster named by ``--ray`` (or start a local instance); reuse a connection already made."""
-    ray = require_ray()
+    ray = require_ray(options.address)
     if ray.is_initialized():
         return
     address = None if options.address == "local" else options.address
+    check_reachable(options.address)
     try:
         ray.init(
             address=address,
@@ -119,6 +130,25 @@ def connect(options: RayOptions) -> None:
             raise LoadgenError(f"the local Ray instance ran no actor within {PLACE_TIMEOUT_S:g} s") from None
         finally:
             ray.kill(probe)
+
+
+def check_reachable(address: str) -> None:
+    """Fail in seconds when nothing listens at a cluster address: ``ray.init`` would retry for minutes."""
+    if address in ("local", "auto"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host:
+        raise UsageError(f"--ray {address}: expected local, auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=CONNECT_CHECK_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__.replace("Error", " error").lower()
+        raise LoadgenError(
+            f"--ray {address}: nothing answers at {hostport} ({reason}); start the cluster there "
+            "(ray start --head) or give --ray local"
+        ) from None
 
 
 class _ShareThread:

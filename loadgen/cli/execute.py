@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +21,7 @@ from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
 from loadgen.loops import EVENT_LOOPS, loop_factory
 from loadgen.observe import LevelObserver, NullObserver
-from loadgen.ray_workers import PLACEMENTS, RayOptions, require_ray
+from loadgen.ray_workers import PLACEMENTS, RayOptions, check_reachable, require_ray
 from loadgen.results import Results
 from loadgen.session import SCRAPES, STARTS, Session, SessionHooks, run_session
 from loadgen.sim.openai_app import SimOptions
@@ -55,12 +54,11 @@ def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOpti
     """``--ray`` and its companions; None without ``--ray`` (which nothing else needs)."""
     if address is None:
         return None
-    require_ray()  # before any request is sent
-    bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
     if not address.strip():
         raise UsageError("--ray: give local, auto, or a cluster address (ray://HOST:PORT)")
-    if address.strip() == "local":  # a Ray instance we start sends no usage report anywhere (Ray's default does)
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    require_ray(address.strip())  # before any request is sent
+    bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
+    check_reachable(address.strip())
     return RayOptions(address.strip(), choice("--ray-placement", placement, PLACEMENTS), num_cpus)
 
 

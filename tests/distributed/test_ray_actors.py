@@ -12,14 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.client import HttpOptions
 from loadgen.histogram import LatencyHistogram
 from loadgen.observe import NullObserver
-from loadgen.ray_workers import RayOptions, connect, run_level_on_ray
+from loadgen.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
 from loadgen.results import Load, Metric, load
 from loadgen.runner import LevelPlan, open_loop_offsets
 from loadgen.sim.server import SimProcess
@@ -27,6 +26,7 @@ from loadgen.workers import SplitTarget
 from loadgen.workload import Lengths, Workload
 
 pytestmark = pytest.mark.slow
+ray = require_ray("local")  # as --ray local imports it: one host, loopback only, no usage report
 
 
 def split_target(sim: SimProcess) -> SplitTarget:
@@ -38,10 +38,51 @@ WORKLOAD = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no traffic beyond 127.0.0.1
     connect(RayOptions("local"))  # as --ray local does (this machine's 2 CPUs), waiting out Ray's start-up
     yield
     ray.shutdown()
+
+
+def test_a_local_instance_listens_on_loopback_only(local_ray: None) -> None:
+    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+    ours = _listening_inodes()
+    assert ours, "no listening socket found for the Ray processes"
+    assert all(_loopback(address) for address in ours.values()), ours
+
+
+def _loopback(text: str) -> bool:
+    import ipaddress
+
+    address = ipaddress.ip_address(text)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _listening_inodes() -> dict[str, str]:
+    """Listening TCP sockets held by Ray's processes (gcs_server, raylet, workers): inode -> local address."""
+    import ipaddress
+
+    mine = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            name = (entry / "comm").read_text().strip()
+            if not (name in ("gcs_server", "raylet") or name.startswith("ray::")):
+                continue
+            for fd in (entry / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    mine.add(link[8:-1])
+        except OSError:
+            continue
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in mine:  # LISTEN
+                raw = bytes.fromhex(fields[1].split(":")[0])
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # host-order words
+                found[fields[9]] = str(ipaddress.ip_address(words))
+    return found
 
 
 @pytest.fixture(scope="module")
