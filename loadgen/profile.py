@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -20,6 +21,7 @@ from typing import Any, Final, Literal, get_args
 import yaml
 
 from loadgen.errors import ProfileError
+from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_TOKENS
 from loadgen.results import SloTarget
 from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
@@ -180,9 +182,6 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-MAX_LEVELS = 100  # a profile's levels, listed or generated
-
-
 def load_profile(path: Path) -> Profile:
     try:
         text = path.read_text(encoding="utf-8")
@@ -198,6 +197,10 @@ def load_profile(path: Path) -> Profile:
         raise ProfileError(f"{path}: invalid YAML: {where}{exc.problem}") from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: invalid YAML ({exc})") from None
+    except ValueError:  # PyYAML's int() of a literal past Python's 4,300-digit limit
+        raise ProfileError(f"{path}: a number with thousands of digits; no profile field takes one") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to read (a profile is a few levels deep)") from None
     return parse_profile(data, str(path))
 
 
@@ -312,13 +315,11 @@ def _lengths(node: Node, default: int) -> Lengths:
     if node.value is None:
         return Lengths(default)
     if isinstance(node.value, int) and not isinstance(node.value, bool):
-        if node.value < 1:
-            node.fail(f"must be a positive integer, got {node.value}")
-        return Lengths(node.value)
+        return Lengths(node.positive_integer_value(maximum=MAX_TOKENS))
     node.require_mapping()
     node.known("mean", "dist", "spread")
     return Lengths(
-        node.integer("mean", default, minimum=1),
+        node.integer("mean", default, minimum=1, maximum=MAX_TOKENS),
         node.choice("dist", "fixed", LENGTH_DISTS),
         node.number("spread", 0.0, minimum=0),
     )
@@ -342,7 +343,7 @@ def _workload(node: Node) -> WorkloadSpec:
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_existing_file(node, "dataset"),
         dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
-        dataset_max_words=node.optional_integer("dataset_max_words", minimum=1),
+        dataset_max_words=node.optional_integer("dataset_max_words", minimum=1, maximum=MAX_TOKENS),
         output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
         turns=node.integer("turns", 1, minimum=1),
@@ -355,23 +356,32 @@ def _workload(node: Node) -> WorkloadSpec:
     return spec
 
 
+def level_maximum(mode: str) -> float | None:
+    """The largest level a load mode takes: clients, requests/s, or (a trace) any time scale."""
+    return MAX_CONCURRENCY if mode == "closed" else MAX_RATE_RPS if mode == "open" else None
+
+
 def _levels(node: Node, mode: str) -> tuple[float, ...]:
     if isinstance(node.value, list):
         if not node.value:
             node.fail("must list at least one level")
         if len(node.value) > MAX_LEVELS:
             node.fail(f"lists {len(node.value)} levels; at most {MAX_LEVELS}")
-        levels = []
+        levels: list[float] = []
         for i, _ in enumerate(node.value):
             item = node.item(i)
-            levels.append(item.positive_integer_value() if mode == "closed" else item.positive_number_value())
+            if mode == "closed":
+                levels.append(item.positive_integer_value(maximum=MAX_CONCURRENCY))
+            else:
+                levels.append(item.positive_number_value(maximum=level_maximum(mode)))
         return tuple(levels)
     node.require_mapping()
     node.known("start", "stop", "factor")
-    start = node.number("start", 1, minimum=0, exclusive=True)
-    stop = node.number("stop", start, minimum=start)
+    start = node.number("start", 1, minimum=0, exclusive=True, maximum=level_maximum(mode))
+    stop = node.number("stop", start, minimum=start, maximum=level_maximum(mode))
     factor = node.number("factor", 2.0, minimum=1.0, exclusive=True)
-    levels, value = [], start
+    value = start
+    levels = []
     while value <= stop * (1 + 1e-9):
         levels.append(round(value) if mode == "closed" else value)
         if len(levels) > MAX_LEVELS:
@@ -421,7 +431,7 @@ def _load(node: Node) -> LoadSpec:
         warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
         arrival=node.choice("arrival", d.arrival, ARRIVALS),
         burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
-        max_in_flight=node.optional_integer("max_in_flight", minimum=1),
+        max_in_flight=node.optional_integer("max_in_flight", minimum=1, maximum=MAX_CONCURRENCY),
         min_requests=node.optional_integer("min_requests", minimum=1),
         ramp_up_s=ramp_up,
         trace=trace,
@@ -456,7 +466,7 @@ def _plan(node: Node) -> PlanSpec:
     node.known("qps", "output_tokens", "max_utilization")
     return PlanSpec(
         qps=node.optional_number("qps", minimum=0, exclusive=True),
-        output_tokens=node.optional_integer("output_tokens", minimum=1),
+        output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
         max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
     )
 
@@ -486,11 +496,32 @@ def _headers(node: Node) -> dict[str, str]:
 
 def _extra_body(node: Node) -> dict[str, Any]:
     node.require_mapping()
+    _require_json(node)
     body = dict(node.value)
     problem = owned_key_problem(body)
     if problem:
         node.fail(problem)
     return body
+
+
+def _require_json(node: Node) -> None:
+    """Every value is one JSON can carry: YAML's dates, ``!!binary`` and ``!!set`` validate as YAML but
+    cannot be sent in a request body (they once passed here and crashed ``profile show`` and ``sweep``)."""
+    value = node.value
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                node.fail(f"keys must be strings (JSON object keys), got {key!r}")
+            _require_json(node.child(key))
+    elif isinstance(value, list):
+        for i in range(len(value)):
+            _require_json(node.item(i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        node.fail(f"must be a finite number (JSON has no {value}), got {value}")
+    elif not (value is None or isinstance(value, str | int | float | bool)):
+        node.fail(
+            f"must be a JSON value (string, number, true/false, null, list, mapping), got a {type(value).__name__}"
+        )
 
 
 def _trace_owns(workload: Node, gate: Node) -> None:

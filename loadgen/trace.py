@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.errors import UsageError
+from loadgen.limits import MAX_TOKENS
 from loadgen.textfiles import read_text
 
 MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
@@ -148,6 +149,6 @@ def _tokens(where: str, key: str, raw: Any) -> int:
         value = float(raw)
     except (TypeError, ValueError):
         raise UsageError(f"{where}: {key}: expected a token count, got {raw!r}") from None
-    if not (math.isfinite(value) and value >= 1 and value == int(value)):
-        raise UsageError(f"{where}: {key}: expected a whole number >= 1, got {raw!r}")
+    if not (math.isfinite(value) and 1 <= value <= MAX_TOKENS and value == int(value)):
+        raise UsageError(f"{where}: {key}: expected a whole number from 1 to {MAX_TOKENS:,}, got {raw!r}")
     return int(value)

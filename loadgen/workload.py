@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from loadgen.errors import UsageError
+from loadgen.limits import MAX_TOKENS
 from loadgen.sse import Api, Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
@@ -229,8 +230,11 @@ def _jsonl(path: Path, text: str) -> tuple[DatasetEntry, ...]:
         ):
             raise UsageError(f'{path}:{no}: expected {{"prompt": "..."}} or {{"messages": [...]}}')
         max_tokens = obj.get("max_tokens")
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise UsageError(f"{path}:{no}: max_tokens must be a positive integer, got {max_tokens!r}")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS
+        ):
+            shown = max_tokens if not isinstance(max_tokens, int) or max_tokens < 10**9 else "a larger number"
+            raise UsageError(f"{path}:{no}: max_tokens must be an integer from 1 to {MAX_TOKENS:,}, got {shown!r}")
         messages = obj.get("messages")
         answer = obj.get("completion", obj.get("response"))
         if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":

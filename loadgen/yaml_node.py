@@ -115,40 +115,65 @@ class Node:
             return default
         if raw is None:
             return None
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not _finite(raw):
             node.fail(f"must be a finite number, got {_show(raw)}")
         value = float(raw)
         if minimum is not None and (value < minimum or (exclusive and value == minimum)):
-            node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {raw}")
+            node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {_show(raw)}")
         if maximum is not None and value > maximum:
-            node.fail(f"must be <= {maximum:g}, got {raw}")
+            node.fail(f"must be <= {maximum:g}, got {_show(raw)}")
         return value
 
-    def integer(self, key: str, default: int, *, minimum: int | None = None) -> int:
-        value = self.optional_integer(key, minimum=minimum)
+    def integer(self, key: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+        value = self.optional_integer(key, minimum=minimum, maximum=maximum)
         return default if value is None else value
 
-    def optional_integer(self, key: str, *, minimum: int | None = None) -> int | None:
+    def optional_integer(self, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int | None:
         node, raw = self._get(key)
         if raw is _MISSING or raw is None:
             return None
+        return node.integer_value(minimum=minimum, maximum=maximum)
+
+    def integer_value(self, *, minimum: int | None = None, maximum: int | None = None) -> int:
+        raw = self.value
         if isinstance(raw, bool) or not isinstance(raw, int):
-            node.fail(f"must be an integer, got {_show(raw)}")
+            self.fail(f"must be an integer, got {_show(raw)}")
         if minimum is not None and raw < minimum:
-            node.fail(f"must be an integer >= {minimum}, got {raw}")
+            self.fail(f"must be an integer >= {minimum}, got {_show(raw)}")
+        if maximum is not None and raw > maximum:
+            self.fail(f"must be an integer <= {maximum:,}, got {_show(raw)}")
         return int(raw)
 
-    def positive_integer_value(self) -> int:
+    def positive_integer_value(self, maximum: int | None = None) -> int:
         if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1:
             self.fail(f"must be a positive integer, got {_show(self.value)}")
-        return int(self.value)
+        return self.integer_value(maximum=maximum)
 
-    def positive_number_value(self) -> float:
+    def positive_number_value(self, maximum: float | None = None) -> float:
         value = self.value
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (_finite(value) and value > 0):
             self.fail(f"must be a positive finite number, got {_show(value)}")
-        return float(self.value)
+        if maximum is not None and value > maximum:
+            self.fail(f"must be <= {maximum:,g}, got {_show(value)}")
+        return float(value)
+
+
+def _finite(value: float) -> bool:
+    """Finite and representable as a float (a 400-digit integer is neither, and float() would raise)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+_SHOWN_DIGITS = 30
 
 
 def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    """A value as a one-line message shows it: a huge integer by its size (str() refuses past 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _SHOWN_DIGITS * 3.33:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+    if isinstance(value, str):
+        shown = repr(value)
+        return shown if len(shown) <= 80 else shown[:77] + "..."
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -2,7 +2,7 @@
 
 A NaN passes every comparison, so ``--duration nan`` once ran forever; an
 absurd size (``--concurrency 100000000``, ``--prompt-tokens 300000000``)
-once tried to build it. The maxima are documented in the README.
+once tried to build it. The maxima are ``loadgen.limits``, shared with every other reader.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ import math
 from typing import TypeVar
 
 from loadgen.errors import UsageError
-
-MAX_CONCURRENCY = 100_000  # clients in one level (one process; use --workers or hosts beyond)
-MAX_TOKENS = 1_000_000  # prompt or output tokens per request
 
 N = TypeVar("N", int, float)
 

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from loadgen.cli.bounds import MAX_TOKENS, bounded
+from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice, consoles, friendly_errors
 from loadgen.cli.plan_view import render_plan
 from loadgen.errors import UsageError
+from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
 from planner import PlanRequest, StepModel, parse_slo, plan_from_law, plan_from_results

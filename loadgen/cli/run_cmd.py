@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from loadgen.cli.bounds import MAX_CONCURRENCY, MAX_TOKENS, bounded
+from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import (
     SIM_URL,
@@ -49,6 +49,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
+from loadgen.limits import MAX_CONCURRENCY, MAX_TOKENS
 from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
 from loadgen.results import Metric

@@ -39,7 +39,8 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
-from loadgen.profile import MAX_LEVELS, Profile, find_profile, load_profile
+from loadgen.limits import MAX_LEVELS
+from loadgen.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
 from loadgen.sim.engine import MODES
@@ -50,7 +51,8 @@ from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason
 
 
-def parse_levels(text: str | None) -> tuple[float, ...] | None:
+def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:
+    """``--levels`` for a profile's load mode: the bounds a profile's own levels have (``loadgen.limits``)."""
     if text is None:
         return None
     try:
@@ -61,6 +63,10 @@ def parse_levels(text: str | None) -> tuple[float, ...] | None:
         raise UsageError(f"--levels: every level must be a finite number > 0, got {text!r}")
     if len(levels) > MAX_LEVELS:
         raise UsageError(f"--levels: at most {MAX_LEVELS} levels, got {len(levels)}")
+    if mode == "closed" and any(v != int(v) for v in levels):
+        raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {text!r}")
+    for value in levels:
+        bounded("--levels", value, minimum=0, exclusive=True, maximum=level_maximum(mode))
     return levels
 
 
@@ -146,9 +152,7 @@ def sweep(
 ) -> None:
     """Sweep load levels from a profile and write a results file (checkpointed after every level)."""
     prof = load_profile(find_profile(profile))
-    level_values = parse_levels(levels)
-    if level_values is not None and prof.load.mode == "closed" and any(v != int(v) for v in level_values):
-        raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {levels!r}")
+    level_values = parse_levels(levels, prof.load.mode)
     prof = prof.with_overrides(
         levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
         duration_s=duration,

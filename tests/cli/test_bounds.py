@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,70 @@ def test_a_profile_header_with_a_line_break_is_refused_by_name(tmp_path: Path) -
     done = CliRunner().invoke(app, ["profile", "show", str(profile)])
     assert done.exit_code == 2
     assert "headers.X-A: a header may not contain a line break or NUL" in " ".join(done.output.split())
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ({"workload": {"prompt_tokens": 300_000_000}}, "workload.prompt_tokens: must be an integer <= 1,000,000"),
+        ({"workload": {"output_tokens": {"mean": 10**7}}}, "workload.output_tokens.mean: must be an integer <= 1,000,000"),
+        ({"load": {"levels": [100_000_000]}}, "load.levels[0]: must be an integer <= 100,000"),
+        ({"load": {"mode": "open", "levels": [10**9]}}, "load.levels[0]: must be <= 100,000"),
+        ({"load": {"levels": {"start": 1, "stop": 10**8}}}, "load.levels.stop: must be <= 100000"),
+        ({"load": {"max_in_flight": 10**6, "mode": "open"}}, "load.max_in_flight: must be an integer <= 100,000"),
+        ({"workload": {"prompt_tokens": 10**5000}}, "workload.prompt_tokens: must be an integer <= 1,000,000, got an integer of about 5,001 digits"),
+        ({"extra_body": {"when": __import__("datetime").date(2024, 1, 1)}}, "extra_body.when: must be a JSON value"),
+        ({"extra_body": {"blob": b"hello"}}, "extra_body.blob: must be a JSON value"),
+        ({"extra_body": {"tags": [{"x": {1, 2}}]}}, "extra_body.tags[0].x: must be a JSON value"),
+    ],
+)  # fmt: skip
+def test_a_profile_holds_the_same_bounds_as_the_flags(profile: dict[str, object], message: str) -> None:
+    # one set of bounds (loadgen.limits) wherever a value comes from: these once built 3 GB prompts or crashed
+    with pytest.raises(ProfileError, match=re.escape(message)):
+        parse_profile(profile, "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [("100000000", "--levels: expected a finite number > 0 and <= 100000"), ("1e300", "<= 100000"), ("inf", "finite")],
+)
+def test_sweep_levels_hold_the_profile_bounds(levels: str, message: str) -> None:
+    result = runner.invoke(app, ["sweep", "--profile", "quickstart", "--levels", levels, "--url", "sim"])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_unreadable_yaml_numbers_and_nesting_are_one_line(tmp_path: Path) -> None:
+    digits, deep = tmp_path / "digits.yaml", tmp_path / "deep.yaml"
+    digits.write_text("workload: {prompt_tokens: " + "9" * 5000 + "}\n")
+    deep.write_text("workload: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    for path, message in ((digits, "a number with thousands of digits"), (deep, "nested too deeply")):
+        result = runner.invoke(app, ["profile", "show", str(path)])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_trace_row_and_a_dataset_record_hold_the_token_bound(tmp_path: Path) -> None:
+    trace, dataset = tmp_path / "t.csv", tmp_path / "d.jsonl"
+    trace.write_text("time_s,prompt_tokens,output_tokens\n0,300000000,4\n1,4,4\n")
+    result = runner.invoke(app, ["run", "--url", "sim", "--trace", str(trace), "-o", str(tmp_path / "r.json")])
+    assert (
+        result.exit_code == 2 and "t.csv:2: prompt_tokens: expected a whole number from 1 to 1,000,000" in result.output
+    )
+    for bad in ("1000000000000", "true", "1" + "0" * 400):
+        dataset.write_text('{"prompt": "hi", "max_tokens": ' + bad + "}\n")
+        args = [
+            "run",
+            "--url",
+            "sim",
+            "--concurrency",
+            "1",
+            "--dataset",
+            str(dataset),
+            "--requests",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and "max_tokens must be an integer from 1 to 1,000,000" in result.output, (
+            result.output
+        )

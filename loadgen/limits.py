@@ -1,0 +1,14 @@
+"""The sizes loadgen accepts, wherever a value comes from: a flag, a profile, a trace row, a dataset record.
+
+One set of bounds: a profile's ``prompt_tokens: 300000000`` or a trace row of
+3e8 tokens once built that prompt (3 GB in seconds) because only ``run``'s
+flags were checked. Each reader refuses a value past these in one line naming
+its flag, field or row. The README lists them.
+"""
+
+from __future__ import annotations
+
+MAX_CONCURRENCY = 100_000  # clients (or an in-flight cap) in one level: one process; --workers or hosts beyond
+MAX_RATE_RPS = 100_000.0  # requests per second offered in one level
+MAX_TOKENS = 1_000_000  # prompt or output tokens of one request
+MAX_LEVELS = 100  # levels in one sweep, listed or generated
