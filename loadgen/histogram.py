@@ -9,7 +9,11 @@ base64-encoded, so results from many processes combine without error.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import struct
+import zlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -69,7 +73,7 @@ class _Frozen:
     total: int
     min_value: int
     max_value: int
-    text: str  # the encoding it came from (encode() returns it unchanged)
+    text: str | None  # the encoding it came from (encode() returns it unchanged); None: encode when asked
 
 
 class LatencyHistogram:
@@ -83,8 +87,8 @@ class LatencyHistogram:
 
     def __init__(self, config: HistogramConfig = DEFAULT_CONFIG) -> None:
         self.config = config
-        self._hdr: HdrHistogram | None = HdrHistogram(config.lowest, config.highest, config.significant_figures)
-        self._frozen: _Frozen | None = None
+        self._hdr: HdrHistogram | None = None  # dense only once something records or merges into it
+        self._frozen: _Frozen | None = _EMPTY
         self.out_of_range = 0  # samples that could not be recorded (negative or beyond `highest`)
 
     @property
@@ -184,10 +188,18 @@ class LatencyHistogram:
 
     def equivalent_range_us(self, value_us: int) -> tuple[int, int]:
         """The bucket ``[lowest, highest]`` that ``value_us`` is indistinguishable within."""
-        return (
-            int(self._h.get_lowest_equivalent_value(value_us)),
-            int(self._h.get_highest_equivalent_value(value_us)),
-        )
+        shape = _shape(self.config)  # bucket arithmetic only: this histogram stays compact
+        return int(shape.get_lowest_equivalent_value(value_us)), int(shape.get_highest_equivalent_value(value_us))
+
+    def freeze(self) -> None:
+        """Keep the recorded buckets only (a finished level's histograms are read, not recorded into)."""
+        if self._hdr is None:
+            return
+        index, counts = self._nonzero()
+        h = self._hdr
+        self._frozen = _Frozen(index, counts.copy(), int(h.get_total_count()), int(h.get_min_value()),
+                               int(h.get_max_value()), None) if len(index) else _EMPTY  # fmt: skip
+        self._hdr = None
 
     def merge(self, other: LatencyHistogram) -> None:
         """Add ``other``'s samples into this histogram (exact)."""
@@ -212,32 +224,40 @@ class LatencyHistogram:
 
     def encode(self) -> str:
         """Compressed base64 form (HdrHistogram's own V2 encoding)."""
+        if not self.count:
+            return ""
         if self._frozen is not None:
+            if self._frozen.text is None:
+                return bytes(_thaw(self._frozen, self.config).encode()).decode("ascii")
             return self._frozen.text
-        return bytes(self._h.encode()).decode("ascii") if self.count else ""
+        return bytes(self._h.encode()).decode("ascii")
 
     @classmethod
     def decode(cls, text: str, config: HistogramConfig = DEFAULT_CONFIG, out_of_range: int = 0) -> LatencyHistogram:
+        """A histogram from its encoding, kept compact; a corrupt or oversized encoding is a ValueError.
+
+        The encoding is checked before HdrHistogram decodes it: a 1.4 MB zlib
+        bomb once inflated to 2 GB, and an encoded range wider than the file's
+        once allocated gigabytes of buckets.
+        """
         hist = cls(config)
-        if text:
-            try:
-                decoded = HdrHistogram.decode(text.encode("ascii"))
-            except Exception as exc:
-                raise ValueError(f"corrupt histogram encoding ({type(exc).__name__})") from None
-            if decoded.get_total_count():
-                try:
-                    hist._h.add(decoded)
-                except IndexError:  # recorded with a wider range than this config holds
-                    raise ValueError(
-                        f"histogram values up to {decoded.get_max_value()} {config.unit} do not fit this file's range "
-                        f"(highest {config.highest} {config.unit})"
-                    ) from None
-                index, counts = hist._nonzero()
-                h = hist._h
-                hist._frozen = _Frozen(index, counts.copy(), int(h.get_total_count()), int(h.get_min_value()),
-                                       int(h.get_max_value()), text)  # fmt: skip
-                hist._hdr = None  # keep the recorded buckets only
         hist.out_of_range = out_of_range
+        if not text:
+            return hist
+        _check_encoding(text, config)
+        try:
+            decoded = HdrHistogram.decode(text.encode("ascii"))
+        except Exception as exc:
+            raise ValueError(f"corrupt histogram encoding ({type(exc).__name__})") from None
+        total = int(decoded.get_total_count())
+        if total:
+            counts = np.ctypeslib.as_array(decoded.counts)[: decoded.counts_len]
+            index = np.flatnonzero(counts)
+            if total != int(counts[index].sum()):
+                raise ValueError("corrupt histogram encoding (its total does not match its buckets)")
+            layout = _layout(config)  # the extremes as a dense histogram reports them: their buckets' bounds
+            hist._frozen = _Frozen(index, counts[index].astype(np.int64), total, int(layout.lowest[index[0]]),
+                                   int(layout.highest[index[-1]]), text)  # fmt: skip
         return hist
 
     def __eq__(self, other: object) -> bool:
@@ -261,7 +281,49 @@ class LatencyHistogram:
 def _thaw(frozen: _Frozen, config: HistogramConfig) -> HdrHistogram:
     """A dense HdrHistogram with the compact form's buckets, total and extremes."""
     h = HdrHistogram(config.lowest, config.highest, config.significant_figures)
+    if not frozen.total:
+        return h  # empty: its min and max keep HdrHistogram's "nothing recorded" values
     np.ctypeslib.as_array(h.counts)[frozen.index] = frozen.counts
     h.total_count = frozen.total
     h.min_value, h.max_value = frozen.min_value, frozen.max_value
     return h
+
+
+_EMPTY: Final = _Frozen(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0, 0, 0, "")
+
+
+@functools.cache
+def _shape(config: HistogramConfig) -> HdrHistogram:
+    """An empty histogram of ``config``, for bucket arithmetic (equivalent ranges); never recorded into."""
+    return HdrHistogram(config.lowest, config.highest, config.significant_figures)
+
+
+_COOKIE_COMPRESSED_V2 = 0x1C849304  # HdrHistogram's V2 compressed-encoding cookie (its 0xF0 bits: word size)
+_COOKIE_V2 = 0x1C849303  # ... and its inflated payload's
+_MAX_PAYLOAD = 2 << 20  # an encoded histogram of our range inflates to ~0.2 MB at most (LEB128 counts)
+
+
+def _check_encoding(text: str, config: HistogramConfig) -> None:
+    """Refuse an encoding that would inflate past ``_MAX_PAYLOAD`` or declare another range than ``config``
+    (HdrHistogram would inflate it whole and allocate that range's buckets before we could look)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("corrupt histogram encoding (not base64)") from None
+    if len(raw) < 8 or struct.unpack(">I", raw[:4])[0] & ~0xF0 != _COOKIE_COMPRESSED_V2:
+        raise ValueError("corrupt histogram encoding (not HdrHistogram V2 compressed)")
+    inflate = zlib.decompressobj()
+    try:
+        payload = inflate.decompress(raw[8:], _MAX_PAYLOAD)
+    except zlib.error:
+        raise ValueError("corrupt histogram encoding (bad zlib data)") from None
+    if inflate.unconsumed_tail:
+        raise ValueError(f"histogram encoding inflates past {_MAX_PAYLOAD >> 20} MiB; not one this tool writes")
+    if len(payload) < 40 or struct.unpack(">I", payload[:4])[0] & ~0xF0 != _COOKIE_V2:
+        raise ValueError("corrupt histogram encoding (bad payload header)")
+    sig, lowest, highest = struct.unpack(">IQQ", payload[12:32])
+    if (lowest, highest, sig) != (config.lowest, config.highest, config.significant_figures):
+        raise ValueError(
+            f"histogram encoded for range {lowest}..{highest} at {sig} significant figures; the file's "
+            f"histogram_config says {config.lowest}..{config.highest} at {config.significant_figures}"
+        )

@@ -45,6 +45,7 @@ import numpy as np
 from loadgen import __version__
 from loadgen.errors import UsageError
 from loadgen.histogram import HistogramConfig, LatencyHistogram
+from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
 from loadgen.textfiles import read_text
@@ -76,11 +77,19 @@ class ImportedLevel:
     samples: Mapping[Metric, np.ndarray] | None = None
 
 
+def _check_count(path: Path, n: int, what: str) -> None:
+    if n > MAX_FILE_LEVELS:
+        raise UsageError(
+            f"{path}: {n:,} {what}; a results file holds at most {MAX_FILE_LEVELS:,} levels (split the file)"
+        )
+
+
 def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
     """The levels in ``path`` and the format recognised (table, vllm-bench, guidellm or aiperf)."""
     text = read_text(path)
     if path.suffix.lower() == ".csv":
         rows: list[Any] = list(csv.DictReader(io.StringIO(text)))
+        _check_count(path, len(rows), "rows")
         return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"
     try:
         doc = json.loads(text)
@@ -89,10 +98,12 @@ def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
     if isinstance(doc, dict) and "median_ttft_ms" in doc:
         return [_vllm_bench(doc, str(path))], "vllm-bench"
     if isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list):
+        _check_count(path, len(doc["benchmarks"]), "benchmarks")
         return [_guidellm(b, f"{path}: benchmarks[{i}]") for i, b in enumerate(doc["benchmarks"])], "guidellm"
     if isinstance(doc, dict) and isinstance(doc.get("time_to_first_token"), dict):
         return [_aiperf(doc, str(path))], "aiperf"
     if isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
+        _check_count(path, len(doc), "levels")
         return [_table_row(row, f"{path}: level {i}") for i, row in enumerate(doc)], "table"
     raise UsageError(
         f"{path}: expected a per-level table (CSV, or a JSON list of objects), vLLM bench serve JSON "
@@ -499,6 +510,8 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
             if anchors or mean is not None:
                 n = completed if metric != Metric.ITL else max(completed, completed * max(int(out_mean or 2) - 1, 1))
                 histograms[metric].record_many_s(synthesise(anchors, mean, min(n, 200_000)) / 1000.0)
+    for histogram in histograms.values():
+        histogram.freeze()  # recorded buckets only: a 3,000-row table once held 4 GB of dense arrays
     concurrency = lv.load.value if lv.load.kind == "concurrency" else _littles(lv, rps)
     server = ServerSample("imported", 1, lv.running_batch, None) if lv.running_batch is not None else None
     prompt = round((lv.prompt_tokens or 0.0) * completed)

@@ -83,17 +83,8 @@ class RayOutcome:
     loops: tuple[str, ...] = ()  # per worker: the event loop its share ran on
 
 
-def require_ray(address: str = "local") -> Any:
-    """The ``ray`` module, or a one-line usage error naming the extra that installs it.
-
-    For ``--ray local`` Ray is told, before its import reads them, that this is
-    a one-host instance: every server it starts listens on 127.0.0.1 only (by
-    default they listen on every interface, so a laptop run would open ports to
-    its network) and it sends no usage report anywhere.
-    """
-    if address == "local":
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's switch for one-host, loopback
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+def require_ray() -> Any:
+    """The ``ray`` module, or a one-line usage error naming the extra that installs it."""
     try:
         import ray
     except ImportError:
@@ -103,7 +94,7 @@ def require_ray(address: str = "local") -> Any:
 
 def connect(options: RayOptions) -> None:
     """Join the cluster named by ``--ray`` (or start a local instance); reuse a connection already made."""
-    ray = require_ray(options.address)
+    ray = require_ray()
     if ray.is_initialized():
         return
     address = None if options.address == "local" else options.address

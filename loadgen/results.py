@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
+from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
 
@@ -653,8 +654,10 @@ class Results:
             )
         raw = migrate(raw)
         try:
-            hc = raw["histogram_config"]
-            config = HistogramConfig(hc["unit"], int(hc["lowest"]), int(hc["highest"]), int(hc["significant_figures"]))
+            config = _histogram_config(raw["histogram_config"])
+            if len(raw["levels"]) > MAX_FILE_LEVELS:
+                raise ResultsError(f"{source}: {len(raw['levels']):,} levels; a results file holds at most "
+                                   f"{MAX_FILE_LEVELS:,}")  # fmt: skip
             return cls(
                 run=RunInfo(**{k: raw["run"].get(k) for k in RunInfo.__slots__}),
                 target=Target(**{k: raw["target"][k] for k in Target.__slots__}),
@@ -666,6 +669,22 @@ class Results:
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise ResultsError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None
+
+
+MAX_HISTOGRAM_HIGHEST_US = 7 * 86_400 * 10**6  # a week: a latency past it is not one a histogram needs to hold
+
+
+def _histogram_config(hc: Mapping[str, Any]) -> HistogramConfig:
+    """The file's histogram range, within what a latency needs: a range of 2^62 at 5 significant figures
+    once allocated gigabytes of buckets before anything was read."""
+    config = HistogramConfig(hc["unit"], int(hc["lowest"]), int(hc["highest"]), int(hc["significant_figures"]))
+    if config.unit != "us" or not (1 <= config.lowest < config.highest <= MAX_HISTOGRAM_HIGHEST_US):
+        raise ValueError(
+            f"histogram_config: expected unit us and 1 <= lowest < highest <= {MAX_HISTOGRAM_HIGHEST_US:,}"
+        )
+    if not 1 <= config.significant_figures <= 3:
+        raise ValueError(f"histogram_config: significant_figures must be 1 to 3, got {config.significant_figures}")
+    return config
 
 
 def migrate(raw: dict[str, Any]) -> dict[str, Any]:

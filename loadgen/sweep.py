@@ -49,7 +49,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         raise UsageError(
             f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat)"
         )
-    trace = load_trace(Path(ld.trace)).scaled(1.0, ld.requests) if ld.trace else None
+    trace = load_trace(Path(ld.trace), ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):
         raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")
     try:

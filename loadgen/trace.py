@@ -16,22 +16,22 @@ columns):
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.textfiles import read_text
 
 MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
+MAX_TRACE_SPAN_S = 30 * 86400.0  # a row 10^15 s after the first once left a replay waiting silently forever
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,38 +71,57 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def load_trace(path: Path) -> Trace:
-    """Read a trace file; one line naming the file, line and column for anything wrong."""
+def load_trace(path: Path, limit: int | None = None) -> Trace:
+    """Read a trace file; one line naming the file, line and column for anything wrong.
+
+    With ``limit`` (``--requests``) only the ``limit`` earliest requests are
+    kept, however long the file: a heap holds them, so a cut of a trace past
+    ``MAX_TRACE_REQUESTS`` rows is replayed rather than refused.
+    """
     text = read_text(path, "--trace")
     rows: Iterable[tuple[int, Mapping[str, Any]]]
-    if path.suffix.lower() == ".csv":
-        rows = enumerate(csv.DictReader(io.StringIO(text)), start=2)
-    else:
-        rows = _json_lines(path, text)
-    times: list[float] = []
-    prompts: list[int] = []
-    outputs: list[int] = []
+    rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _json_lines(path, text)
+    kept: list[tuple[float, int, int, int]] = []  # (-time, -row, prompt, output): a max-heap on time
     fmt = None
     for line, row in rows:
         if fmt is None:
             fmt = _detect(path, row)
         time_key, prompt_key, output_key = _FORMATS[fmt]
         where = f"--trace {path}:{line}"
-        times.append(_seconds(where, time_key, row.get(time_key), fmt))
-        prompts.append(_tokens(where, prompt_key, row.get(prompt_key)))
-        outputs.append(_tokens(where, output_key, row.get(output_key)))
-        if len(times) > MAX_TRACE_REQUESTS:
-            raise UsageError(f"--trace {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
-    if not times or fmt is None:
+        entry = (-_seconds(where, time_key, row.get(time_key), fmt), -line,
+                 _tokens(where, prompt_key, row.get(prompt_key)), _tokens(where, output_key, row.get(output_key)))  # fmt: skip
+        if limit is None:
+            kept.append(entry)
+            if len(kept) > MAX_TRACE_REQUESTS:
+                raise UsageError(f"--trace {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
+        elif len(kept) < min(limit, MAX_TRACE_REQUESTS):
+            heapq.heappush(kept, entry)
+        else:
+            heapq.heappushpop(kept, entry)  # drops the latest of the kept and the new one
+    if not kept or fmt is None:
         raise UsageError(f"--trace {path}: no requests")
-    order = np.argsort(np.asarray(times), kind="stable")
-    start = times[int(order[0])]
+    kept.sort(reverse=True)  # earliest first; equal times in file order
+    start, (last_time, last_row, _, _) = -kept[0][0], kept[-1]
+    if -last_time - start > MAX_TRACE_SPAN_S:
+        raise UsageError(
+            f"--trace {path}:{-last_row}: {-last_time - start:,.0f} s after the first request; a replay spans at most "
+            f"{MAX_TRACE_SPAN_S / 86400:g} days (cut it with --requests, or fix the row's time)"
+        )
     return Trace(
-        tuple(times[i] - start for i in order.tolist()),
-        tuple(prompts[i] for i in order.tolist()),
-        tuple(outputs[i] for i in order.tolist()),
+        tuple(-t - start for t, _, _, _ in kept),
+        tuple(prompt for _, _, prompt, _ in kept),
+        tuple(output for _, _, _, output in kept),
         fmt,
     )
+
+
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:  # a field past the csv module's 131,072-character limit, a NUL byte
+        raise UsageError(f"--trace {path}:{reader.line_num}: not a CSV row ({exc})") from None
 
 
 def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Mapping[str, Any]]]:
@@ -134,7 +153,9 @@ def _seconds(where: str, key: str, raw: Any, fmt: str) -> float:
             moment = datetime.fromisoformat(head + (f".{frac[:6]}" if frac else ""))
         except ValueError:
             raise UsageError(f"{where}: {key}: expected a date and time, got {raw!r}") from None
-        return moment.timestamp()
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        return (moment - _EPOCH).total_seconds()  # not .timestamp(): that fails before 1970 on some hosts
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -142,6 +163,9 @@ def _seconds(where: str, key: str, raw: Any, fmt: str) -> float:
     if not math.isfinite(value):
         raise UsageError(f"{where}: {key}: expected a finite number, got {raw!r}")
     return value / 1000.0 if fmt == "mooncake" else value
+
+
+_EPOCH = datetime(1970, 1, 1)
 
 
 def _tokens(where: str, key: str, raw: Any) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -56,10 +57,20 @@ def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOpti
         return None
     if not address.strip():
         raise UsageError("--ray: give local, auto, or a cluster address (ray://HOST:PORT)")
-    require_ray(address.strip())  # before any request is sent
+    if address.strip() == "local":
+        local_ray_environment()
+    require_ray()  # before any request is sent
     bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
     check_reachable(address.strip())
     return RayOptions(address.strip(), choice("--ray-placement", placement, PLACEMENTS), num_cpus)
+
+
+def local_ray_environment() -> None:
+    """Tell Ray, before its import reads the switches, that ``--ray local`` is a one-host instance: every
+    server it starts listens on 127.0.0.1 only (by default on every interface, so a laptop run would open
+    ports to its network), and it sends no usage report anywhere (its default does)."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's one-host switch: loopback binds
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
 def http_options(

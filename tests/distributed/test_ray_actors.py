@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.cli.execute import local_ray_environment
 from loadgen.client import HttpOptions
 from loadgen.histogram import LatencyHistogram
 from loadgen.observe import NullObserver
@@ -26,7 +27,8 @@ from loadgen.workers import SplitTarget
 from loadgen.workload import Lengths, Workload
 
 pytestmark = pytest.mark.slow
-ray = require_ray("local")  # as --ray local imports it: one host, loopback only, no usage report
+local_ray_environment()  # before Ray is imported, as --ray local does: one host, loopback only, no usage report
+ray = require_ray()
 
 
 def split_target(sim: SimProcess) -> SplitTarget:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.histogram import HistogramConfig, LatencyHistogram
+from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 
 values = st.lists(st.integers(1, 10**9), max_size=200)
 
@@ -29,8 +33,30 @@ def test_an_encoding_wider_than_the_files_range_is_a_value_error_not_an_index_er
     # found by the fuzz test: a results file whose histogram was recorded with a larger highest value
     wide = LatencyHistogram(HistogramConfig(highest=10**12))
     wide.record_us(10**11)
-    with pytest.raises(ValueError, match="do not fit this file's range"):
+    with pytest.raises(ValueError, match=r"histogram encoded for range 1\.\.1000000000000 at 3 significant figures"):
         LatencyHistogram.decode(wide.encode(), HistogramConfig(highest=10**6))
+
+
+def test_a_zlib_bomb_is_refused_before_it_inflates() -> None:
+    # 1.4 MB of results file once inflated to 2 GB inside HdrHistogram's decoder
+    header = struct.pack(">IIIIQQd", 0x1C849313, 0, 0, 3, 1, DEFAULT_CONFIG.highest, 1.0)
+    bomb = zlib.compress(header + b"\0" * (64 << 20), 9)
+    text = base64.b64encode(struct.pack(">II", 0x1C849314, len(bomb)) + bomb).decode()
+    assert len(text) < 200_000
+    with pytest.raises(ValueError, match="inflates past 2 MiB"):
+        LatencyHistogram.decode(text)
+
+
+def test_decoded_histograms_stay_compact_and_answer_the_same() -> None:
+    h = LatencyHistogram()
+    h.record_many_us(np.array([5, 50, 500, 5_000, 50_000, 5_000_000]))
+    back = LatencyHistogram.decode(h.encode())
+    assert back == h and back.percentile_us(50) == h.percentile_us(50) and back.mean_us() == h.mean_us()
+    assert back.equivalent_range_us(5_000) == h.equivalent_range_us(5_000)
+    assert back._hdr is None  # read, ranged and compared without a dense 190 KB counts array
+    h.freeze()
+    assert h._hdr is None and h.encode() == back.encode() and h == back
+    assert LatencyHistogram()._hdr is None  # an empty histogram costs no buckets either
 
 
 @given(values, values)
