@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from loadgen.cli.common import EXIT_USAGE, consoles, fail
-from loadgen.cli.stop_signals import StopRequested
+from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.framing import Tokenizer
@@ -132,11 +133,21 @@ def serve_sim(
         typer.echo(f"http://{host}:{bound}/v1")
 
     try:
-        asyncio.run(serve_forever(options, host, port, ready, until_stdin_closes=until_stdin_closes))
+        asyncio.run(_serve(options, host, port, ready, until_stdin_closes))
     except (KeyboardInterrupt, StopRequested):
         err.print("simulator stopped")
     except OSError as exc:
         raise fail(f"--host {host} --port {port}: cannot bind ({exc.strerror})", EXIT_USAGE) from None
+
+
+async def _serve(
+    options: SimOptions, host: str, port: int, ready: Callable[[int], None], until_stdin_closes: bool
+) -> None:
+    """Serve until a stop signal (Ctrl-C, TERM, HUP: the server closes cleanly) or the parent's pipe ends."""
+    stop = asyncio.Event()
+    with SIGNALS.steering(asyncio.get_running_loop(), stop):
+        await serve_forever(options, host, port, ready, until_stdin_closes=until_stdin_closes, done=stop)
+    consoles().err.print("simulator stopped")
 
 
 def register(app: typer.Typer) -> None:

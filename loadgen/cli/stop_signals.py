@@ -66,6 +66,8 @@ class StopSignals:
     def steering(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> Iterator[None]:
         """While a session runs: signals set ``stop``; afterwards (saving) they are absorbed."""
         self._steering = (loop, stop)
+        if self.first is not None:  # one came earlier and asyncio swallowed its exception in a callback
+            stop.set()
         try:
             yield
         finally:

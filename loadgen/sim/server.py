@@ -46,16 +46,23 @@ async def start_site(options: SimOptions, host: str, port: int) -> tuple[web.App
 
 
 async def serve_forever(
-    options: SimOptions, host: str, port: int, on_ready: Callable[[int], None], *, until_stdin_closes: bool = False
+    options: SimOptions,
+    host: str,
+    port: int,
+    on_ready: Callable[[int], None],
+    *,
+    until_stdin_closes: bool = False,
+    done: asyncio.Event | None = None,
 ) -> None:
-    """Serve until cancelled (Ctrl-C in the CLI) or, with ``until_stdin_closes``, until standard input ends.
+    """Serve until ``done`` is set (a stop signal, in the CLI), cancelled, or, with ``until_stdin_closes``,
+    until standard input ends.
 
     A parent that starts the simulator holds its standard input open: when the
     parent goes, however it went (SIGKILL included), the pipe closes and the
     simulator follows, its port closed, instead of outliving the run.
     """
     runner, bound = await start_site(options, host, port)
-    done = asyncio.Event()
+    done = done or asyncio.Event()
     if until_stdin_closes:
         loop = asyncio.get_running_loop()
         fd = sys.stdin.fileno()
