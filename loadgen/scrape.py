@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import httpx
 
+from loadgen.control import OversizedBody, get_capped
 from loadgen.promtext import read_gauges
 from loadgen.results import ServerSample
 from loadgen.target import split_endpoint
@@ -18,11 +19,14 @@ def metrics_url(base_url: str) -> str:
     return (root.removesuffix("/v1") or root) + "/metrics"
 
 
+METRICS_MAX_BYTES = 16 << 20  # a /metrics page is tens of KB; vLLM's with many LoRA adapters a few MB
+
+
 async def probe(http: httpx.AsyncClient, url: str) -> bool:
     """Whether the target exposes gauges we know (auto-enables scraping)."""
     try:
-        response = await http.get(url, timeout=5.0)
-    except httpx.HTTPError:
+        response = await get_capped(http, url, timeout_s=5.0, max_bytes=METRICS_MAX_BYTES)
+    except (httpx.HTTPError, OversizedBody):
         return False
     return response.status_code == 200 and read_gauges(response.text) is not None
 
@@ -45,9 +49,9 @@ class MetricsScraper:
         await asyncio.sleep(max(0.0, start - clock()))
         while clock() < end():
             try:
-                response = await self._http.get(self._url, timeout=5.0)
+                response = await get_capped(self._http, self._url, timeout_s=5.0, max_bytes=METRICS_MAX_BYTES)
                 gauges = read_gauges(response.text) if response.status_code == 200 else None
-            except httpx.HTTPError:
+            except (httpx.HTTPError, OversizedBody):
                 gauges = None
             if gauges is None:
                 self.failures += 1

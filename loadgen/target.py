@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
+from loadgen.control import OversizedBody, get_capped
 from loadgen.errors import EndpointError, UsageError
 
 
@@ -136,10 +137,17 @@ def tls_failure(exc: BaseException) -> str | None:
     return None
 
 
+MODELS_MAX_BYTES = 8 << 20  # an OpenAI model list is a few KB (a gateway's thousands of ids: a few MB)
+
+
 async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | None) -> tuple[str, list[str]]:
     """Check ``/models`` answers like an OpenAI server; return ``model`` (or the first id served) and the ids served."""
     try:
-        response = await http.get("models", timeout=30.0)
+        response = await get_capped(http, "models", timeout_s=30.0, max_bytes=MODELS_MAX_BYTES)
+    except OversizedBody:
+        raise EndpointError(
+            f"{shown_url}: /models answered past {MODELS_MAX_BYTES >> 20} MiB: not an OpenAI model list"
+        ) from None
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         # the aiohttp transport reports a refused connection as ConnectTimeout
         if tls_failure(exc):
@@ -158,8 +166,8 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
     if status >= 400:
         raise EndpointError(f"{shown_url}: /models answered HTTP {status}")
     try:
-        ids = [m["id"] for m in response.json()["data"]]
-    except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
+        ids = [m["id"] for m in json.loads(response.body)["data"]]
+    except (ValueError, KeyError, TypeError, RecursionError):  # ValueError: bad JSON or bad UTF-8
         raise EndpointError(
             f"{shown_url}: /models did not return an OpenAI model list: not an OpenAI-compatible server?"
         ) from None

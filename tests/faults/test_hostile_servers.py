@@ -443,6 +443,32 @@ async def test_models_ids_that_name_no_model_are_skipped_and_a_deep_list_is_refu
             assert model == expected
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_endless_models_and_metrics_bodies_are_cut_at_their_cap(transport: str) -> None:
+    """Issue 31, item 9: an endless /models reached 2.16 GB in 4.4 s, an endless /metrics 2.14 GB during the
+    automatic probe (httpx reads a body whole). The server offers 256 MiB; the client stops at the cap."""
+    from loadgen.errors import EndpointError
+    from loadgen.scrape import probe
+    from loadgen.target import resolve_model
+
+    async def endless(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(chunked(b'{"data": [{"id": "'))
+        for _ in range(4_096):
+            writer.write(chunked(b"a" * 65_536))
+            await writer.drain()
+
+    started = time.monotonic()
+    async with raw_server(endless) as url:
+        options = HttpOptions(timeout_s=30, transport=transport)  # type: ignore[arg-type]
+        async with make_http_client(url + "/", {}, options) as http:
+            with pytest.raises(EndpointError, match="/models answered past 8 MiB"):
+                await resolve_model(http, url, None)
+            assert not await probe(http, url + "/metrics")
+    assert time.monotonic() - started < 20
+
+
 def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Issue 31, item 7: three paths the scrubber missed: a chunk id -> records response_id; a /models id ->
     results target.model, settings.model and the report; a bare Basic token (base64 of user:pass) in an
