@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import ssl
 import uuid
 from collections.abc import AsyncGenerator, Mapping
@@ -258,7 +257,7 @@ async def _over_httpx(
     in_body = False
     try:
         async with asyncio.timeout(timeout_s):
-            response = await _send(http, request)
+            response = await http.send(request, stream=True)
             try:
                 status = response.status_code
                 content_type = response.headers.get("content-type", "")
@@ -303,40 +302,6 @@ async def _over_httpx(
         cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
         detail = type(cause).__name__
     return status, error, detail
-
-
-STALE_RETRIES = 2  # sends again after a silent close of a pooled connection (a hostile server: 3 sends, counted)
-
-
-async def _send(http: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """Send, and once more if the connection closed before one byte of answer.
-
-    That is a keep-alive connection the server closed while idle, crossing
-    our request (RFC 9112 9.3.1): not the server's failure. aiohttp retries
-    it for idempotent methods only, so a POST through its pool was counted a
-    ``connect`` failure (281 of 850 requests against a server with a short
-    keep-alive timeout). The pool drops the closed connection, but the next
-    idle one may have been closed in the same instant: ``STALE_RETRIES`` times
-    at most, then the close is counted.
-    """
-    for _ in range(STALE_RETRIES):
-        try:
-            return await http.send(request, stream=True)
-        except (httpx.HTTPError, aiohttp.ClientError) as exc:
-            cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-            if not _closed_before_answering(cause):
-                raise
-    return await http.send(request, stream=True)
-
-
-def _closed_before_answering(exc: BaseException) -> bool:
-    """A connection the server closed (or reset) after it was made, with no answer: not a refusal."""
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return True
-    if isinstance(exc, aiohttp.ClientOSError) and not isinstance(exc, aiohttp.ClientConnectorError):
-        # written into a socket the server had closed: reset, a broken pipe, or the body's write refused
-        return exc.errno in (errno.ECONNRESET, errno.EPIPE) or "Can not write request body" in str(exc)
-    return "without sending a response" in str(exc)  # httpcore's words for the same
 
 
 def _timed_out(timeout_s: float) -> str:

@@ -66,8 +66,6 @@ class _Connection(asyncio.Protocol):
         self.framed = False  # the body's end is marked (a length or chunking), not the connection's close
         self.wanted = True  # the exchange still reads the body
         self.interim = False  # reading a 1xx response that comes before the answer
-        self.served = 0  # exchanges started on this connection (past 1: a reused keep-alive connection)
-        self.stale = False  # a reused connection the server closed before answering: send again, elsewhere
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -105,14 +103,6 @@ class _Connection(asyncio.Protocol):
         if self.exchange is not None:
             if self.in_body and not self.framed:  # a body without length or chunking ends with the connection
                 self._finish(None, None, reusable=False)
-                return
-            if self.served > 1 and self.head_bytes == 0:
-                # a reused connection closed with not one byte of answer: the server's keep-alive timeout
-                # crossing our request (RFC 9112 9.3.1). Not the server's failure: sent again on a new one
-                self.stale = True
-                self.exchange = None
-                if self.done is not None and not self.done.done():
-                    self.done.set_result(None)
                 return
             # before the headers: nothing came back (as a reset or a refused request); after: a broken stream
             kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.CONNECT
@@ -165,7 +155,6 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.exchange, self.in_body, self.header_bytes, self.head_bytes, self.wanted = exchange, False, 0, 0, True
         self.content_type, self.framed, self.interim = b"", False, False
-        self.served += 1
         self.done = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self.done
@@ -196,8 +185,8 @@ class _Connection(asyncio.Protocol):
         """Whether the idle socket has something to read: the server's close (a keep-alive timeout)
         that the event loop has not processed yet, or bytes no request asked for. Either way it is no
         longer a clean idle connection: a request sent on it would fail for nothing the server did.
-        One poll of the socket; what is left is a close that crosses the request in flight, which
-        ``post`` sends again once on a new connection."""
+        One poll of the socket; what is left is a close that arrives while the request is in flight,
+        which no client can tell from a server that dropped the request (and is counted as such)."""
         sock = self.transport.get_extra_info("socket") if self.transport is not None else None
         if sock is None:
             return False
@@ -252,25 +241,20 @@ class Wire:
         if self.limit is not None:
             await self.limit.acquire()
         try:
-            fresh = False
-            while True:
-                conn = await self._connection(exchange, fresh=fresh)
-                if conn is None:
-                    return
-                try:
-                    await conn.start(exchange, request)
-                except asyncio.CancelledError:
-                    conn.exchange = None
-                    conn.abort()
-                    raise
-                if not conn.stale or fresh:
-                    return
-                fresh = True  # once, on a new connection: a reused one may be just as stale
+            conn = await self._connection(exchange)
+            if conn is None:
+                return
+            try:
+                await conn.start(exchange, request)
+            except asyncio.CancelledError:
+                conn.exchange = None
+                conn.abort()
+                raise
         finally:
             if self.limit is not None:
                 self.limit.release()
 
-    async def _connection(self, exchange: Exchange, *, fresh: bool = False) -> _Connection | None:
+    async def _connection(self, exchange: Exchange) -> _Connection | None:
         """An idle connection still open, or a new one; None when none could be made (exchange told).
 
         A new connection replaces the oldest draining one, so the connections held never outnumber the
@@ -279,7 +263,7 @@ class Wire:
         """
         if not self.idle and any(conn.readable() for conn in self.draining):
             await asyncio.sleep(0)
-        while self.idle and not fresh:
+        while self.idle:
             conn = self.idle.pop()
             if not conn.closed and not conn.readable():
                 return conn

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import random
 import time
 from typing import Any
 
@@ -544,49 +543,3 @@ def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None
         assert any("bad credential <redacted>" in (r["error_detail"] or "") for r in rows)
 
     asyncio.run(serve())
-
-
-@pytest.mark.slow
-@pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_keep_alive_close_crossing_a_request_is_sent_again_not_counted(transport: str) -> None:
-    """Issue 31, item 22: a server that closes connections idle for 50 ms (a short keep-alive timeout),
-    and clients that pause about that long between requests: the close often crosses the next request.
-    aiohttp counted 281 of 850 such requests as connect failures (it retries only idempotent methods)."""
-    idle_s = 0.05
-    answer = SSE_HEAD + chunked(b'data: {"choices":[{"text":"a"}]}\n\n') + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), idle_s)
-                except TimeoutError:
-                    break  # idle too long: close, without a word, as servers' keep-alive timeouts do
-                length = next(
-                    int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
-                writer.write(answer)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    rng = random.Random(1)
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
-    options = HttpOptions(timeout_s=5, transport=transport)  # type: ignore[arg-type]
-    async with server, make_http_client(url, {}, options) as http:
-
-        async def worker() -> list[RequestRecord]:
-            records = []
-            for _ in range(25):
-                records.append(await post_on(http))
-                await asyncio.sleep(rng.uniform(0.97 * idle_s, 1.03 * idle_s))
-            return records
-
-        records = [r for rs in await asyncio.gather(*(worker() for _ in range(4))) for r in rs]
-    failed = [(r.error, r.error_detail) for r in records if r.error]
-    assert len(failed) <= 1, failed
