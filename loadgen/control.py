@@ -27,12 +27,17 @@ class ControlAnswer:
         return self.body.decode("utf-8", errors="replace")
 
 
+CONNECT_TIMEOUT_S = 10.0  # a connection and its TLS handshake; a plain-HTTP port asked for TLS never answers
+
+
 async def get_capped(http: httpx.AsyncClient, url: str, *, timeout_s: float, max_bytes: int) -> ControlAnswer:
     """GET ``url``; raises ``OversizedBody`` past ``max_bytes``, ``httpx.TimeoutException`` past ``timeout_s``
-    for the whole exchange, or another ``httpx.HTTPError``."""
+    for the whole exchange (``httpx.ConnectTimeout`` past ``CONNECT_TIMEOUT_S`` for the connection and its
+    TLS handshake), or another ``httpx.HTTPError``."""
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
     try:
         async with asyncio.timeout(timeout_s):
-            async with http.stream("GET", url, timeout=timeout_s) as response:
+            async with http.stream("GET", url, timeout=timeout) as response:
                 chunks, size = [], 0
                 async for chunk in response.aiter_raw():
                     size += len(chunk)

@@ -11,12 +11,13 @@ import base64
 import json
 import re
 import ssl
+import time
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from loadgen.control import OversizedBody, get_capped
+from loadgen.control import CONNECT_TIMEOUT_S, OversizedBody, get_capped
 from loadgen.errors import EndpointError, UsageError
 
 
@@ -131,10 +132,23 @@ def tls_failure(exc: BaseException) -> str | None:
         if isinstance(inner, BaseException):
             current = inner
             continue
-        if isinstance(current, ssl.SSLError):
+        if isinstance(current, ssl.SSLError) and not isinstance(current, ssl.SSLWantReadError | ssl.SSLWantWriteError):
+            # (a handshake still waiting when time ran out is no failure of verification)
             return getattr(current, "verify_message", None) or getattr(current, "reason", None) or "TLS error"
         current = current.__cause__ or current.__context__
     return None
+
+
+def _plain_http(reason: str) -> bool:
+    """OpenSSL's words for a plain-HTTP answer (``400 Bad Request`` in clear) to our TLS hello."""
+    return any(words in reason.upper() for words in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"))
+
+
+def _tls_advice(reason: str) -> str:
+    """What to do about a failed verification: a certificate for another name is not fixed by trusting it."""
+    if "mismatch" in reason.lower() or "not valid for" in reason.lower():
+        return "use the host name the certificate was issued for (or --insecure to skip verification)"
+    return "for a self-signed certificate pass --insecure (or trust its CA: SSL_CERT_FILE)"
 
 
 MODELS_MAX_BYTES = 8 << 20  # an OpenAI model list is a few KB (a gateway's thousands of ids: a few MB)
@@ -142,6 +156,7 @@ MODELS_MAX_BYTES = 8 << 20  # an OpenAI model list is a few KB (a gateway's thou
 
 async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | None) -> tuple[str, list[str]]:
     """Check ``/models`` answers like an OpenAI server; return ``model`` (or the first id served) and the ids served."""
+    started = time.monotonic()
     try:
         response = await get_capped(http, "models", timeout_s=30.0, max_bytes=MODELS_MAX_BYTES)
     except OversizedBody:
@@ -149,10 +164,19 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
             f"{shown_url}: /models answered past {MODELS_MAX_BYTES >> 20} MiB: not an OpenAI model list"
         ) from None
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        # the aiohttp transport reports a refused connection as ConnectTimeout
-        if tls_failure(exc):
-            raise EndpointError(f"{shown_url}: TLS verification failed ({tls_failure(exc)}); for a self-signed "
-                                "certificate pass --insecure") from None  # fmt: skip
+        reason = tls_failure(exc)
+        if reason and _plain_http(reason):
+            raise EndpointError(f"{shown_url}: the port answered without TLS ({reason}): use an http:// URL") from None
+        if reason:
+            raise EndpointError(f"{shown_url}: TLS verification failed ({reason}); {_tls_advice(reason)}") from None
+        # the aiohttp transport reports a refused connection as ConnectTimeout too: only the clock tells
+        if time.monotonic() - started >= 0.9 * CONNECT_TIMEOUT_S:
+            if shown_url.startswith("https://"):
+                raise EndpointError(
+                    f"{shown_url}: no TLS handshake within {CONNECT_TIMEOUT_S:g} s: if that port serves plain "
+                    "HTTP, use an http:// URL"
+                ) from None
+            raise EndpointError(f"{shown_url}: no connection within {CONNECT_TIMEOUT_S:g} s") from None
         raise EndpointError(f"cannot connect to {shown_url}: is the server running?") from None
     except httpx.TimeoutException:
         raise EndpointError(f"{shown_url}: no answer from /models within 30 s") from None

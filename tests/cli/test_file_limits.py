@@ -35,3 +35,42 @@ def test_a_results_file_past_the_level_limit_or_with_a_vast_histogram_range_is_r
         path.write_text(json.dumps(body))
         result = runner.invoke(app, ["report", str(path)])
         assert result.exit_code == 3 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def test_a_csv_saved_with_a_byte_order_mark_imports_like_one_without(tmp_path: Path) -> None:
+    # Excel writes a UTF-8 BOM: it once became part of the first column's name ("give exactly one of
+    # concurrency or rate")
+    plain = (DATA / "nim_llama33_70b_2xh100_fp8.csv").read_text()
+    marked = tmp_path / "excel.csv"
+    marked.write_text("\ufeff" + plain, encoding="utf-8")
+    result = runner.invoke(app, ["import", str(marked), "-o", str(tmp_path / "r.json"), "--output-tokens", "500"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_trace_with_a_year_one_timestamp_an_oversized_field_or_a_far_row_is_one_line(tmp_path: Path) -> None:
+    cases = {
+        "azure.csv": ("TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01 00:00:00,4,4\n0001-01-01 00:00:01,4,4\n",
+                      None),
+        "field.csv": ("time_s,prompt_tokens,output_tokens\n0,4," + "9" * 140_000 + "\n", "not a CSV row"),
+        "far.csv": ("time_s,prompt_tokens,output_tokens\n0,4,4\n1e15,4,4\n", "a replay spans at most 30 days"),
+    }  # fmt: skip
+    for name, (text, message) in cases.items():
+        trace = tmp_path / name
+        trace.write_text(text)
+        args = ["run", "--url", "sim", "--trace", str(trace), "-o", str(tmp_path / "r.json"), "--quiet"]
+        result = runner.invoke(app, [*args, "--max-tokens", "2"] if message is None else args)
+        assert "Traceback" not in result.output, result.output
+        if message is None:
+            assert result.exit_code == 0, result.output  # year 1 is a valid (if odd) origin
+        else:
+            assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_cut_of_a_trace_longer_than_the_replay_limit_is_replayed(tmp_path: Path) -> None:
+    from loadgen.trace import MAX_TRACE_REQUESTS, load_trace
+
+    trace = tmp_path / "long.csv"
+    rows = "".join(f"{(MAX_TRACE_REQUESTS - i) * 0.001},4,4\n" for i in range(MAX_TRACE_REQUESTS + 1))
+    trace.write_text("time_s,prompt_tokens,output_tokens\n" + rows)
+    cut = load_trace(trace, 2)  # the two earliest of 1,000,001 rows (the file lists them last)
+    assert cut.offsets_s == (0.0, 0.001) and len(cut.prompt_tokens) == 2

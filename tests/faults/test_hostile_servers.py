@@ -170,6 +170,52 @@ def test_a_tls_verification_failure_is_named_as_such() -> None:
     assert tls_failure(httpx.ConnectError("refused")) is None
 
 
+MODELS_ANSWER = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 22\r\n\r\n{"data":[{"id":"m"}]}'
+
+
+async def _models_error(url: str, transport: str) -> str:
+    from loadgen.errors import EndpointError
+    from loadgen.target import resolve_model
+
+    async with make_http_client(url + "/", {}, HttpOptions(timeout_s=5, transport=transport)) as http:  # type: ignore[arg-type]
+        with pytest.raises(EndpointError) as failure:
+            await resolve_model(http, url, None)
+    return str(failure.value)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_certificate_for_another_name_is_not_answered_with_insecure_for_self_signed(
+    transport: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Issue 31, item 18: a hostname mismatch ended 'for a self-signed certificate pass --insecure'."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("example.org").configure_cert(server)  # trusted, but not for 127.0.0.1
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    async with raw_server(sends(MODELS_ANSWER), ssl=server) as url:
+        message = await _models_error(url, transport)
+    assert "not valid for '127.0.0.1'" in message and "use the host name the certificate was issued for" in message
+    assert "self-signed" not in message
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_https_to_a_plain_http_port_says_so_in_seconds(transport: str) -> None:
+    """Issue 31, item 18: https:// to a plain-HTTP port waited 30 s, then advised --insecure."""
+    started = time.monotonic()
+    async with raw_server(sends(MODELS_ANSWER)) as url:
+        message = await _models_error(url.replace("http://", "https://"), transport)
+    assert "no TLS handshake within 10 s: if that port serves plain HTTP, use an http:// URL" in message, message
+    assert time.monotonic() - started < 20
+
+
 @pytest.mark.asyncio
 async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
     import socket
