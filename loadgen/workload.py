@@ -10,10 +10,10 @@ prompt starts with a per-request nonce so prefix caches cannot flatter TTFT.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TextIO, get_args
 
 import numpy as np
 
@@ -156,21 +156,34 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None 
     as benchmarks drop conversations too long for the model's context.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8-sig") as lines:  # a BOM is no part of the data
+            if fmt == "auto":
+                fmt = "sharegpt" if _first_character(lines) == "[" else "jsonl"
+            # JSON lines are read a line at a time (the file's text is never held whole: a 1 GB dataset
+            # once peaked at 3.4 GB as text, lines and entries); ShareGPT is one JSON document
+            entries = _sharegpt(path, lines.read()) if fmt == "sharegpt" else _jsonl(path, lines, max_words)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read dataset ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text dataset (expected UTF-8 JSON or JSON lines)") from None
-    if fmt == "auto":
-        fmt = "sharegpt" if text.lstrip().startswith("[") else "jsonl"
-    entries = _sharegpt(path, text) if fmt == "sharegpt" else _jsonl(path, text)
-    if not entries:
-        raise UsageError(f"{path}: dataset has no prompts (read as {fmt})")
     if max_words is not None:
         entries = tuple(e for e in entries if _entry_words(e) <= max_words)
-        if not entries:
-            raise UsageError(f"{path}: no entry is {max_words} words or shorter (prompt + answer)")
+    if not entries and max_words is not None:
+        raise UsageError(f"{path}: no entry is {max_words} words or shorter (prompt + answer), or none at all")
+    if not entries:
+        raise UsageError(f"{path}: dataset has no prompts (read as {fmt})")
     return entries
+
+
+def _first_character(lines: TextIO) -> str:
+    """The first character that is not white space (the file is rewound after)."""
+    while chunk := lines.read(4096):
+        stripped = chunk.lstrip()
+        if stripped:
+            lines.seek(0)
+            return stripped[0]
+    lines.seek(0)
+    return ""
 
 
 def _entry_words(entry: DatasetEntry) -> int:
@@ -214,9 +227,9 @@ def _sharegpt(path: Path, text: str) -> tuple[DatasetEntry, ...]:
     return tuple(entries)
 
 
-def _jsonl(path: Path, text: str) -> tuple[DatasetEntry, ...]:
+def _jsonl(path: Path, lines: Iterable[str], max_words: int | None = None) -> tuple[DatasetEntry, ...]:
     entries = []
-    for no, line in enumerate(text.splitlines(), 1):
+    for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -241,14 +254,14 @@ def _jsonl(path: Path, text: str) -> tuple[DatasetEntry, ...]:
             answer, messages = messages[-1].get("content"), messages[:-1]
             if not messages:
                 raise UsageError(f"{path}:{no}: only an assistant message: nothing to send")
-        entries.append(
-            DatasetEntry(
-                obj.get("prompt"),
-                tuple(messages) if messages else None,
-                max_tokens,
-                answer_words=_words(answer) if isinstance(answer, str) and answer.strip() else None,
-            )
+        entry = DatasetEntry(
+            obj.get("prompt"),
+            tuple(messages) if messages else None,
+            max_tokens,
+            answer_words=_words(answer) if isinstance(answer, str) and answer.strip() else None,
         )
+        if max_words is None or _entry_words(entry) <= max_words:  # dropped entries are not held
+            entries.append(entry)
     return tuple(entries)
 
 
