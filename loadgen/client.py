@@ -47,7 +47,7 @@ from loadgen.sse import (
     plain_token_text,
 )
 from loadgen.target import split_endpoint
-from loadgen.wire import Wire
+from loadgen.wire import MAX_HEADER_BYTES, Wire
 
 Transport = Literal["native", "aiohttp", "httpx"]
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
@@ -109,7 +109,9 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
         )
     ssl_ctx: ssl.SSLContext | bool = ssl.create_default_context() if options.verify_tls else False
     connector = aiohttp.TCPConnector(limit=options.max_connections, ssl=ssl_ctx, keepalive_timeout=60.0)
-    session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+    session = aiohttp.ClientSession(  # headers up to the cap every transport shares (aiohttp's own: 8 KiB)
+        connector=connector, auto_decompress=False, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES
+    )
     return httpx.AsyncClient(
         base_url=base_url, params=params, headers=headers, timeout=timeout, transport=AiohttpTransport(client=session)
     )
@@ -261,7 +263,10 @@ async def _over_httpx(
             try:
                 status = response.status_code
                 content_type = response.headers.get("content-type", "")
-                if status >= 400:
+                if sum(len(k) + len(v) for k, v in response.headers.raw) > MAX_HEADER_BYTES:
+                    # the cap every transport shares (httpx's parser takes up to 100 KiB)
+                    error, detail = ErrorKind.PROTOCOL, f"response headers over {MAX_HEADER_BYTES // 1024} KiB"
+                elif status >= 400:
                     error, detail = error_kind_for_status(status), f"HTTP {status}{await _server_reason(response)}"
                 elif content_type and "event-stream" not in content_type:
                     error, detail = ErrorKind.MALFORMED_CHUNK, _not_a_stream(content_type)
@@ -291,7 +296,9 @@ async def _over_httpx(
         # also reports a connection closed before any response byte this way, which is a connect failure
         # on every other transport
         silent = status is None and "without sending a response" in str(exc)
-        error = ErrorKind.STREAM_BROKEN if in_body else ErrorKind.CONNECT if silent else ErrorKind.PROTOCOL
+        cut = "peer closed" in str(exc) or "incomplete" in str(exc).lower()  # h11: the connection ended early
+        error = (ErrorKind.STREAM_BROKEN if in_body and cut else ErrorKind.CONNECT if silent
+                 else ErrorKind.PROTOCOL)  # fmt: skip
         detail = type(exc).__name__
     except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
         # Once the body has started, any transport failure is a broken stream

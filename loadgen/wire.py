@@ -56,6 +56,8 @@ class _Connection(asyncio.Protocol):
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        # a bare LF ends a line as CRLF does (RFC 9112 2.2 lets a recipient accept it; aiohttp and httpx do)
+        self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
         self.exchange: Exchange | None = None
         self.done: asyncio.Future[None] | None = None
         self.closed = False
@@ -92,9 +94,8 @@ class _Connection(asyncio.Protocol):
                 self._finish(ErrorKind.STREAM_BROKEN, f"{type(cause).__name__}: {cause}", reusable=False)
         except httptools.HttpParserUpgrade:  # 101 Switching Protocols: not an answer this client can read
             self._finish(ErrorKind.PROTOCOL, "the server switched protocols (101)", reusable=False)
-        except httptools.HttpParserError as exc:
-            kind = ErrorKind.STREAM_BROKEN if self.in_body else ErrorKind.PROTOCOL
-            self._finish(kind, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
+        except httptools.HttpParserError as exc:  # a bad status line, header or chunk framing: not HTTP
+            self._finish(ErrorKind.PROTOCOL, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
