@@ -124,3 +124,110 @@ def test_mutated_results_files_raise_only_results_errors(muts: list[tuple[str, i
             parent[path[-1]] = json.loads(json.dumps(junk))  # a fresh copy: no shared or circular nodes
     with contextlib.suppress(ResultsError):
         Results.from_json(json.dumps(doc))
+
+
+# Imports, traces and datasets: whatever the file holds, the one error that comes out is ours (UsageError,
+# one line naming the file); never a traceback (issue 31: 13 of 44 malformed imports were tracebacks).
+IMPORTS = {name: json.loads((Path(__file__).parent / "data" / name).read_text())
+           for name in ("vllm_bench/vllm-c4.json", "aiperf/profile_export_aiperf-c4.json")}  # fmt: skip
+TABLE_COLUMNS = ["concurrency", "rate", "ttft_p50_ms", "tpot_p95_ms", "itl_mean_ms", "e2e_mean_ms",
+                 "requests_per_s", "output_tokens_per_s", "output_tokens", "prompt_tokens", "duration_s"]  # fmt: skip
+cells = st.one_of(
+    st.sampled_from(["", "nan", "inf", "-1", "1e400", "0", "1", "12.5", "true", "x"]),
+    st.integers(-5, 10**9).map(str),
+    st.text(max_size=6),
+)
+
+
+def _mutate(doc: object, muts: list[tuple[str, int]], junk: object) -> object:
+    doc = json.loads(json.dumps(doc))
+    for action, pick in muts:
+        paths = [p for p in _paths(doc) if p]
+        if not paths:
+            break
+        path = paths[pick % len(paths)]
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]  # type: ignore[index]
+        if action == "drop" and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = json.loads(json.dumps(junk))  # type: ignore[index]
+    return doc
+
+
+def _only_usage_errors(write: str, name: str, read: object) -> None:
+    from loadgen.errors import UsageError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(write, encoding="utf-8")
+        try:
+            read(path)  # type: ignore[operator]
+        except UsageError as exc:
+            assert "\n" not in str(exc).strip() and str(exc)
+
+
+def _import(path: Path) -> None:
+    from loadgen.imports import read_levels, to_results
+
+    levels, fmt = read_levels(path)
+    to_results(levels, source=path.name, fmt=fmt, model="m")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(IMPORTS)), mutations,
+       st.one_of(st.none(), st.integers(), st.floats(), st.text(max_size=5), st.lists(st.integers(), max_size=2)))  # fmt: skip
+def test_mutated_imports_raise_only_usage_errors(name: str, muts: list[tuple[str, int]], junk: object) -> None:
+    _only_usage_errors(json.dumps(_mutate(IMPORTS[name], muts, junk)), "bench.json", _import)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(TABLE_COLUMNS), min_size=1, max_size=6, unique=True),
+       st.lists(st.lists(cells, min_size=6, max_size=6), max_size=4))  # fmt: skip
+def test_random_import_tables_raise_only_usage_errors(columns: list[str], rows: list[list[str]]) -> None:
+    import csv
+    import io
+
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    writer.writerows(row[: len(columns)] for row in rows)
+    _only_usage_errors(text.getvalue(), "table.csv", _import)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([("time_s", "prompt_tokens", "output_tokens"), ("timestamp", "input_length", "output_length"),
+                        ("TIMESTAMP", "ContextTokens", "GeneratedTokens")]),
+       st.lists(st.lists(cells, min_size=3, max_size=3), max_size=4), st.booleans())  # fmt: skip
+def test_random_traces_raise_only_usage_errors(columns: tuple[str, ...], rows: list[list[str]], as_csv: bool) -> None:
+    from loadgen.trace import load_trace
+
+    if as_csv:
+        text = ",".join(columns) + "\n" + "".join(",".join(row) + "\n" for row in rows)
+    else:
+        text = "".join(json.dumps(dict(zip(columns, row, strict=True))) + "\n" for row in rows)
+    _only_usage_errors(text, "trace.csv" if as_csv else "trace.jsonl", load_trace)
+
+
+DATASET_KEYS = ["prompt", "messages", "max_tokens", "completion", "response", "conversations", "from", "value",
+                "role", "content", "human", "gpt", "user", "assistant"]  # fmt: skip
+dataset_documents = st.recursive(
+    scalars | st.sampled_from(DATASET_KEYS),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.sampled_from(DATASET_KEYS), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(dataset_documents, max_size=4), st.booleans())
+def test_random_datasets_raise_only_usage_errors(lines: list[object], sharegpt: bool) -> None:
+    from loadgen.workload import load_dataset
+
+    def safe(value: object) -> str:
+        return json.dumps(value, allow_nan=True)
+
+    text = safe(lines) if sharegpt else "".join(safe(line) + "\n" for line in lines)
+    _only_usage_errors(text, "data.jsonl", load_dataset)
