@@ -49,6 +49,20 @@ class _HeadersTooLarge(Exception):
     """Raised from the header callback to stop the parser."""
 
 
+def has_input(transport: asyncio.BaseTransport | None) -> bool:
+    """Whether an idle connection's socket has something to read (one poll, no wait): the server's close
+    that the event loop has not processed yet, or bytes nobody asked for. Either way it is no connection
+    to send a request on. This wire's pool and the aiohttp pool (``loadgen.client``) both ask."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    if not hasattr(select, "poll"):  # Windows: select takes any handle value
+        return bool(select.select([sock], [], [], 0)[0])
+    poller = select.poll()  # not select.select here: descriptors past 1023 are common at high concurrency
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; serves one exchange at a time."""
 
@@ -188,14 +202,7 @@ class _Connection(asyncio.Protocol):
         longer a clean idle connection: a request sent on it would fail for nothing the server did.
         One poll of the socket; what is left is a close that arrives while the request is in flight,
         which no client can tell from a server that dropped the request (and is counted as such)."""
-        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
-        if sock is None:
-            return False
-        if not hasattr(select, "poll"):  # Windows: select takes any handle value
-            return bool(select.select([sock], [], [], 0)[0])
-        poller = select.poll()  # not select.select here: descriptors past 1023 are common at high concurrency
-        poller.register(sock.fileno(), select.POLLIN)
-        return bool(poller.poll(0))
+        return has_input(self.transport)
 
     def abort(self) -> None:
         self.closed = True
@@ -271,6 +278,7 @@ class Wire:
             conn.abort()
         if self.draining:
             self.draining.pop(0).abort()
+            await asyncio.sleep(0)  # its socket closes on the loop's next turn: before this one opens another
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
