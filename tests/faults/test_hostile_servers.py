@@ -652,3 +652,47 @@ async def test_the_pool_reuses_the_newest_connection_so_the_oldest_expire_unused
     # the trickle keeps to one of the burst's connections (httpx's pool, which closes a connection whose
     # answer was left at [DONE] before its last chunk, opens new ones: it never rotates through old ones)
     assert len(set(served[8:]) & set(range(1, 9))) <= 1, (opened, served)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(transport: str) -> None:
+    """Issue 31, item 14: a server that sends a second, unasked-for response after the first answer. The
+    next request on the pool must read its own answer, not that leftover (the pools poll a connection's
+    socket before reuse: bytes nobody asked for make it no connection to send on)."""
+
+    def answer(text: bytes) -> bytes:
+        event = b'data: {"choices":[{"text":"%s"}]}\n\n' % text
+        return SSE_HEAD + chunked(event) + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+    first = True
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal first
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                writer.write(answer(b"asked") + (answer(b"LEFTOVER") if first else b""))
+                first = False
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
+    texts: list[str] = []
+    async with server, make_http_client(url, {}, HttpOptions(timeout_s=5, transport=transport)) as http:  # type: ignore[arg-type]
+        for _ in range(3):
+            text: list[str] = []
+            record = await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+                                          clock=time.monotonic, timeout_s=5, answer=text)  # fmt: skip
+            assert record.error is None, record
+            texts.append("".join(text))
+            await asyncio.sleep(0.02)
+    assert texts == ["asked"] * 3
