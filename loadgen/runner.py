@@ -35,7 +35,7 @@ from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.records import Clock, RequestRecord
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
-from loadgen.schedule import Arrival, arrival_offsets, offsets_within
+from loadgen.schedule import arrival_named, arrival_offsets, offsets_within
 from loadgen.scrape import MetricsScraper
 from loadgen.sse import MAX_EVENT_CHARS
 from loadgen.workload import Conversation, RequestFactory, Workload
@@ -85,7 +85,7 @@ def open_loop_offsets(plan: LevelPlan) -> np.ndarray:
     can deal one schedule out in interleaved shares (``loadgen.workers.split_plan``).
     """
     load, rng = plan.load, np.random.default_rng(plan.seed)
-    arrival: Arrival = load.arrival or "poisson"  # type: ignore[assignment]
+    arrival = arrival_named(load.arrival or "poisson")
     burstiness = load.burstiness or 1.0
     if plan.arrivals_s is not None:
         return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)
@@ -230,8 +230,9 @@ class _Level:
             for task in (drive, *helpers):
                 task.cancel()
             await asyncio.gather(drive, *helpers, return_exceptions=True)
-        if drive.done() and not drive.cancelled() and drive.exception() is not None:
-            raise drive.exception()  # type: ignore[misc]  # a bug, not a request failure
+        failure = drive.exception() if drive.done() and not drive.cancelled() else None
+        if failure is not None:
+            raise failure  # a bug, not a request failure
         result = self.recorder.finish(
             self.clock(), server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted
         )

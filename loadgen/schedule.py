@@ -16,6 +16,14 @@ Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 
 
+def arrival_named(name: str) -> Arrival:
+    """The arrival process a results file or a plan names (read from text: checked, not cast)."""
+    for arrival in ARRIVALS:
+        if arrival == name:
+            return arrival
+    raise ValueError(f"unknown arrival process {name!r}; expected one of {', '.join(ARRIVALS)}")
+
+
 def arrival_offsets(
     rate: float,
     n: int,

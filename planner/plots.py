@@ -7,6 +7,7 @@ embedded in the HTML report as a data URI, so the file opens offline.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -40,7 +41,7 @@ def _labelled(n: int) -> set[int]:
     return {round(i * (n - 1) / (MAX_LABELLED - 1)) for i in range(MAX_LABELLED)} if n > MAX_LABELLED else set(range(n))
 
 
-def _values(xs: list[float | None], ys: list[float | None]) -> tuple[np.ndarray, np.ndarray]:
+def _values(xs: Sequence[float | None], ys: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
     pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
     return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
 
@@ -52,7 +53,7 @@ def tpot_vs_batch(plan: CapacityPlan) -> Plot:
         fig, ax = plt.subplots()
         batch = [lv.batch for lv in obs.levels]
         for attr, label, marker in (("tpot_p50_ms", "TPOT p50", "o"), ("tpot_p95_ms", "TPOT p95", "s")):
-            x, y = _values(batch, [getattr(lv, attr) for lv in obs.levels])  # type: ignore[arg-type]
+            x, y = _values(batch, [getattr(lv, attr) for lv in obs.levels])
             ax.plot(x, y, marker, label=label)
         if plan.fit is not None and batch:
             grid = np.linspace(0, max(batch) * 1.1, 100)
@@ -80,7 +81,7 @@ def ttft_vs_load(plan: CapacityPlan) -> Plot:
         fig, ax = plt.subplots()
         conc = [lv.concurrency for lv in obs.levels]
         for attr, label, marker in (("ttft_p50_ms", "TTFT p50", "o-"), ("ttft_p95_ms", "TTFT p95", "s-")):
-            x, y = _values(conc, [getattr(lv, attr) for lv in obs.levels])  # type: ignore[arg-type]
+            x, y = _values(conc, [getattr(lv, attr) for lv in obs.levels])
             ax.plot(x, y, marker, label=label)
         knee = conc[sat.states.index("knee")] if "knee" in sat.states else None
         if knee is not None:
