@@ -84,11 +84,11 @@ def open_loop_offsets(plan: LevelPlan) -> np.ndarray:
     A pure function of the plan, so a level split across workers or hosts
     can deal one schedule out in interleaved shares (``loadgen.workers.split_plan``).
     """
+    if plan.arrivals_s is not None:  # a trace: its own times (its load names the arrival "trace")
+        return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)
     load, rng = plan.load, np.random.default_rng(plan.seed)
     arrival = arrival_named(load.arrival or "poisson")
     burstiness = load.burstiness or 1.0
-    if plan.arrivals_s is not None:
-        return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)
     if plan.duration_s is not None:
         span = plan.warmup_s + plan.duration_s
         offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
