@@ -413,6 +413,8 @@ def _runqueue_wait_s() -> float | None:
 
 
 async def _sleep_until(t: float, clock: Clock) -> None:
-    delay = t - clock()
-    if delay > 0:
+    """Return at ``t`` or after, never before: a timer may fire up to a millisecond early (libuv's, under
+    uvloop, counts whole milliseconds), and an open-loop send before its due time read as a negative lag
+    that the lag histogram could not hold (51 of 535 sends at 150/s were dropped, biasing it upward)."""
+    while (delay := t - clock()) > 0:
         await asyncio.sleep(delay)

@@ -58,3 +58,30 @@ def test_offsets_within_a_duration() -> None:
 def test_bad_parameters(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         arrival_offsets(n=3, rng=np.random.default_rng(0), **kwargs)
+
+
+@pytest.mark.parametrize("event_loop_name", ["asyncio", "uvloop"])
+def test_a_send_never_wakes_before_its_due_time(event_loop_name: str) -> None:
+    # issue 30 item 6: libuv's timers (uvloop) count whole milliseconds and fired up to 0.8 ms early; an
+    # open-loop send then had a negative lag, which the lag histogram dropped as out of range
+    import asyncio
+    import random
+    import time
+
+    from loadgen.loops import loop_factory
+    from loadgen.runner import _sleep_until
+
+    if event_loop_name == "uvloop":
+        pytest.importorskip("uvloop")
+    rng = random.Random(3)
+    early: list[float] = []
+
+    async def sends() -> None:
+        for _ in range(100):
+            due = time.monotonic() + rng.uniform(0.0001, 0.003)
+            await _sleep_until(due, time.monotonic)
+            early.append(due - time.monotonic())
+
+    with asyncio.Runner(loop_factory=loop_factory(event_loop_name)) as runner:  # type: ignore[arg-type]
+        runner.run(sends())
+    assert max(early) <= 0, f"woke {max(early) * 1e6:.0f} us early"
