@@ -349,7 +349,12 @@ def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     config: Mapping[str, Any] = doc["input_config"] if isinstance(doc.get("input_config"), Mapping) else {}
     loadgen: Mapping[str, Any] = config["loadgen"] if isinstance(config.get("loadgen"), Mapping) else {}
     # AIPerf 0.13 and later: the load is the profiling phase's (``phases: [{kind: profiling, concurrency: 4}]``)
-    phases = [p for p in config.get("phases") or () if isinstance(p, Mapping) and p.get("kind") == "profiling"]
+    listed = config.get("phases")
+    phases = (
+        [p for p in listed if isinstance(p, Mapping) and p.get("kind") == "profiling"]
+        if isinstance(listed, list)
+        else []
+    )
     phase: Mapping[str, Any] = phases[0] if len(phases) == 1 else {}
     concurrency = loadgen.get("concurrency", phase.get("concurrency", doc.get("concurrency")))
     rate = loadgen.get("request_rate", phase.get("request_rate", doc.get("request_rate")))

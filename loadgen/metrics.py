@@ -50,6 +50,7 @@ class LiveSnapshot:
     ttft_p95_ms: float | None
     tpot_p50_ms: float | None
     tpot_p95_ms: float | None
+    window_output_tokens: float = 0.0  # inside the measured window (warm-up excluded), as the result counts
 
 
 class LevelRecorder:
@@ -181,6 +182,7 @@ class LevelRecorder:
             ms(Metric.TTFT, 95),
             ms(Metric.TPOT, 50),
             ms(Metric.TPOT, 95),
+            self.window_output_tokens,
         )
 
     def finish(self, t_end: float, *, server: ServerSample | None = None, complete: bool = True) -> LevelResult:

@@ -19,14 +19,24 @@ class LevelObserver(Protocol):
 
 
 class LoadSnapshot:
-    """A progress tick: the live numbers plus the level's elapsed time."""
+    """A progress tick: the live numbers, the level's elapsed time and, where the runner knows them, its
+    planned length now (a request floor may lengthen it) and the time spent inside its measured window."""
 
-    __slots__ = ("elapsed_s", "live", "load")
+    __slots__ = ("elapsed_s", "live", "load", "planned_s", "window_s")
 
-    def __init__(self, load: Load, elapsed_s: float, live: LiveSnapshot) -> None:
+    def __init__(
+        self,
+        load: Load,
+        elapsed_s: float,
+        live: LiveSnapshot,
+        planned_s: float | None = None,
+        window_s: float | None = None,
+    ) -> None:
         self.load = load
         self.elapsed_s = elapsed_s
         self.live = live
+        self.planned_s = planned_s
+        self.window_s = window_s
 
 
 class NullObserver:

@@ -395,5 +395,6 @@ async def _show_progress(
         worst([x.ttft_p95_ms for x in lives]),
         worst([x.tpot_p50_ms for x in lives]),
         worst([x.tpot_p95_ms for x in lives]),
+        sum(x.window_output_tokens for x in lives),
     )
     observer.on_progress(LoadSnapshot(load, time.time() - start_wall, live))

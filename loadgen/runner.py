@@ -399,7 +399,10 @@ class _Level:
     async def _progress(self) -> None:
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
-            snapshot = LoadSnapshot(self.plan.load, self.clock() - self.t0, self.recorder.snapshot())
+            now = self.clock()
+            planned = self.t_stop - self.t0 if math.isfinite(self.t_stop) else None  # as a floor lengthens it
+            window = max(0.0, min(now, self.recorder.window_end) - self.recorder.window_start)
+            snapshot = LoadSnapshot(self.plan.load, now - self.t0, self.recorder.snapshot(), planned, window)
             self.observer.on_progress(snapshot)
 
 

@@ -15,12 +15,20 @@ def _ms(value: float | None) -> str:
 
 
 def _status(snap: LoadSnapshot, planned_s: float | None) -> str:
+    """The live line. The planned length is the runner's current one (a request floor lengthens a level);
+    tok/s is the measured window's, as the result will count it (warm-up excluded)."""
     live = snap.live
-    total = f"/{planned_s:.0f}s" if planned_s else "s"
-    tok_s = live.output_tokens / snap.elapsed_s if snap.elapsed_s > 0 else 0.0
+    planned = snap.planned_s if snap.planned_s is not None else planned_s
+    total = f"/{planned:.0f}s" if planned else "s"
+    if snap.window_s is None:  # the runner did not say (Ray actors): every token over the elapsed time
+        rate = f"~{live.output_tokens / snap.elapsed_s if snap.elapsed_s > 0 else 0.0:.0f} tok/s"
+    elif snap.window_s > 0:
+        rate = f"~{live.window_output_tokens / snap.window_s:.0f} tok/s"
+    else:
+        rate = "warm-up"
     return (
         f"{snap.load.label}  {snap.elapsed_s:.0f}{total}  done {live.completed}  in flight {live.in_flight}  "
-        f"~{tok_s:.0f} tok/s  TTFT p50/p95 {_ms(live.ttft_p50_ms)}/{_ms(live.ttft_p95_ms)} ms  "
+        f"{rate}  TTFT p50/p95 {_ms(live.ttft_p50_ms)}/{_ms(live.ttft_p95_ms)} ms  "
         f"TPOT p50/p95 {_ms(live.tpot_p50_ms)}/{_ms(live.tpot_p95_ms)} ms  errors {live.failed}"
     )
 
