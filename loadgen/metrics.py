@@ -84,6 +84,7 @@ class LevelRecorder:
         self._area = 0.0  # integral of in-flight count over the window (request-seconds)
         self._last_t = window_start
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
+        self.cut = 0  # requests cut in flight when the level ended
         self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
         self.config = config
@@ -161,10 +162,12 @@ class LevelRecorder:
         """A request cut off in flight (interrupt or drain limit).
 
         Cutting happens only after the window has closed, so it is not a
-        server failure and not counted; it only leaves the in-flight count.
+        server failure; it is counted apart (``cut``), so that every request
+        sent has an outcome: completed, failed, or cut.
         """
         self._advance(t)
         self.in_flight -= 1
+        self.cut += 1
 
     def snapshot(self) -> LiveSnapshot:
         h = self.histograms
@@ -207,6 +210,7 @@ class LevelRecorder:
             complete=complete,
             good=self.good if self.goodput_limits_ms is not None else None,
             offered=self.offered,
+            cut=self.cut,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
             by_turn=dict(sorted(self.by_turn.items())) or None,

@@ -182,6 +182,7 @@ class LevelResult:
     offered: int | None = None  # requests due inside the window (None: written before it was counted)
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
     empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
+    cut: int = 0  # requests in flight when the level ended (drain limit or interrupt): no outcome, not failures
     # multi-turn sessions: per turn index (1 = first), TURN_METRICS' histograms
     by_turn: Mapping[int, Mapping[Metric, LatencyHistogram]] | None = None
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
@@ -333,6 +334,7 @@ class LevelResult:
             achieved_concurrency=round(self.achieved_concurrency, 3),
             completed=self.completed,
             failed=self.failed,
+            cut=self.cut,
             errors={k.value: v for k, v in sorted(self.errors.items())},
             prompt_tokens_mean=_round(mean_prompt_tokens([self])),
             output_tokens_mean=_round(mean_output_tokens([self])),
@@ -374,6 +376,7 @@ class LevelResult:
             "client_cpu_s": self.client_cpu_s,
             "offered": self.offered,
             "empty": self.empty,
+            "cut": self.cut,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
             "by_turn": {str(t): {m.value: h.encode() for m, h in hs.items()} for t, hs in self.by_turn.items()}
             if self.by_turn
@@ -417,6 +420,7 @@ class LevelResult:
             client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
             offered=None if raw.get("offered") is None else int(raw["offered"]),
             empty=int(raw.get("empty", 0)),
+            cut=int(raw.get("cut", 0)),
             ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
             by_turn={
                 int(t): {Metric(m): LatencyHistogram.decode(h, config) for m, h in hs.items()}
@@ -500,6 +504,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
         offered=None if any(p.offered is None for p in parts) else sum(p.offered or 0 for p in parts),
         empty=sum(p.empty for p in parts),
+        cut=sum(p.cut for p in parts),
         ttft_trend=None
         if any(p.ttft_trend is None for p in parts)
         else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),

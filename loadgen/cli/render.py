@@ -44,7 +44,10 @@ def throughput_table(level: LevelResult) -> Table:
     rate = level.error_rate
     rows = [
         ("measured window", f"{level.window_s:.1f} s"),
-        ("completed / failed", f"{level.completed} / {level.failed}"),
+        (
+            "completed / failed",
+            f"{level.completed} / {level.failed}" + (f" (+{level.cut} cut in flight at the end)" if level.cut else ""),
+        ),
         ("error rate", "-" if rate is None else f"{rate:.2%}"),
         ("output tokens/s", fmt(s["output_tokens_per_s"])),
         ("requests/s served / offered", f"{fmt(s['requests_per_s'], 2)} / {fmt(s['offered_per_s'], 2)}"),
