@@ -97,8 +97,7 @@ def connect(options: RayOptions) -> None:
     ray = require_ray()
     if ray.is_initialized():
         return
-    address = None if options.address == "local" else options.address
-    check_reachable(options.address)
+    address = None if options.address == "local" else options.address  # (reachable: checked by --ray's reader)
     try:
         ray.init(
             address=address,

@@ -115,20 +115,31 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
             await asyncio.wait({preflight, stopped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
-        if stop.is_set():  # a stop signal while the target was checked: no load was sent
+        stopped_early = stop.is_set()  # a stop signal while the target was checked: no load is sent
+        if stopped_early:
             preflight.cancel()
             await asyncio.gather(preflight, return_exceptions=True)
-            workload = session.workload
-            target = Target(base_url=shown, model=workload.model, api=workload.api)
-            return Results(_run_info(session, started_at), target, _settings(session, workload, False), (), False)
-        workload, probe_s, scrape = preflight.result()
-        info = _run_info(session, started_at)
+            workload, probe_s, scrape = session.workload, 0.0, False
+        else:
+            workload, probe_s, scrape = preflight.result()
+        info = RunInfo(
+            id=uuid.uuid4().hex[:12],
+            started_at=started_at,
+            tool_version=__version__,
+            python=platform.python_version(),
+            platform=platform.platform(),
+            cpu_count=os.cpu_count(),
+            command=session.command,
+        )
         target = Target(base_url=shown, model=workload.model, api=workload.api)
         settings = _settings(session, workload, scrape)
         done: list[LevelResult] = []
 
         def results(complete: bool) -> Results:
             return Results(info, target, settings, tuple(done), complete, notes=tuple(hooks.notes))
+
+        if stopped_early:
+            return results(complete=False)
 
         for plan in session.levels:
             if session.start == "burst":
@@ -163,18 +174,6 @@ async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload,
     workload = replace(workload, calibration=await _calibrate(http, workload, session))
     scrape = session.scrape == "on" or (session.scrape == "auto" and await probe(http, metrics_url(session.base_url)))
     return workload, probe_s, scrape
-
-
-def _run_info(session: Session, started_at: str) -> RunInfo:
-    return RunInfo(
-        id=uuid.uuid4().hex[:12],
-        started_at=started_at,
-        tool_version=__version__,
-        python=platform.python_version(),
-        platform=platform.platform(),
-        cpu_count=os.cpu_count(),
-        command=session.command,
-    )
 
 
 async def _one_level(

@@ -41,6 +41,7 @@ SUMMARY_KEYS = {
     "achieved_concurrency",
     "completed",
     "failed",
+    "cut",
     "errors",
     "prompt_tokens_mean",
     "output_tokens_mean",
