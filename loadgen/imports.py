@@ -265,9 +265,14 @@ def _vllm_requests(doc: Mapping[str, Any], where: str) -> dict[Metric, np.ndarra
         raise UsageError(
             f"{where}: per-request records (ttfts, latencies, output_lens, itls): expected numbers"
         ) from None
-    if not all(np.isfinite(a).all() and (a >= 0).all() for a in (ttft, e2e, gaps)):
-        raise UsageError(f"{where}: per-request records hold a negative or non-finite time")
+    if not all(np.isfinite(a).all() and (a >= 0).all() and (a <= MAX_LATENCY_MS).all() for a in (ttft, e2e, gaps)):
+        raise UsageError(
+            f"{where}: per-request records hold a time that is negative, not finite or past "
+            f"{MAX_LATENCY_MS:,.0f} ms (what a histogram holds)"
+        )
     many = out >= 2
+    if (e2e[many] < ttft[many]).any():
+        raise UsageError(f"{where}: per-request records hold a latency shorter than its TTFT")
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
     return {Metric.TTFT: ttft, Metric.TTFT_SENT: ttft, Metric.E2E: e2e, Metric.TPOT: tpot, Metric.ITL: gaps}
 
