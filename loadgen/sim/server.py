@@ -201,12 +201,10 @@ class SimProcess:
     def __enter__(self) -> SimProcess:
         argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(self.options, self.host, self.port)]
         argv.append("--until-stdin-closes")
-        # its own session: a signal to our process group (a `timeout` wrapper, a CI cancel) is ours to
-        # handle, and the simulator must keep serving while we save; it ends when we end (stdin closes)
+        # it ends when we end, however we end (its stdin pipe closes), so it never outlives a killed run
         self._proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True,
-        )  # fmt: skip
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
             assert self._proc.stdout is not None
             line = self._proc.stdout.readline().strip()
