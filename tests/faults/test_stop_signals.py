@@ -53,8 +53,8 @@ def _port_closed(base_url: str, within_s: float = 15.0) -> bool:
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils timeout")
 def test_a_timeout_wrapper_signalled_mid_run_leaves_a_valid_file_and_no_simulator(tmp_path: Path) -> None:
-    # `timeout` forwards TERM to loadgen and then to its whole process group: the simulator child too,
-    # unless it lives in its own session. It must keep serving until the results are saved, then go.
+    # `timeout` forwards TERM to loadgen and then to its whole process group, the simulator child too:
+    # loadgen must still save what it measured (exit 3), and no simulator may be left serving.
     out, records = tmp_path / "r.json", tmp_path / "records.jsonl"
     proc = subprocess.Popen(
         ["timeout", "90", *LOADGEN, *RUN, "--records", str(records), "-o", str(out)],
