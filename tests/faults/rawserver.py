@@ -19,18 +19,9 @@ async def raw_server(
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            head = await read_request(reader)
             if heads is not None:
                 heads.append(head)
-            length = next(
-                (
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                ),
-                0,
-            )
-            await reader.readexactly(length)
             await reply(writer)
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -42,6 +33,17 @@ async def raw_server(
     port = server.sockets[0].getsockname()[1]
     async with server:
         yield f"{'https' if ssl else 'http'}://127.0.0.1:{port}/v1"
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP request from the stream, its body read by its Content-Length; returns the head."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        0,
+    )
+    await reader.readexactly(length)
+    return head
 
 
 def sends(data: bytes) -> Reply:

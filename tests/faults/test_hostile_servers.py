@@ -15,7 +15,7 @@ from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.records import RequestRecord
 from loadgen.sse import SSEDecoder, SSEError
-from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, sends
+from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, read_request, sends
 
 BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
 
@@ -419,11 +419,7 @@ async def test_an_answer_whose_http_message_never_ends_holds_no_more_connections
         most = max(most, open_now)
         try:
             while True:  # keep-alive: answer each request on this connection, never ending the message
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(
-                    next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 writer.write(SSE_HEAD + events)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -628,11 +624,7 @@ async def test_the_pool_reuses_the_newest_connection_so_the_oldest_expire_unused
         number = opened
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 served.append(number)
                 await asyncio.sleep(0.05)  # long enough for the burst to need a connection each
                 writer.write(answer)
@@ -671,11 +663,7 @@ async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(t
         nonlocal first
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 writer.write(answer(b"asked") + (answer(b"LEFTOVER") if first else b""))
                 first = False
                 await writer.drain()
