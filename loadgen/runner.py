@@ -358,6 +358,7 @@ class _Level:
         finally:
             if cap is not None:
                 cap.release()
+        self.factory.observe(prepared, record.prompt_tokens)
         if conversation is not None:
             record = replace(record, turn=conversation.turn)
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)

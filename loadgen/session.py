@@ -34,7 +34,7 @@ from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.secrets import scrub
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
 from loadgen.workers import SplitTarget, run_level_in_processes
-from loadgen.workload import Lengths, PromptCalibration, RequestFactory, Workload
+from loadgen.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]
 SCRAPES: tuple[Scrape, ...] = get_args(Scrape)
@@ -165,13 +165,16 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
 
 
 async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload, float, bool]:
-    """Before any load: the model (checked on ``/models``), one probe request, the prompt calibration and
-    whether ``/metrics`` answers. Returns the workload as it will be sent, the probe's seconds, scrape."""
+    """Before any load: the model (checked on ``/models``), the prompt calibration, one probe request of the
+    length asked and whether ``/metrics`` answers. Returns the workload as it will be sent, the probe's
+    seconds, scrape. The calibration comes first: a prompt sized one word a token may be several times
+    the length asked, past what the model takes."""
     model, served = await resolve_model(http, shown, session.workload.model or None)
     model = scrub(model, session.secrets)  # a /models id is the server's text: it may echo a key
     workload = replace(session.workload, model=model)
-    probe_s = await _probe(http, workload, session, shown, served)
-    workload = replace(workload, calibration=await _calibrate(http, workload, session))
+    workload = replace(workload, calibration=await _calibrate(http, workload, session, shown, served))
+    record = await _probe(http, RequestFactory(workload, seed=-1 % 2**32).next(), workload, session, shown, served)
+    probe_s = record.t_done - record.t_intended
     scrape = session.scrape == "on" or (session.scrape == "auto" and await probe(http, metrics_url(session.base_url)))
     return workload, probe_s, scrape
 
@@ -239,8 +242,10 @@ PROBE_ATTEMPTS = 3
 CONFIG_STATUSES = frozenset({400, 401, 403, 404, 405, 422})  # a wrong setup, not a flaky server
 
 
-async def _probe(http: Any, workload: Workload, session: Session, shown: str, served: list[str]) -> float:
-    """Stream one request before the load; returns its duration (s).
+async def _probe(
+    http: Any, prepared: PreparedRequest, workload: Workload, session: Session, shown: str, served: list[str]
+) -> RequestRecord:
+    """Stream one request before the load; returns its record, or raises ``EndpointError`` saying why.
 
     A status that means the setup is wrong fails at once; a flaky answer
     (5xx, 429, a broken stream) gets up to three tries, since a load test is
@@ -248,7 +253,6 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str, se
     own reason (scrubbed of secrets) and, for a model it does not know, the ids
     ``/models`` lists.
     """
-    prepared = RequestFactory(workload, seed=-1 % 2**32).next()
     clock = session.clock()
     for attempt in range(1, PROBE_ATTEMPTS + 1):
         t = clock()
@@ -263,7 +267,7 @@ async def _probe(http: Any, workload: Workload, session: Session, shown: str, se
             max_event_chars=session.http.max_event_chars,
         )
         if record.error is None:
-            return record.t_done - record.t_intended
+            return record
         status = record.http_status if record.http_status and record.http_status >= 400 else None
         if status in CONFIG_STATUSES or attempt == PROBE_ATTEMPTS:
             what = scrub(record.error_detail or record.error.value, session.secrets)
@@ -303,10 +307,9 @@ def with_request_floor(plan: LevelPlan, expected_rps: float | None) -> LevelPlan
     return replace(plan, duration_s=max(plan.duration_s, min(needed, MAX_FLOOR_S)))
 
 
-CALIBRATION_WORDS = (64, 192)  # the two probe prompts' lengths, in words
-
-
-async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptCalibration | None:
+async def _calibrate(
+    http: Any, workload: Workload, session: Session, shown: str, served: list[str]
+) -> PromptCalibration | None:
     """Measure how the server counts synthetic words (two one-token probes); None when it does not say.
 
     Datasets are sent as they are: only synthetic prompts are sized, and a
@@ -315,31 +318,14 @@ async def _calibrate(http: Any, workload: Workload, session: Session) -> PromptC
     """
     if workload.dataset is not None and not workload.output_from_dataset:
         return None
+    factory = RequestFactory(replace(workload, calibration=None), seed=-2 % 2**32)
     counts = []
-    for words in CALIBRATION_WORDS:
-        probe_wl = replace(
-            workload,
-            prompt_tokens=Lengths(words),
-            output_tokens=Lengths(1),
-            calibration=None,
-            dataset=None,
-            lengths=None,
-        )
-        prepared = RequestFactory(probe_wl, seed=-2 % 2**32).next()
-        clock = session.clock()
-        record = await stream_request(
-            http, workload.path, prepared.body, workload.api, t_intended=clock(), clock=clock,
-            timeout_s=session.http.timeout_s,
-            max_event_chars=session.http.max_event_chars,
-        )  # fmt: skip
-        if record.error is not None or record.prompt_tokens is None:
+    for copies in (1, 2):
+        record = await _probe(http, factory.calibration_probe(copies), workload, session, shown, served)
+        if record.prompt_tokens is None:
             return None
         counts.append(record.prompt_tokens)
-    (w1, w2), (p1, p2) = CALIBRATION_WORDS, counts
-    per_word = (p2 - p1) / (w2 - w1)
-    if per_word <= 0:
-        return None
-    return PromptCalibration(overhead_tokens=p1 - per_word * w1, tokens_per_word=per_word)
+    return PromptCalibration.from_probes(*counts)
 
 
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:

@@ -10,6 +10,7 @@ prompt starts with a per-request nonce so prefix caches cannot flatter TTFT.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,15 +296,30 @@ class PromptCalibration:
     """How the server counts a synthetic prompt: ``tokens = overhead + tokens_per_word * words``.
 
     Synthetic words are not one token each in every tokenizer (a 64-word prompt
-    was ~223 tokens on one model), so the session measures this line with two
-    probes and sizes prompts by it.
+    was ~223 tokens on one model), so the session measures this line before
+    the load (``calibration_probe``) and sizes prompts by it. ``words`` counts
+    the first word (the nonce), whose own tokens land in ``overhead``.
     """
 
-    overhead_tokens: float  # the chat template's own tokens (0 for completions, mostly)
+    overhead_tokens: float  # the chat template's own tokens and the first word's (0 for completions, mostly)
     tokens_per_word: float
 
-    def words_for(self, tokens: int) -> int:
-        return max(1, round((tokens - self.overhead_tokens) / self.tokens_per_word))
+    @classmethod
+    def from_probes(cls, once: int, twice: int) -> PromptCalibration | None:
+        """From the prompt tokens the server counted for ``calibration_probe(1)`` and ``(2)``; None when
+        the counts cannot be a tokenizer's (the second must be the longer)."""
+        per_word = (twice - once) / len(VOCABULARY)
+        if per_word <= 0:
+            return None
+        return cls(overhead_tokens=once - per_word * (1 + len(VOCABULARY)), tokens_per_word=per_word)
+
+    def tokens_for(self, words: int) -> float:
+        return self.overhead_tokens + self.tokens_per_word * words
+
+    def words_for(self, tokens: float, dither: float = 0.5) -> int:
+        """The words whose count is closest to ``tokens``; ``dither`` (uniform in [0, 1)) rounds up or down
+        at random instead, so that prompts average the length asked (a word may be several tokens)."""
+        return max(1, math.floor((tokens - self.overhead_tokens) / self.tokens_per_word + dither))
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +350,7 @@ class PreparedRequest:
     body: bytes
     max_tokens: int
     messages: tuple[Mapping[str, Any], ...] | None = None  # chat: what was sent (a conversation's next history)
+    words: int | None = None  # a synthetic prompt's words, alone in the request: its usage corrects the sizing
 
 
 class Conversation:
@@ -362,7 +379,13 @@ class Conversation:
 
 
 class RequestFactory:
-    """Builds the i-th request body of a run, deterministically from the seed."""
+    """Builds the i-th request body of a run, deterministically from the seed.
+
+    Synthetic prompts are sized by the session's calibration, corrected as
+    requests complete by what the server counted (``observe``): the probe
+    measures the tokenizer's mean over the vocabulary exactly, but the nonce
+    and the chat template are one draw each, and a tokenizer may join words.
+    """
 
     def __init__(self, workload: Workload, seed: int) -> None:
         self._w = workload
@@ -371,6 +394,9 @@ class RequestFactory:
         # a dataset is visited in an order drawn from the seed (its own stream: synthetic draws stay as they were)
         n = len(workload.dataset) if workload.dataset else 0
         self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
+        self._deck = _Deck(np.random.default_rng([seed, 3]), len(VOCABULARY))
+        self._residual_sum = 0.0  # prompt tokens counted minus the calibration's prediction, summed
+        self._residuals = 0
 
     @property
     def turns(self) -> int:
@@ -386,6 +412,7 @@ class RequestFactory:
         self._count += 1
         max_tokens = w.output_tokens.draw(rng)
         prompt_tokens = None
+        words = None
         if w.lengths:
             prompt_tokens, max_tokens = w.lengths[i % len(w.lengths)]
         body: dict[str, Any] = {"model": w.model, "max_tokens": max_tokens}
@@ -403,25 +430,88 @@ class RequestFactory:
             else:
                 body["prompt"] = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
         else:
-            text = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
-            if w.api == "chat":
-                body["messages"] = [*history, {"role": "user", "content": text}]
-            else:
-                body["prompt"] = text
-        extra = dict(w.extra_body)
+            text, words = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
+            body[_PROMPT_KEY[w.api]] = _prompt_field(w.api, text, history)
+            words = None if history else words  # a conversation's usage counts its history too
+        return self._prepared(body, max_tokens, words)
+
+    def calibration_probe(self, copies: int) -> PreparedRequest:
+        """A one-token request whose prompt is a request's first word, then every vocabulary word
+        ``copies`` times, shuffled: the difference of two counts is the vocabulary's mean, exactly
+        (a sample of random words would carry its own draw into every run; see ``PromptCalibration``)."""
+        first = self._nonce() if self._w.unique_prompts else VOCABULARY[0]
+        words = [VOCABULARY[j] for _ in range(copies) for j in self._rng.permutation(len(VOCABULARY))]
+        body = {"model": self._w.model, "max_tokens": 1}
+        body[_PROMPT_KEY[self._w.api]] = _prompt_field(self._w.api, " ".join([first, *words]), ())
+        return self._prepared(body, 1, 1 + len(words))
+
+    def observe(self, prepared: PreparedRequest, prompt_tokens: int | None) -> None:
+        """A completed request's prompt tokens as the server counted them (its usage)."""
+        if prepared.words is not None and prompt_tokens is not None and self._w.calibration is not None:
+            self._residual_sum += prompt_tokens - self._w.calibration.tokens_for(prepared.words)
+            self._residuals += 1
+
+    def _prepared(self, body: dict[str, Any], max_tokens: int, words: int | None) -> PreparedRequest:
+        extra = dict(self._w.extra_body)
         body["stream"] = True
         body["stream_options"] = {**extra.pop("stream_options", {}), "include_usage": True}
         body.update(extra)
-        messages = tuple(body["messages"]) if w.turns > 1 and "messages" in body else None
-        return PreparedRequest(json.dumps(body).encode(), max_tokens, messages)
+        messages = tuple(body["messages"]) if self._w.turns > 1 and "messages" in body else None
+        return PreparedRequest(json.dumps(body).encode(), max_tokens, messages, words)
 
-    def _synthetic_prompt(self, tokens: int) -> str:
-        n = self._w.calibration.words_for(tokens) if self._w.calibration else tokens
-        idx = self._rng.integers(0, len(VOCABULARY), size=n)
-        words = [VOCABULARY[j] for j in idx]
+    def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
+        calibration = self._w.calibration
+        if calibration is None:
+            n = tokens
+        else:
+            correction = self._residual_sum / self._residuals if self._residuals else 0.0
+            n = calibration.words_for(tokens - correction, dither=self._deck.uniform())
+        words = [VOCABULARY[j] for j in self._deck.deal(n)]
         if self._w.unique_prompts:
-            words[0] = f"r{self._rng.integers(0, 2**40):x}"  # a nonce word: no two prompts share a prefix
-        return " ".join(words)
+            words[0] = self._nonce()
+        return " ".join(words), n
+
+    def _nonce(self) -> str:
+        """A per-request first word: no two prompts share a prefix for a cache to serve."""
+        return f"r{self._rng.integers(0, 2**40):x}"
+
+
+class _Deck:
+    """Vocabulary indices dealt from shuffled decks, each word once per deck.
+
+    Drawn independently, a prompt's words are a sample whose mean tokens per
+    word wander from the vocabulary's (the spread of a 50-word prompt was
+    +-6% on one tokenizer); dealt from decks, every word comes as often as
+    every other, so the realised lengths hold the calibration's mean and a
+    prompt's spread is a fraction of a sample's.
+    """
+
+    __slots__ = ("_cards", "_next", "_rng")
+
+    def __init__(self, rng: np.random.Generator, size: int) -> None:
+        self._rng = rng
+        self._cards = rng.permutation(size)
+        self._next = 0
+
+    def uniform(self) -> float:
+        return float(self._rng.random())
+
+    def deal(self, n: int) -> list[int]:
+        out: list[int] = []
+        while len(out) < n:
+            if self._next == len(self._cards):
+                self._cards, self._next = self._rng.permutation(len(self._cards)), 0
+            take = min(n - len(out), len(self._cards) - self._next)
+            out.extend(self._cards[self._next : self._next + take].tolist())
+            self._next += take
+        return out
+
+
+_PROMPT_KEY: dict[Api, str] = {"chat": "messages", "completions": "prompt"}
+
+
+def _prompt_field(api: Api, text: str, history: tuple[Mapping[str, Any], ...]) -> Any:
+    return [*history, {"role": "user", "content": text}] if api == "chat" else text
 
 
 def _flatten(messages: tuple[Mapping[str, Any], ...]) -> str:

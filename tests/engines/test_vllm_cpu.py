@@ -79,13 +79,19 @@ def test_every_token_is_its_own_event_and_ignore_eos_gives_the_length_asked(
 
 
 def test_synthetic_prompts_are_sized_to_the_engines_tokenizer(vllm: VllmCpuServer, tmp_path: Path) -> None:
-    # The tiny tokenizer splits a synthetic word into several tokens; the probe measures how many.
+    # The tiny tokenizer splits a synthetic word into several tokens and its chat template adds ~17:
+    # the probes measure both, usage corrects the rest, and the mean is the length asked (issue 30:
+    # 64 asked read 49). 1,000 asked must also run on a 2,048-token model: the probes come first, so
+    # no prompt is ever sent at one word a token (~5,000 tokens here).
     for api in ("chat", "completions"):
-        results = run(vllm, tmp_path / f"{api}.json", "--api", api, "--concurrency", "2", "--requests", "8",
-                      "--max-tokens", "4", "--prompt-tokens", "200", "--extra-body", IGNORE_EOS)  # fmt: skip
-        per_word = results.settings["prompt_calibration"]["tokens_per_word"]
-        assert per_word > 1.5, "the tiny tokenizer should take several tokens per synthetic word"
-        assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(200, rel=0.10)
+        for asked in (64, 256, 1000):
+            results = run(vllm, tmp_path / f"{api}{asked}.json", "--api", api, "--concurrency", "4",
+                          "--requests", "24", "--max-tokens", "4", "--prompt-tokens", str(asked),
+                          "--extra-body", IGNORE_EOS)  # fmt: skip
+            per_word = results.settings["prompt_calibration"]["tokens_per_word"]
+            assert per_word > 1.5, "the tiny tokenizer should take several tokens per synthetic word"
+            mean = results.levels[0].summary()["prompt_tokens_mean"]
+            assert abs(mean - asked) <= max(0.02 * asked, 2), f"{api} {asked}: {mean}"
 
 
 def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServer, tmp_path: Path) -> None:

