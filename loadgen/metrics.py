@@ -86,7 +86,7 @@ class LevelRecorder:
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
         self.cut = 0  # requests cut in flight when the level ended
         self.empty = 0  # completed requests that streamed no output token
-        self.trend = Trend()  # TTFT against due time, to see a queue that keeps growing
+        self.trend = Trend()  # TTFT against due time (due inside the window), to see a queue that keeps growing
         self.config = config
         # multi-turn sessions: TTFT, TPOT and E2E per turn index (the history grows turn by turn)
         self.by_turn: dict[int, dict[Metric, LatencyHistogram]] = {}
@@ -134,7 +134,8 @@ class LevelRecorder:
             return
         if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
             self.good += 1
-        self.trend.add(record.t_intended - self.window_start, m.ttft_s)
+        if record.t_intended >= self.window_start:  # one due in the warm-up waited behind the start's burst
+            self.trend.add(record.t_intended - self.window_start, m.ttft_s)
         h[Metric.TTFT].record_s(m.ttft_s)
         if record.turn is not None:
             turn = self.by_turn.setdefault(record.turn, {k: LatencyHistogram(self.config) for k in TURN_METRICS})

@@ -171,7 +171,7 @@ def littles_cause(level: LevelResult, e2e_ms: float) -> str:
     if level.window_s < 3 * e2e_ms / 1000.0:
         return f"the window ({level.window_s:.1f} s) is short against E2E ({e2e_ms / 1000:.1f} s)"
     if queue_growth_s(level) is not None:
-        return "the level is not steady (its queue grew across the window)"
+        return "the level is not steady (TTFT rose across the window)"
     if level.failed:
         return f"{level.failed} failed requests hold slots but count in no latency"
     if level.client_bound:

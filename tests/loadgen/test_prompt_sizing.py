@@ -8,6 +8,7 @@ a template, and one that joins neighbouring words.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -35,7 +36,7 @@ def joining(template: int) -> Tokenizer:
 
     def count(text: str) -> int:
         words = text.split()
-        joined = sum(1 for a, b in zip(words, words[1:], strict=False) if a[0] == b[0])
+        joined = sum(1 for a, b in itertools.pairwise(words) if a[0] == b[0])
         return template + sum(word_cost(w) for w in words) - joined
 
     return count

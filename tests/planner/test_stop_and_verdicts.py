@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from loadgen.quantity import Quantity
-from loadgen.results import Metric, SloTarget
+from loadgen.results import LevelResult, Load, Metric, SloTarget, Trend
 from planner.stop import stop_reason
 from planner.verdicts import judge
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots
@@ -67,3 +68,24 @@ def test_a_window_shorter_than_three_request_lifetimes_is_untrusted() -> None:
     problems = judge([level]).levels[0].problems
     assert any("shorter than 3 request lifetimes" in p for p in problems)
     assert judge([closed_level(4, law_tpots(25, 0.4, 4, 100, cv=0.01, seed=1), window_s=10.0)]).levels[0].trusted
+
+
+def rising(level: LevelResult, rise_s: float) -> LevelResult:
+    """The level with TTFT rising ``rise_s`` across its window, 200 requests due evenly, little noise."""
+    trend = Trend()
+    for i in range(200):
+        x = level.window_s * i / 199
+        trend.add(x, 0.5 + rise_s * x / level.window_s + 0.01 * (-1) ** i)
+    return replace(level, ttft_trend=trend.as_tuple(), offered=level.completed)
+
+
+def test_a_rising_ttft_is_overload_only_in_an_open_loop() -> None:
+    # A closed loop's queue is bounded by its clients: a rise there is the server slowing (or an
+    # unsettled start), never "the load exceeds capacity", and it has no offered load to compare.
+    closed = rising(closed_level(16, np.full(100, 30.0)), rise_s=2.0)
+    problems = judge([closed]).levels[0].problems
+    assert any("not steady: TTFT rose 2.00 s" in p and "bounded by its 16 clients" in p for p in problems), problems
+    assert not any("capacity" in p or "offered" in p for p in problems)
+    opened = replace(closed, load=Load("rate", 20.0))
+    problems = judge([opened]).levels[0].problems
+    assert any("not steady (queue growing)" in p and "exceeds capacity" in p for p in problems), problems

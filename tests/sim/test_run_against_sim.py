@@ -157,6 +157,20 @@ def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float, stea
         assert result.requests_per_s is not None and result.requests_per_s < result.offered_per_s  # type: ignore[operator]
 
 
+def test_a_closed_loop_past_the_batch_cap_is_steady() -> None:
+    # 16 clients, 4 slots: most clients wait for a slot, in phase-locked waves of four.
+    # With a warm-up shorter than one lifetime, requests due in it completed inside the window with a
+    # short TTFT (they were the first wave), and the trend over them read "queue growing" (issue 30:
+    # vLLM at --max-num-seqs 15, c=30). A closed loop's queue is bounded: its level is trusted.
+    plan = LevelPlan(Load("concurrency", 16), duration_s=10.0, warmup_s=0.2, seed=1)
+    result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(32))
+    from planner.verdicts import judge
+
+    verdict = judge([result]).levels[0]
+    assert result.percentile_ms(Metric.TTFT, 50) > 500  # the clients did wait for slots
+    assert verdict.trusted and not any("steady" in p or "capacity" in p for p in verdict.problems), verdict.problems
+
+
 def test_synthetic_prompts_are_sized_to_the_servers_tokenizer(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # A tokenizer that counts 3.5 tokens a word plus a 10-token chat template: 200 words would be 710 tokens.
     from typer.testing import CliRunner
