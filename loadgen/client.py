@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import ssl
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
@@ -232,6 +232,7 @@ async def stream_request(
     max_event_chars: int = MAX_EVENT_CHARS,
     request_id_header: str | None = None,
     answer: list[str] | None = None,
+    on_cut: Callable[[RequestRecord], None] | None = None,
 ) -> RequestRecord:
     """Send one streaming completion request and time its token events (or text chunks).
 
@@ -239,38 +240,50 @@ async def stream_request(
     (vLLM and most gateways log it); the record keeps it beside the response's
     own id, so a slow request can be found in the server's logs. With
     ``answer``, the streamed text is appended to it (a multi-turn session sends
-    it back as history); it is never stored.
+    it back as history); it is never stored. Cancelled in flight (the level's
+    drain limit, an interrupt), it hands ``on_cut`` the record so far, marked
+    ``cut``, before the cancellation goes on.
     """
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
     state = _StreamState(convention, answer)
     tag = (request_id_header, uuid.uuid4().hex) if request_id_header else None  # (header, this request's id)
-    request_id = tag[1] if tag else None
     decoder = SSEDecoder(max_event_chars)
-    if isinstance(http, WiredClient):
-        wire_bytes = http.serialise_post(path, body, tag)
-        t_sent = clock()
-        exchange = _WireExchange(api, state, decoder, clock, times, cumulative)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await http.wire.post(wire_bytes, exchange)
-            status, (error, detail) = exchange.status, exchange.outcome()
-        except TimeoutError:
-            status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
-    else:
-        headers = {"content-type": "application/json"}
-        if tag:
-            headers[tag[0]] = tag[1]
-        request = http.build_request("POST", path, content=body, headers=headers)
-        t_sent = clock()
-        status, error, detail = await _over_httpx(
-            http, request, api, state, decoder, clock, timeout_s, times, cumulative
-        )
-    t_done = clock()
-    record = _record(t_intended, t_slot, t_sent, t_done, times, cumulative, state, error, status, detail)
-    if request_id is None and state.response_id is None:
+    t_sent = clock()
+    try:
+        if isinstance(http, WiredClient):
+            wire_bytes = http.serialise_post(path, body, tag)
+            t_sent = clock()
+            exchange = _WireExchange(api, state, decoder, clock, times, cumulative)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await http.wire.post(wire_bytes, exchange)
+                status, (error, detail) = exchange.status, exchange.outcome()
+            except TimeoutError:
+                status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
+        else:
+            headers = {"content-type": "application/json"}
+            if tag:
+                headers[tag[0]] = tag[1]
+            request = http.build_request("POST", path, content=body, headers=headers)
+            t_sent = clock()
+            status, error, detail = await _over_httpx(
+                http, request, api, state, decoder, clock, timeout_s, times, cumulative
+            )
+    except asyncio.CancelledError:
+        if on_cut is not None:  # what it streamed before the level ended, for the records
+            record = _record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, None, None, None)
+            on_cut(_identified(dataclasses.replace(record, cut=True), tag, state))
+        raise
+    record = _record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, error, status, detail)
+    return _identified(record, tag, state)
+
+
+def _identified(record: RequestRecord, tag: tuple[str, str] | None, state: _StreamState) -> RequestRecord:
+    """The record with the id this request sent and the one the server's chunks carried."""
+    if tag is None and state.response_id is None:
         return record
-    return dataclasses.replace(record, request_id=request_id, response_id=state.response_id)
+    return dataclasses.replace(record, request_id=tag[1] if tag else None, response_id=state.response_id)
 
 
 async def _over_httpx(

@@ -47,10 +47,11 @@ class RequestRecord:
     request_id: str | None = None  # what was sent in the request-id header (--request-id-header)
     response_id: str | None = None  # the server's own id for the response (the chunks' "id")
     turn: int | None = None  # multi-turn sessions: which turn of its conversation (1 = the first)
+    cut: bool = False  # still in flight when its level ended: no outcome (neither completed nor failed)
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.error is None and not self.cut
 
 
 class RecordsWriter:

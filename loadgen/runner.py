@@ -351,6 +351,7 @@ class _Level:
                 max_event_chars=self.plan.max_event_chars,
                 request_id_header=self.plan.request_id_header,
                 answer=answer,
+                on_cut=self.on_record,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -21,6 +22,11 @@ def test_an_overloaded_open_loop_level_accounts_for_every_arrival(tmp_path: Path
     result = runner.invoke(app, args)
     assert result.exit_code in (0, 3) and out.exists(), result.output  # 3: an overloaded level is not steady
     level = load(out).levels[0]
-    written = records.read_text().count("\n")
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    cut = [r for r in rows if r["cut"]]
     assert level.cut > 0 and level.offered is not None
-    assert written + level.cut == level.offered, (written, level.cut, level.offered)
+    assert len(rows) == level.offered and len(cut) == level.cut, (len(rows), len(cut), level.cut, level.offered)
+    assert len(rows) - len(cut) >= level.completed + level.failed  # the window's, and those that ended after it
+    # a cut row says what it streamed before the end, and carries its id to find it in the server's logs
+    assert all(r["error"] is None and r["request_id"] and r["t_done"] >= r["t_sent"] for r in cut)
+    assert any(r["output_tokens"] for r in cut)

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -103,6 +104,45 @@ def test_a_closed_loop_past_the_batch_cap_is_not_called_unsteady(vllm: VllmCpuSe
                   "--warmup", "0.3", "--max-tokens", "64", "--prompt-tokens", "64", "--extra-body", IGNORE_EOS)  # fmt: skip
     problems = judge(results.levels).levels[0].problems
     assert not any("steady" in p or "capacity" in p or "offered" in p for p in problems), problems
+
+
+def vllm_counters(vllm: VllmCpuServer) -> dict[str, float]:
+    """vLLM's request and token counters, from its ``/metrics`` (summed over engines)."""
+    text = httpx.get(vllm.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        key = {"vllm:generation_tokens_total": "tokens"}.get(name.split("{")[0], "")
+        if name.startswith("vllm:request_success_total") and 'finished_reason="length"' in name:
+            key = "length"
+        if key:
+            out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def test_an_overloaded_open_loop_accounts_for_every_arrival(vllm: VllmCpuServer, tmp_path: Path) -> None:
+    # Far past what the engine serves, then a drain that cannot empty the queue: the requests still in
+    # flight are cut (issue 30: 165 arrivals, 153 records, and vLLM generated 660 tokens no record showed).
+    records = tmp_path / "records.jsonl"
+    before = vllm_counters(vllm)
+    out = tmp_path / "over.json"
+    result = runner.invoke(app, ["run", "--url", vllm.base_url, "-o", str(out), "--quiet", "--rate", "60",
+                                 "--duration", "4", "--warmup", "0", "--max-tokens", "64", "--prompt-tokens", "32",
+                                 "--records", str(records), "--extra-body", IGNORE_EOS])  # fmt: skip
+    assert result.exit_code in (0, 3) and out.exists(), result.output  # 3: an overloaded level is not steady
+    results = load(out)
+    after = vllm_counters(vllm)
+    level = results.levels[0]
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    cut = [r for r in rows if r["cut"]]
+    done = [r for r in rows if not r["cut"] and r["error"] is None]
+    assert level.cut > 0 and len(cut) == level.cut and len(rows) == level.offered
+    # vLLM finished what the records say finished, plus the preflight's probes (at most 3) and a cut request
+    # whose last token had arrived without its end of stream.
+    finished_cut = sum(1 for r in cut if r["output_tokens"] == 64)
+    assert 0 <= after["length"] - before["length"] - len(done) - finished_cut <= 3
+    streamed = sum(r["output_tokens"] or 0 for r in rows)
+    assert streamed <= after["tokens"] - before["tokens"] <= streamed + 64 * len(cut) + 3 * 64
 
 
 def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServer, tmp_path: Path) -> None:
