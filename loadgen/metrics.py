@@ -35,7 +35,20 @@ import numpy as np
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.records import RequestRecord
-from loadgen.results import TURN_METRICS, LevelResult, Load, Metric, ServerSample, Trend, empty_histograms
+from loadgen.results import (
+    TURN_METRICS,
+    LevelResult,
+    Load,
+    Metric,
+    ServerSample,
+    Trend,
+    empty_histograms,
+    independent_share,
+)
+
+#: requests due within this of the one before are one cohort: a step's completions reach the client
+#: a few microseconds apart, and an engine step is milliseconds long
+COHORT_GAP_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +98,8 @@ class LevelRecorder:
         self._last_t = window_start
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
         self.cut = 0  # requests cut in flight when the level ended
+        self.cohorts = 0  # groups of requests due together in the window (see ``due``)
+        self._last_due = -math.inf
         self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time (due inside the window), to see a queue that keeps growing
         self.config = config
@@ -92,9 +107,22 @@ class LevelRecorder:
         self.by_turn: dict[int, dict[Metric, LatencyHistogram]] = {}
 
     def due(self, t_intended: float) -> None:
-        """A request became due (before any slot or send): the offered load, whatever happens to it."""
+        """A request became due (before any slot or send): the offered load, whatever happens to it.
+
+        Requests due together start a new cohort only after a gap (``COHORT_GAP_S``): in a closed
+        loop, clients whose requests ended in one engine step send again at once, then share every
+        step (a burst start keeps them so for the whole level), so a cohort is one sample, not many.
+        """
         if self.window_start <= t_intended <= self.window_end:
             self.offered += 1
+            if t_intended - self._last_due > COHORT_GAP_S:
+                self.cohorts += 1
+            self._last_due = max(self._last_due, t_intended)
+
+    @property
+    def independent_completed(self) -> float:
+        """Completed requests in the window, a cohort counted once (``LevelResult.independent_samples``)."""
+        return self.completed * independent_share(self.load, self.cohorts, self.offered)
 
     def close_window(self, t: float) -> None:
         """The level stops admitting at ``t``: the measured window ends there."""
@@ -211,6 +239,7 @@ class LevelRecorder:
             complete=complete,
             good=self.good if self.goodput_limits_ms is not None else None,
             offered=self.offered,
+            cohorts=self.cohorts,
             cut=self.cut,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,

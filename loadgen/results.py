@@ -180,6 +180,7 @@ class LevelResult:
     good: int | None = None  # completed requests that met every SLO limit (None: no SLO at run time)
     client_cpu_s: float | None = None  # CPU the generator's processes used during the window (user+sys)
     offered: int | None = None  # requests due inside the window (None: written before it was counted)
+    cohorts: int | None = None  # of those, groups due together (``LevelRecorder.due``; None: not counted)
     ttft_trend: tuple[float, ...] | None = None  # Trend sums of TTFT (s) against due time in the window (s)
     empty: int = 0  # completed requests that streamed no output token (in no latency histogram)
     cut: int = 0  # requests in flight when the level ended (drain limit or interrupt): no outcome, not failures
@@ -314,13 +315,19 @@ class LevelResult:
     def independent_samples(self, metric: Metric) -> float:
         """How many of this metric's samples carry independent information.
 
-        One per request for per-request metrics, but about one per engine step
-        for ITL: every running stream's gap comes from the same step, so the
-        pooled count is divided by the batch (methodology §2.7: never take
-        pooled ITL count as n).
+        About one per engine step for ITL: every running stream's gap comes
+        from the same step, so the pooled count is divided by the batch
+        (methodology §2.7: never take pooled ITL count as n). One per request
+        for per-request metrics, except in a closed loop, where requests due
+        together (a cohort: a burst start, clients phase-locked past the batch
+        cap) share every step and count once: the count is scaled by cohorts
+        per request due. An open loop's send times are its schedule's, not the
+        server's, so its coincidences are left to the design effect.
         """
         n = self.histograms[metric].count
-        return n / max(self.achieved_concurrency, 1.0) if metric == Metric.ITL else float(n)
+        if metric == Metric.ITL:
+            return n / max(self.achieved_concurrency, 1.0)
+        return n * independent_share(self.load, self.cohorts, self.offered)
 
     def summary(self) -> dict[str, Any]:
         """The human/``jq`` block (milliseconds); never read back."""
@@ -375,6 +382,7 @@ class LevelResult:
             "good": self.good,
             "client_cpu_s": self.client_cpu_s,
             "offered": self.offered,
+            "cohorts": self.cohorts,
             "empty": self.empty,
             "cut": self.cut,
             "ttft_trend": list(self.ttft_trend) if self.ttft_trend is not None else None,
@@ -419,6 +427,7 @@ class LevelResult:
             good=None if raw.get("good") is None else int(raw["good"]),
             client_cpu_s=None if raw.get("client_cpu_s") is None else float(raw["client_cpu_s"]),
             offered=None if raw.get("offered") is None else int(raw["offered"]),
+            cohorts=None if raw.get("cohorts") is None else int(raw["cohorts"]),
             empty=int(raw.get("empty", 0)),
             cut=int(raw.get("cut", 0)),
             ttft_trend=None if raw.get("ttft_trend") is None else tuple(float(v) for v in raw["ttft_trend"]),
@@ -436,6 +445,14 @@ class LevelResult:
         )
 
 
+def independent_share(load: Load, cohorts: int | None, offered: int | None) -> float:
+    """The share of a level's requests that are independent samples (``LevelResult.independent_samples``):
+    cohorts per request due in a closed loop, else all of them."""
+    if load.kind == "concurrency" and cohorts is not None and offered:
+        return min(1.0, cohorts / offered)
+    return 1.0
+
+
 def _check_level_numbers(raw: Mapping[str, Any]) -> None:
     """A level's counts and window as a results file must hold them (ValueError names the field).
 
@@ -450,6 +467,7 @@ def _check_level_numbers(raw: Mapping[str, Any]) -> None:
         raise ValueError(f"achieved_concurrency must be a finite number >= 0, got {raw['achieved_concurrency']!r}")
     counts = {"completed": raw["completed"], **{f"errors.{k}": v for k, v in raw["errors"].items()}}
     counts.update({f"tokens.{k}": v for k, v in raw["tokens"].items() if k != "estimated"})
+    counts.update({k: raw[k] for k in ("offered", "cohorts", "cut", "empty") if raw.get(k) is not None})
     for name, value in counts.items():
         number = float(value)
         if not (math.isfinite(number) and number >= 0):
@@ -503,6 +521,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
         client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
         offered=None if any(p.offered is None for p in parts) else sum(p.offered or 0 for p in parts),
+        cohorts=None if any(p.cohorts is None for p in parts) else sum(p.cohorts or 0 for p in parts),
         empty=sum(p.empty for p in parts),
         cut=sum(p.cut for p in parts),
         ttft_trend=None

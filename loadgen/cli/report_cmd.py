@@ -233,9 +233,8 @@ def compare(
     table = RichTable(title=f"reference: {files[0]}", title_justify="left")
     table.add_column("level")
     table.add_column("quantity")
-    table.add_column(files[0].name, justify="right")
-    for f in files[1:]:
-        table.add_column(f.name, justify="right")
+    for name in column_names(files):
+        table.add_column(name, justify="right")
     keyed = [{(d.level, d.quantity): d for d in c} for c in comparisons]
     for (level, quantity), first in keyed[0].items():
         cells = [level, quantity, _num(first.baseline)]
@@ -248,6 +247,20 @@ def compare(
         "* outside the noise; ? too few samples to bound that percentile; red worse, green better (direction-aware)",
         highlight=False,
     )
+
+
+def column_names(files: list[Path]) -> list[str]:
+    """Each file's name, with as many parent folders as it takes to tell apart files of one name
+    (``a/sweep.json`` and ``b/sweep.json``); the same path twice keeps its place as a suffix."""
+    names = []
+    for k, f in enumerate(files):
+        parts = f.parts
+        depth = 1
+        while depth < len(parts) and any(g != f and g.parts[-depth:] == parts[-depth:] for g in files):
+            depth += 1
+        name = str(Path(*parts[-depth:]))
+        names.append(name if files.index(f) == k else f"{name} (#{k + 1})")
+    return names
 
 
 AllowMismatchOpt = Annotated[

@@ -234,3 +234,18 @@ def test_impossible_numbers_in_a_results_file_are_one_line_and_untrusted(
     done = runner.invoke(app, [command, str(bad)])
     assert done.exit_code == 3 and "Traceback" not in done.output, done.output
     assert "corrupt results file" in done.stderr and field in done.stderr
+
+
+def test_compare_names_files_of_one_name_by_their_folders(tmp_path: Path) -> None:
+    # Two runs saved as sweep.json in their own folders were two identical columns (issue 30).
+    stored = Path(__file__).parents[1] / "data" / "results_v1_sweep.json"
+    for folder in ("before", "after"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "sweep.json").write_text(stored.read_text())
+    result = runner.invoke(
+        app,
+        ["compare", str(tmp_path / "before" / "sweep.json"), str(tmp_path / "after" / "sweep.json")],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "before/sweep.json" in result.stdout and "after/sweep.json" in result.stdout
