@@ -46,9 +46,8 @@ from loadgen.results import (
     independent_share,
 )
 
-#: requests due within this of the one before are one cohort: a step's completions reach the client
-#: a few microseconds apart, and an engine step is milliseconds long
-COHORT_GAP_S = 0.001
+GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up
+GAP_BINS_FROM_S = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +97,7 @@ class LevelRecorder:
         self._last_t = window_start
         self.offered = 0  # requests due inside the window (scheduled arrivals; closed loop: sends)
         self.cut = 0  # requests cut in flight when the level ended
-        self.cohorts = 0  # groups of requests due together in the window (see ``due``)
+        self._due_gaps = np.zeros(9 * GAP_BINS_PER_DECADE, dtype=np.int64)  # 1 us .. 1,000 s (``cohorts``)
         self._last_due = -math.inf
         self.empty = 0  # completed requests that streamed no output token
         self.trend = Trend()  # TTFT against due time (due inside the window), to see a queue that keeps growing
@@ -109,20 +108,33 @@ class LevelRecorder:
     def due(self, t_intended: float) -> None:
         """A request became due (before any slot or send): the offered load, whatever happens to it.
 
-        Requests due together start a new cohort only after a gap (``COHORT_GAP_S``): in a closed
-        loop, clients whose requests ended in one engine step send again at once, then share every
-        step (a burst start keeps them so for the whole level), so a cohort is one sample, not many.
+        The gap since the one due before it is kept (log-binned) for ``cohorts``.
         """
         if self.window_start <= t_intended <= self.window_end:
             self.offered += 1
-            if t_intended - self._last_due > COHORT_GAP_S:
-                self.cohorts += 1
+            if self._last_due > -math.inf:
+                self._due_gaps[min(_gap_bin(t_intended - self._last_due), len(self._due_gaps) - 1)] += 1
             self._last_due = max(self._last_due, t_intended)
+
+    def cohorts(self) -> int | None:
+        """A closed loop's groups of requests due together in the window; None for an open loop.
+
+        Clients whose requests ended together send again together and share every step from then
+        on (a burst start keeps them so for the whole level; past the batch cap they phase-lock), so
+        a group is one sample, not many. A gap under half an evenly staggered loop's spacing
+        (E2E mean / 2c) joins a request to the group before it: a real engine's clients of one step
+        send over a few milliseconds (vLLM: up to ~20 ms), its waves a lifetime apart.
+        """
+        e2e_us = self.histograms[Metric.E2E].mean_us()
+        if self.load.kind != "concurrency" or e2e_us is None or not self.offered:
+            return None
+        threshold_s = e2e_us / 1e6 / (2 * self.load.value)
+        return 1 + int(self._due_gaps[_gap_bin(threshold_s) + 1 :].sum())
 
     @property
     def independent_completed(self) -> float:
         """Completed requests in the window, a cohort counted once (``LevelResult.independent_samples``)."""
-        return self.completed * independent_share(self.load, self.cohorts, self.offered)
+        return self.completed * independent_share(self.load, self.cohorts(), self.offered)
 
     def close_window(self, t: float) -> None:
         """The level stops admitting at ``t``: the measured window ends there."""
@@ -239,7 +251,7 @@ class LevelRecorder:
             complete=complete,
             good=self.good if self.goodput_limits_ms is not None else None,
             offered=self.offered,
-            cohorts=self.cohorts,
+            cohorts=self.cohorts(),
             cut=self.cut,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
@@ -302,3 +314,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         tpot_s=(last - first) / (tokens - 1) if first is not None and last is not None and tokens >= 2 else None,
         itl_s=gaps,
     )
+
+
+def _gap_bin(seconds: float) -> int:
+    """The due-gap histogram's bin of a gap (bin 0 holds everything under ``GAP_BINS_FROM_S``)."""
+    return 0 if seconds < GAP_BINS_FROM_S else int(math.log10(seconds / GAP_BINS_FROM_S) * GAP_BINS_PER_DECADE)

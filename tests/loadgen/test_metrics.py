@@ -140,3 +140,40 @@ def test_estimated_tokens_are_flagged() -> None:
     rec.started(10.0)
     rec.add(record())  # no usage: counted from chunks
     assert rec.finish(11.0).tokens_estimated
+
+
+def closed_loop(due_times: list[float], clients: int, lifetime_s: float = 1.0) -> LevelRecorder:
+    """A closed-loop level whose requests were due at these times and each lived ``lifetime_s``."""
+    rec = LevelRecorder(Load("concurrency", clients), window_start=0.0, window_end=100.0)
+    for t in due_times:
+        rec.due(t)
+        rec.started(t)
+        rec.add(record(t, t, (t + 0.1, t + lifetime_s - 0.01), t_done=t + lifetime_s))
+    return rec
+
+
+@pytest.mark.parametrize(
+    ("spread_s", "cohorts"),
+    [(0.0, 20), (0.02, 20)],  # the simulator sends a wave at one instant; vLLM's clients over ~20 ms
+)
+def test_a_wave_of_clients_sent_together_is_one_cohort(spread_s: float, cohorts: int) -> None:
+    # 8 clients in lock-step (a burst start): 20 waves of 8, one lifetime apart
+    due = [wave * 1.0 + k * spread_s / 8 for wave in range(20) for k in range(8)]
+    rec = closed_loop(due, clients=8)
+    assert rec.cohorts() == cohorts
+    assert rec.finish(100.0).independent_samples(Metric.TPOT) == pytest.approx(cohorts)
+
+
+def test_evenly_staggered_clients_are_each_their_own_sample() -> None:
+    due = [k * 1.0 / 8 for k in range(160)]  # 8 clients spread over a lifetime, as the default start
+    rec = closed_loop(due, clients=8)
+    assert rec.cohorts() == 160 and rec.finish(100.0).independent_samples(Metric.TTFT) == 160
+
+
+def test_an_open_loop_counts_every_request() -> None:
+    rec = LevelRecorder(Load("rate", 50.0), window_start=0.0, window_end=100.0)
+    for k in range(100):
+        rec.due(k * 0.0001)  # clumped arrivals are its schedule's, not the server's
+        rec.started(k * 0.0001)
+        rec.add(record(k * 0.0001, k * 0.0001, (k * 0.0001 + 0.1, k * 0.0001 + 0.5)))
+    assert rec.cohorts() is None and rec.finish(100.0).independent_samples(Metric.TTFT) == 100
