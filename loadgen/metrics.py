@@ -46,6 +46,7 @@ from loadgen.results import (
     independent_share,
 )
 
+COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort
 GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up
 GAP_BINS_FROM_S = 1e-6
 
@@ -122,13 +123,18 @@ class LevelRecorder:
         Clients whose requests ended together send again together and share every step from then
         on (a burst start keeps them so for the whole level; past the batch cap they phase-lock), so
         a group is one sample, not many. A gap under half an evenly staggered loop's spacing
-        (E2E mean / 2c) joins a request to the group before it: a real engine's clients of one step
-        send over a few milliseconds (vLLM: up to ~20 ms), its waves a lifetime apart.
+        (E2E mean / 2c), and under ``COHORT_STEPS`` engine steps (TPOT p50), joins a request to the
+        group before it: a real engine's clients of one step send over a few steps' time (vLLM: up
+        to ~20 ms at 6 ms a step), its waves a lifetime apart, and clients of random phases now and
+        then come close without sharing a step.
         """
         e2e_us = self.histograms[Metric.E2E].mean_us()
         if self.load.kind != "concurrency" or e2e_us is None or not self.offered:
             return None
         threshold_s = e2e_us / 1e6 / (2 * self.load.value)
+        step_us = self.histograms[Metric.TPOT].percentile_us(50)
+        if step_us is not None:
+            threshold_s = min(threshold_s, COHORT_STEPS * step_us / 1e6)
         return 1 + int(self._due_gaps[_gap_bin(threshold_s) + 1 :].sum())
 
     @property
