@@ -13,3 +13,4 @@ MAX_RATE_RPS = 100_000.0  # requests per second offered in one level
 MAX_TOKENS = 1_000_000  # prompt or output tokens of one request
 MAX_LEVELS = 100  # levels in one sweep, listed or generated
 MAX_FILE_LEVELS = 5_000  # levels in one results file or one imported table (a 100,000-row import once took 4 GB)
+MAX_RETRIES = 10  # measurements of one level beyond the first (--retries): each is a whole level's time

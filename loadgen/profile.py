@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, get_args
 import yaml
 
 from loadgen.errors import ProfileError
-from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_TOKENS
+from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_RETRIES, MAX_TOKENS
 from loadgen.results import SloTarget
 from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
@@ -79,6 +79,7 @@ class LoadSpec:
     min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
     ramp_up_s: float | None = None  # closed loop: clients start over this span (None: one probe request's duration)
     trace: str | None = None  # mode trace: the trace file (arrivals and each request's lengths)
+    retries: int = 0  # a level untrusted for the measurement's sake (client, window) is measured again this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +405,7 @@ def _load(node: Node) -> LoadSpec:
         "min_requests",
         "ramp_up_s",
         "trace",
+        "retries",
     )
     d = LoadSpec()
     mode = node.choice("mode", d.mode, LOAD_MODES)
@@ -435,6 +437,7 @@ def _load(node: Node) -> LoadSpec:
         min_requests=node.optional_integer("min_requests", minimum=1),
         ramp_up_s=ramp_up,
         trace=trace,
+        retries=node.integer("retries", d.retries, minimum=0, maximum=MAX_RETRIES),
     )
 
 

@@ -194,6 +194,7 @@ class LevelResult:
     # other statistic is absent, never read off them (a file with per-request records gives real ones)
     given: Mapping[str, float] | None = None
     synthesised: bool = False
+    attempt: int = 1  # which attempt at this level counts (``--retries``: earlier ones are in ``Results.retried``)
 
     @property
     def failed(self) -> int:
@@ -394,6 +395,7 @@ class LevelResult:
             "bound_workers": list(self.bound_workers),
             "given": dict(sorted(self.given.items())) if self.given is not None else None,
             "synthesised": self.synthesised,
+            "attempt": self.attempt,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -442,6 +444,7 @@ class LevelResult:
             bound_workers=tuple(str(x) for x in raw.get("bound_workers") or ()),
             given=None if raw.get("given") is None else {str(k): float(v) for k, v in raw["given"].items()},
             synthesised=bool(raw.get("synthesised", False)),
+            attempt=int(raw.get("attempt", 1)),
         )
 
 
@@ -467,7 +470,7 @@ def _check_level_numbers(raw: Mapping[str, Any]) -> None:
         raise ValueError(f"achieved_concurrency must be a finite number >= 0, got {raw['achieved_concurrency']!r}")
     counts = {"completed": raw["completed"], **{f"errors.{k}": v for k, v in raw["errors"].items()}}
     counts.update({f"tokens.{k}": v for k, v in raw["tokens"].items() if k != "estimated"})
-    counts.update({k: raw[k] for k in ("offered", "cohorts", "cut", "empty") if raw.get(k) is not None})
+    counts.update({k: raw[k] for k in ("offered", "cohorts", "cut", "empty", "attempt") if raw.get(k) is not None})
     for name, value in counts.items():
         number = float(value)
         if not (math.isfinite(number) and number >= 0):
@@ -634,6 +637,22 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class RetriedLevel:
+    """An attempt at a level that was measured again (``--retries``), kept with why it did not count."""
+
+    attempt: int
+    reason: str  # the trust problems of the measurement (the client, the window) that made it not count
+    level: LevelResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "reason": self.reason, "level": self.level.to_json()}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], config: HistogramConfig) -> RetriedLevel:
+        return cls(int(raw["attempt"]), str(raw["reason"]), LevelResult.from_json(raw["level"], config))
+
+
+@dataclass(frozen=True, slots=True)
 class Results:
     """A run or a sweep: its levels plus everything needed to reproduce it (no secrets)."""
 
@@ -644,6 +663,7 @@ class Results:
     complete: bool  # False when interrupted: the levels present are still valid
     histogram_config: HistogramConfig = field(default=DEFAULT_CONFIG)
     notes: tuple[str, ...] = ()  # why a sweep stopped early, and similar
+    retried: tuple[RetriedLevel, ...] = ()  # attempts measured again, in the order they ran
 
     def to_json(self) -> str:
         doc = {
@@ -656,6 +676,7 @@ class Results:
             "complete": self.complete,
             "notes": list(self.notes),
             "levels": [level.to_json() for level in self.levels],
+            "retried": [r.to_json() for r in self.retried],
         }
         return json.dumps(doc, indent=2) + "\n"
 
@@ -679,7 +700,7 @@ class Results:
         raw = migrate(raw)
         try:
             config = _histogram_config(raw["histogram_config"])
-            if len(raw["levels"]) > MAX_FILE_LEVELS:
+            if len(raw["levels"]) + len(raw.get("retried") or ()) > MAX_FILE_LEVELS:
                 raise ResultsError(f"{source}: {len(raw['levels']):,} levels; a results file holds at most "
                                    f"{MAX_FILE_LEVELS:,}")  # fmt: skip
             return cls(
@@ -690,6 +711,7 @@ class Results:
                 complete=bool(raw["complete"]),
                 histogram_config=config,
                 notes=tuple(raw.get("notes", ())),
+                retried=tuple(RetriedLevel.from_json(r, config) for r in raw.get("retried") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise ResultsError(f"{source}: corrupt results file ({type(exc).__name__}: {exc})") from None

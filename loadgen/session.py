@@ -11,6 +11,7 @@ atomically), so an interrupt never loses a finished level.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import platform
@@ -28,7 +29,7 @@ from loadgen.loops import loop_name, running_loop_name
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import RayOptions
 from loadgen.records import Clock, RequestRecord
-from loadgen.results import LevelResult, Results, RunInfo, Target
+from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.secrets import scrub
@@ -56,6 +57,7 @@ class Session:
     scrape: Scrape = "auto"
     auto_ramp: bool = True  # closed loop: ramp over about one request's duration
     start: Start = "staggered"  # closed loop: clients start spread over the ramp, or all at once (burst)
+    retries: int = 0  # measure a level again this often while ``SessionHooks.retry_policy`` gives a reason
     command: str = "run"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)
     virtual_time: bool = False  # on a ``loadgen.vtime`` loop, with the simulator in it: the loop's clock
@@ -91,6 +93,10 @@ TPOT then describe that shape (the fidelity check measured TTFT p50 907 ms burst
 at c=8 on the same server). Both are real; results record which one was measured."""
 
 StopPolicy = Callable[[list[LevelResult]], str | None]  # a reason to stop, or None to go on
+#: why a finished level should be measured again (the measurement, not the service, made it untrusted),
+#: and whether the next attempt needs a longer window; None: it counts as it is
+RetryPolicy = Callable[[LevelResult], tuple[str, bool] | None]
+RETRY_SETTLE_S = 2.0  # between attempts: the server drains what the cut attempt left, the machine settles
 
 
 @dataclass(slots=True)
@@ -100,6 +106,7 @@ class SessionHooks:
     on_record: Callable[[RequestRecord], None] | None = None
     on_level_plan: Callable[[LevelPlan], None] | None = None
     stop_policy: StopPolicy | None = None
+    retry_policy: RetryPolicy | None = None
     notes: list[str] = field(default_factory=list)  # warnings to report (lost workers, early stop)
 
 
@@ -134,9 +141,12 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         target = Target(base_url=shown, model=workload.model, api=workload.api)
         settings = _settings(session, workload, scrape)
         done: list[LevelResult] = []
+        retried: list[RetriedLevel] = []
 
         def results(complete: bool) -> Results:
-            return Results(info, target, settings, tuple(done), complete, notes=tuple(hooks.notes))
+            return Results(
+                info, target, settings, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
+            )
 
         if stopped_early:
             return results(complete=False)
@@ -151,6 +161,20 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
             level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, settings)
+            while (retry := _retry(level, session, hooks, stop)) is not None:
+                why, lengthen = retry
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), RETRY_SETTLE_S)
+                if stop.is_set():  # stopped while settling: this attempt is what there is
+                    break
+                retried.append(RetriedLevel(level.attempt, why, level))
+                if lengthen and plan.duration_s is not None:
+                    plan = replace(plan, duration_s=min(2 * plan.duration_s, MAX_FLOOR_S))
+                if hooks.on_level_plan is not None:
+                    hooks.on_level_plan(plan)
+                attempt = level.attempt + 1
+                level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, settings)
+                level = replace(level, attempt=attempt)
             done.append(level)
             if hooks.checkpoint is not None:
                 hooks.checkpoint(results(complete=False))
@@ -162,6 +186,13 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 break
         complete = bool(done) and all(level.complete for level in done) and not stop.is_set()
         return results(complete)
+
+
+def _retry(level: LevelResult, session: Session, hooks: SessionHooks, stop: asyncio.Event) -> tuple[str, bool] | None:
+    """Why this attempt should not count and be measured again, while attempts are left."""
+    if hooks.retry_policy is None or level.attempt > session.retries or not level.complete or stop.is_set():
+        return None
+    return hooks.retry_policy(level)
 
 
 async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload, float, bool]:
@@ -356,6 +387,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "metric_convention": workload.metric_convention,
         "prompt_calibration": dataclasses.asdict(workload.calibration) if workload.calibration else None,
         "start": session.start,
+        "retries": session.retries,
         "extra_body": dict(workload.extra_body),
         "headers": redact_headers(dict(session.headers)),
         "api_key": "<redacted>" if session.api_key else None,

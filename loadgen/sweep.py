@@ -85,6 +85,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         scrape=target.scrape,
         auto_ramp=ld.mode == "closed" and ld.ramp_up_s is None,
         start=target.start,
+        retries=ld.retries,
         command=command,
         extra_settings=settings,
     )

@@ -23,6 +23,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from loadgen.quantity import Quantity
 from loadgen.results import Results, SloTarget
@@ -97,12 +98,21 @@ class CheckResult:
     absent: str | None = None  # why there is no value ("tpot_p95 not in the imported file")
 
 
+Side = Literal["service", "runner"]
+
+
 @dataclass(frozen=True, slots=True)
 class GateVerdict:
     checks: tuple[CheckResult, ...]
     deltas: tuple[Delta, ...]  # baseline comparison (empty without a baseline)
     untrusted: tuple[str, ...]  # why the run cannot be trusted
     max_regression: float
+    service_untrusted: tuple[str, ...] = ()  # those of ``untrusted`` the service caused (errors, overload)
+    busy: bool = False  # a level is untrusted because the machine running loadgen was busy (client-bound)
+    untrusted_levels: tuple[str, ...] = ()  # labels of the levels whose verdict is untrusted
+    levels: int = 0  # levels in the run
+    attempts: tuple[tuple[str, int], ...] = ()  # levels that counted on a later attempt: (label, attempt)
+    max_attempts: int = 1  # 1 + the run's --retries
 
     @property
     def failed_checks(self) -> list[CheckResult]:
@@ -121,6 +131,38 @@ class GateVerdict:
     @property
     def status(self) -> str:
         return {EXIT_PASS: "pass", EXIT_FAIL: "fail", EXIT_UNTRUSTED: "untrusted"}[self.exit_code]
+
+    @property
+    def side(self) -> Side | None:
+        """Which side failed: the service (a breach, a regression, its own errors or overload) or the
+        runner (the measurement: a busy machine, too few samples, an interrupted run); None on a pass."""
+        if self.exit_code == EXIT_PASS:
+            return None
+        if self.exit_code == EXIT_FAIL or self.service_untrusted:
+            return "service"
+        return "runner"
+
+    @property
+    def summary(self) -> str:
+        """The last line a CI log shows: the outcome and which side it is about."""
+        retried = ", ".join(f"{label} trusted on attempt {n} of {self.max_attempts}" for label, n in self.attempts)
+        after = f" after {self.max_attempts} attempts" if self.max_attempts > 1 else ""
+        if self.exit_code == EXIT_PASS:
+            return "pass" + (f" ({retried})" if retried else "")
+        if self.exit_code == EXIT_FAIL:
+            what = [f"{len(self.failed_checks)} check(s) breached"] if self.failed_checks else []
+            what += [f"{len(self.regressions)} regression(s)"] if self.regressions else []
+            return f"service failed: {', '.join(what)}"
+        if self.side == "service":
+            return f"service untrusted: {self.service_untrusted[0]}"
+        if self.busy:
+            return f"runner busy: {len(self.untrusted_levels)} of {self.levels} levels untrusted{after}"
+        if self.untrusted_levels:
+            return (
+                f"runner: {len(self.untrusted_levels)} of {self.levels} levels untrusted{after} (the "
+                "measurement, not the service: see above)"
+            )
+        return f"runner: {self.untrusted[0]}"
 
 
 def evaluate_gate(
@@ -153,13 +195,31 @@ def evaluate_gate(
             absent = lv.absent_because(quantity) if value is None and quantity is not None else None
             passed = value is not None and _OPS[check.op](value, check.threshold)
             results.append(CheckResult(check, lv.load.label, value, passed, absent))
+    service: list[str] = []
+    busy = False
+    untrusted_levels: list[str] = []
     if current.levels:
         asked = [q for c in checks if (q := latency_quantity(c.quantity)) is not None]
         verdicts = judge(current.levels, asked, untrusted_error_rate=untrusted_error_rate)
         untrusted += verdicts.problems
+        service = [p for v in verdicts.levels for p in v.service]
+        busy = any(lv.client_bound for lv in current.levels)
+        untrusted_levels = [v.label for v in verdicts.levels if not v.trusted]
     deltas: list[Delta] = []
     if baseline is not None:
         deltas = compare_results(baseline, current, max_regression=max_regression)
         if not deltas:
             untrusted.append("no level of the baseline matches a level of this run")
-    return GateVerdict(tuple(results), tuple(deltas), tuple(dict.fromkeys(untrusted)), max_regression)
+    retries = current.settings.get("retries", 0)
+    return GateVerdict(
+        tuple(results),
+        tuple(deltas),
+        tuple(dict.fromkeys(untrusted)),
+        max_regression,
+        service_untrusted=tuple(service),
+        busy=busy,
+        untrusted_levels=tuple(untrusted_levels),
+        levels=len(current.levels),
+        attempts=tuple((lv.load.label, lv.attempt) for lv in current.levels if lv.attempt > 1),
+        max_attempts=1 + (retries if isinstance(retries, int) and retries >= 0 else 0),
+    )

@@ -93,6 +93,7 @@ def to_markdown(verdict: GateVerdict) -> str:
                 f"{_value(d.quantity, d.candidate)} | {change} | {mark} |"
             )
         out.append("")
+    out.append(f"**{md_text(verdict.summary)}**")
     return "\n".join(out) + "\n"
 
 
@@ -100,6 +101,9 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
     return {
         "status": verdict.status,
         "exit_code": verdict.exit_code,
+        "side": verdict.side,
+        "summary": verdict.summary,
+        "attempts": [{"level": label, "attempt": n, "of": verdict.max_attempts} for label, n in verdict.attempts],
         "untrusted": list(verdict.untrusted),
         "checks": [
             {

@@ -104,6 +104,16 @@ ConventionOpt = Annotated[
         "empty-content ones included: DESIGN.md) | text (text chunks only).",
     ),
 ]
+RetriesOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        rich_help_panel=LOAD,
+        help="Measure a level again, up to N times, when the measurement made it untrusted (client-bound, too "
+        "few samples, a short or unsettled window); never for the service's own errors or overload. Every "
+        "attempt is kept in the results.",
+    ),
+]
 StartOpt = Annotated[
     str,
     typer.Option(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,7 @@ from loadgen.cli.options import (
     RayOpt,
     RayPlacementOpt,
     RequestIdOpt,
+    RetriesOpt,
     ScrapeOpt,
     StartOpt,
     TimeoutOpt,
@@ -49,7 +51,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
-from loadgen.limits import MAX_CONCURRENCY, MAX_TOKENS
+from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
 from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
 from loadgen.results import Metric
@@ -60,6 +62,7 @@ from loadgen.sse import APIS
 from loadgen.sweep import session_from_profile
 from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
 from planner.report import caveats
+from planner.verdicts import retry_reason
 
 
 @friendly_errors
@@ -122,6 +125,7 @@ def run(
         ),
     ] = 1.0,
     start: StartOpt = "staggered",
+    retries: RetriesOpt = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = None,
     ray_placement: RayPlacementOpt = "spread",
@@ -269,6 +273,8 @@ def run(
         load = _load(concurrency, rate, arrival, burstiness, max_in_flight, duration, requests, warmup, ramp_up)
     if records is not None and (workers > 1 or ray is not None):
         raise UsageError("--records works with one worker process only (no --workers, no --ray)")
+    bounded("--retries", retries, minimum=0, maximum=MAX_RETRIES)
+    load = replace(load, retries=retries or 0)
     on_sim = url == SIM_URL
     profile = Profile(
         name="run",
@@ -310,12 +316,15 @@ def run(
 
         def hooks_for(session: Session) -> SessionHooks:
             if records is None:
-                return SessionHooks(observer=progress)
+                return SessionHooks(observer=progress, retry_policy=retry_reason)
             writer = RecordsWriter(records, session.secrets)
             writers.append(writer)
             open_files.callback(writer.close)
             return SessionHooks(
-                observer=progress, on_record=writer.write, on_level_plan=lambda p: writer.set_level(p.load)
+                observer=progress,
+                on_record=writer.write,
+                on_level_plan=lambda p: writer.set_level(p.load),
+                retry_policy=retry_reason,
             )
 
         result = execute(

@@ -30,6 +30,7 @@ from loadgen.cli.options import (
     RayOpt,
     RayPlacementOpt,
     RequestIdOpt,
+    RetriesOpt,
     ScrapeOpt,
     StartOpt,
     TimeoutOpt,
@@ -39,7 +40,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
-from loadgen.limits import MAX_LEVELS
+from loadgen.limits import MAX_LEVELS, MAX_RETRIES
 from loadgen.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
@@ -49,6 +50,7 @@ from loadgen.sweep import session_from_profile
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason
+from planner.verdicts import retry_reason
 
 
 def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:
@@ -141,6 +143,7 @@ def sweep(
     request_id_header: RequestIdOpt = "X-Request-Id",
     metric_convention: ConventionOpt = "tokens",
     start: StartOpt = "staggered",
+    retries: RetriesOpt = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = None,
     ray_placement: RayPlacementOpt = "spread",
@@ -159,6 +162,7 @@ def sweep(
         warmup_s=warmup,
         requests=requests,
         min_requests=min_requests,
+        retries=retries,
         model=model,
         seed=seed,
     )
@@ -184,6 +188,7 @@ def sweep(
         ("--min-requests", min_requests, 1, False),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive)
+    bounded("--retries", retries, minimum=0, maximum=MAX_RETRIES)
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
@@ -206,6 +211,7 @@ def sweep(
     hooks = SessionHooks(
         observer=progress_observer(out.err, quiet),
         checkpoint=checkpoint,
+        retry_policy=lambda level: retry_reason(level, [q for slo in prof.slo if (q := slo.quantity) is not None]),
         stop_policy=lambda done: stop_reason(
             done,
             prof.slo,
