@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib
 
@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # before pyplot: never look for a display
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadgen.results import Metric
@@ -25,12 +26,26 @@ from planner.report import Plot
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
 
-def _png(fig: Figure) -> bytes:
+DPI = 110
+Mark = tuple[str, Axes, Literal["x", "y"], float]  # a reference line: its name, axes, the axis it crosses, value
+
+
+def _png(fig: Figure, marks: Sequence[Mark] = ()) -> tuple[bytes, dict[str, tuple[float, float]]]:
+    """The figure as PNG bytes, and where each mark's line lies in the image: (value, pixel) with the pixel
+    a column for an ``x`` mark, a row from the top for a ``y`` mark, so a reader can check the drawing."""
     buf = io.BytesIO()
+    fig.set_dpi(DPI)
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.canvas.draw()  # the layout the file gets: savefig at this dpi keeps the figure's size in pixels
+    height = fig.get_figheight() * DPI
+    at = {}
+    for name, ax, axis, value in marks:
+        x0, y0 = ax.get_xlim()[0], ax.get_ylim()[0]
+        x, y = ax.transData.transform((value, y0) if axis == "x" else (x0, value))
+        at[name] = (value, float(x) if axis == "x" else float(height - y))
+    fig.savefig(buf, format="png", dpi=DPI)
     plt.close(fig)
-    return buf.getvalue()
+    return buf.getvalue(), at
 
 
 MAX_LABELLED = 12  # levels drawn one by one (ITL curves, point labels): more would only be ink
@@ -64,14 +79,17 @@ def tpot_vs_batch(plan: CapacityPlan) -> Plot:
                 color="C2",
                 label=f"fit {plan.fit.base_ms:.1f} + {plan.fit.per_seq_ms:.3f}*b",
             )
+        marks: list[Mark] = []
         for lim in plan.limits:
             if lim.slo.metric == Metric.TPOT:
                 ax.axhline(lim.slo.limit, color="C3", ls="--", label=f"SLO {lim.slo.key} {lim.slo.limit:g} ms")
+                marks.append((f"slo-{lim.slo.key}", ax, "y", lim.slo.limit))
         ax.set_xlabel(f"batch (sequences; axis: {obs.batch_source})")
         ax.set_ylabel("TPOT (ms)")
         ax.set_title("TPOT vs batch, with the fitted step law")
         ax.legend()
-        return Plot("tpot_vs_batch", "TPOT p50/p95 against the batch, the fitted law and the SLO", _png(fig))
+        png, at = _png(fig, marks)
+        return Plot("tpot_vs_batch", "TPOT p50/p95 against the batch, the fitted law and the SLO", png, at)
 
 
 def ttft_vs_load(plan: CapacityPlan) -> Plot:
@@ -92,7 +110,8 @@ def ttft_vs_load(plan: CapacityPlan) -> Plot:
         ax.set_title("TTFT vs load")
         ax.legend()
         said = f"the knee marked at concurrency {knee:.1f}" if knee is not None else "no knee in the range swept"
-        return Plot("ttft_vs_load", f"TTFT p50/p95 against load; {said}", _png(fig))
+        png, at = _png(fig, [("knee", ax, "x", knee)] if knee is not None else [])
+        return Plot("ttft_vs_load", f"TTFT p50/p95 against load; {said}", png, at)
 
 
 def throughput_vs_load(plan: CapacityPlan) -> Plot:
@@ -116,7 +135,9 @@ def throughput_vs_load(plan: CapacityPlan) -> Plot:
         ax.set_ylabel("output tokens/s")
         ax.set_title("Throughput vs load")
         ax.legend()
-        return Plot("throughput_vs_load", "Output tokens/s against load, and per replica at the SLO batch", _png(fig))
+        return Plot(
+            "throughput_vs_load", "Output tokens/s against load, and per replica at the SLO batch", _png(fig)[0]
+        )
 
 
 def pareto(plan: CapacityPlan) -> Plot:
@@ -134,7 +155,7 @@ def pareto(plan: CapacityPlan) -> Plot:
         ax.set_xlabel("output tokens/s per replica")
         ax.set_ylabel("tokens/s per user (1000 / TPOT p50)")
         ax.set_title("Serving Pareto curve: per-user speed vs replica throughput")
-        return Plot("pareto", "Tokens/s per user against tokens/s per replica", _png(fig))
+        return Plot("pareto", "Tokens/s per user against tokens/s per replica", _png(fig)[0])
 
 
 def itl_distribution(plan: CapacityPlan) -> Plot:
@@ -164,7 +185,7 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
         return Plot(
             "itl_distribution",
             f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram; the axis starts at half the lowest p1)",
-            _png(fig),
+            _png(fig)[0],
         )
 
 

@@ -12,8 +12,8 @@ import base64
 import csv
 import html
 import io
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
@@ -61,6 +61,8 @@ class Plot:
     name: str
     caption: str
     png: bytes
+    # reference lines as drawn: name -> (value, pixel column of an x mark or row from the top of a y mark)
+    marks: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def data_uri(self) -> str:
@@ -478,7 +480,7 @@ def to_html(report: Report) -> str:
         out.append('<h2>Plots</h2><div class="plots">')
         for plot in report.plots:
             out.append(
-                f'<figure id="{e(plot.name)}"><img alt="{e(plot.caption)}" src="{plot.data_uri}">'
+                f'<figure id="{e(plot.name)}"><img alt="{e(plot.caption)}" src="{plot.data_uri}"{_mark_attrs(plot)}>'
                 f"<figcaption>{e(plot.caption)}</figcaption></figure>"
             )
         out.append("</div>")
@@ -539,3 +541,12 @@ def _csv_row(lv: LevelResult) -> list[object]:
         stats = s[f"{m.value}_ms"]
         row += [stats[k] for k in ("mean", "p50", "p90", "p95", "p99", "max")]
     return ["" if v is None else v for v in row]
+
+
+def _mark_attrs(plot: Plot) -> str:
+    """A plot's reference lines as data attributes (``data-knee="24" data-knee-px="310.5"``), so a browser
+    test can check each is drawn where the numbers say."""
+    return "".join(
+        f' data-{html.escape(name)}="{value:g}" data-{html.escape(name)}-px="{px:.1f}"'
+        for name, (value, px) in plot.marks.items()
+    )

@@ -203,7 +203,7 @@ def gate(
         typer.echo(json.dumps(gate_json(verdict), indent=2))
     else:
         out = consoles()
-        out.out.print(gate_markdown(verdict), markup=False, highlight=False)
+        out.out.print(gate_markdown(verdict).rstrip("\n"), markup=False, highlight=False)  # the side: last
     raise typer.Exit(verdict.exit_code)
 
 

@@ -1,0 +1,117 @@
+"""The HTML report as people read it: opened in headless Chromium, every plot a real picture, the SLO line
+and the knee drawn where the numbers say.
+
+Chromium is Debian's ``chromium`` package (``.ci/run`` installs it), driven by Playwright; without it the
+test skips and says so. One screenshot of the page is kept per run: in ``$LOADGEN_SCREENSHOT_DIR`` (the CI
+log directory) when set.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from loadgen.results import load
+from planner.verdicts import judge
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+RED = np.array([0xD6, 0x27, 0x28]) / 255  # matplotlib's C3: the SLO line and the knee
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip(
+            "HTML REPORT NOT CHECKED IN A BROWSER: no chromium here (apt-get install chromium, as .ci/run does)"
+        )
+    return path
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(image.imread(io.BytesIO(png), format="png"))[..., :3]
+
+
+def red_share(strip: np.ndarray, axis: int) -> float:
+    """The largest share of red pixels along one row (axis 1) or column (axis 0) of the strip."""
+    return float(np.max(np.mean(np.all(np.abs(strip - RED) < 0.15, axis=-1), axis=axis)))
+
+
+def test_the_html_report_renders_its_plots_and_marks_where_the_json_says(tmp_path: Path) -> None:
+    browser_path = chromium()
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path / "knee.yaml"
+    profile.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "knee",
+                "target": {"sim": {"base_ms": 25, "per_seq_ms": 0.4, "max_num_seqs": 24}},
+                "workload": {"prompt_tokens": 32, "output_tokens": 16},
+                "load": {"mode": "closed", "levels": [2, 4, 8, 16, 24, 32, 48], "duration_s": 3, "warmup_s": 1},
+                "slo": {"tpot_p95_ms": 32},
+                "stop": {"stop_on_saturation": False},
+                "seed": 1,
+            }
+        )
+    )
+    sweep, html = tmp_path / "sweep.json", tmp_path / "report.html"
+    result = runner.invoke(app, ["sweep", "--profile", str(profile), "--virtual-time", "-o", str(sweep), "--quiet"])
+    assert sweep.exists(), result.output
+    assert runner.invoke(app, ["report", str(sweep), "-o", str(html)]).exit_code == 0
+    results = load(sweep)
+    states = judge(results.levels).saturation.states
+    assert "knee" in states, states
+    knee = results.levels[states.index("knee")].achieved_concurrency
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(html.as_uri())
+        page.wait_for_load_state("load")
+        assert not errors, errors
+        shots = Path(os.environ.get("LOADGEN_SCREENSHOT_DIR") or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "report.png"), full_page=True)
+
+        figures = page.query_selector_all("figure img")
+        assert len(figures) == 5
+        drawn = {}
+        for img in figures:
+            natural = img.evaluate("i => [i.naturalWidth, i.naturalHeight, i.complete]")
+            assert natural[0] > 100 and natural[1] > 100 and natural[2], natural
+            img.scroll_into_view_if_needed()
+            seen = pixels(img.screenshot())
+            assert seen.std() > 0.05 and len(np.unique(seen.reshape(-1, 3), axis=0)) > 50  # a picture, not a blank
+            marks = img.evaluate(
+                "i => Object.fromEntries([...i.attributes].filter(a => a.name.startsWith('data-'))"
+                ".map(a => [a.name.slice(5), Number(a.value)]))"
+            )
+            drawn[img.evaluate("i => i.parentElement.id")] = (seen, seen.shape[1] / natural[0], marks)
+        browser.close()
+
+    # the SLO line: a red dashed row at the value the profile promised, and only there
+    tpot, scale, marks = drawn["tpot_vs_batch"]
+    assert marks["slo-tpot_p95_ms"] == 32
+    row = round(marks["slo-tpot_p95_ms-px"] * scale)
+    assert red_share(tpot[row - 2 : row + 3], axis=1) > 0.3
+    assert red_share(tpot[row + 15 : row + 18], axis=1) < 0.05
+    # the knee: a red dotted column at the concurrency of the level the verdicts call the knee
+    ttft, scale, marks = drawn["ttft_vs_load"]
+    assert marks["knee"] == pytest.approx(knee, rel=1e-3)
+    column = round(marks["knee-px"] * scale)
+    assert red_share(ttft[:, column - 2 : column + 3], axis=0) > 0.15
+    assert red_share(ttft[:, column + 15 : column + 18], axis=0) < 0.05
