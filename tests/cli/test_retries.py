@@ -51,16 +51,21 @@ def test_still_untrusted_after_every_attempt_is_the_runners_failure(tmp_path: Pa
     )
 
 
-def test_the_services_errors_are_its_answer_and_never_measured_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("failing", "exit_code"), [(0.05, 1), (0.3, 3)])
+def test_the_services_errors_are_its_answer_and_never_measured_again(
+    tmp_path: Path, failing: float, exit_code: int
+) -> None:
+    # 5% failing: a trusted level that breaches the 1% error budget (exit 1); 30%: above the untrusted
+    # rate, the latencies describe a biased subset (exit 3). Both are the service's, neither retried.
     profile = tmp_path / "p.yaml"
     profile.write_text(
         json.dumps(
             {
                 "schema_version": 1,
                 "name": "failing",
-                "target": {"sim": {"faults": {"http_500": 0.3}}},
+                "target": {"sim": {"faults": {"http_500": failing}}},
                 "workload": {"prompt_tokens": 16, "output_tokens": 8},
-                "load": {"mode": "closed", "levels": [4], "duration_s": 5, "warmup_s": 0.5, "retries": 2},
+                "load": {"mode": "closed", "levels": [4], "duration_s": 10, "warmup_s": 0.5, "retries": 2},
                 "slo": {"error_rate": 0.01},
                 "seed": 3,
             }
@@ -72,8 +77,11 @@ def test_the_services_errors_are_its_answer_and_never_measured_again(tmp_path: P
     assert results.levels[0].attempt == 1 and not results.retried
     gate = runner.invoke(app, ["gate", str(out), "--json"])
     doc = json.loads(gate.stdout)
-    assert gate.exit_code == 3 and doc["side"] == "service"
-    assert doc["summary"].startswith("service untrusted: c=4: ") and "requests failed" in doc["summary"]
+    assert gate.exit_code == exit_code and doc["side"] == "service"
+    if exit_code == 1:
+        assert doc["summary"] == "service failed: 1 check(s) breached"
+    else:
+        assert doc["summary"].startswith("service untrusted: c=4: ") and "requests failed" in doc["summary"]
 
 
 def test_a_busy_runner_is_named_as_such(tmp_path: Path) -> None:
