@@ -278,6 +278,9 @@ def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
         "static_wait_ms",
         "noise_cv",
         "seed",
+        "per_kv_ms",
+        "max_num_batched_tokens",
+        "kv_capacity_tokens",
         "faults",
     )
     law.known(*names)
@@ -309,6 +312,9 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
         static_wait_ms=law.number("static_wait_ms", d.static_wait_ms, minimum=0),
         noise_cv=law.number("noise_cv", d.noise_cv, minimum=0),
         seed=law.integer("seed", d.seed, minimum=0),
+        per_kv_ms=law.number("per_kv_ms", d.per_kv_ms, minimum=0),
+        max_num_batched_tokens=law.optional_integer("max_num_batched_tokens", minimum=1, maximum=MAX_TOKENS),
+        kv_capacity_tokens=law.optional_integer("kv_capacity_tokens", minimum=1, maximum=1_000_000_000),
     )
 
 

@@ -34,6 +34,20 @@ def serve_sim(
         typer.Option(metavar="NUMBER", min=0.0, help="Added step cost per prompt token admitted in the step, ms."),
     ] = 0.0,
     max_num_seqs: Annotated[int, typer.Option(metavar="N", min=1, help="Most sequences running at once.")] = 128,
+    per_kv_ms: Annotated[
+        float,
+        typer.Option(metavar="NUMBER", min=0.0, help="Added step cost per thousand KV tokens the step reads, ms."),
+    ] = 0.0,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", min=1, help="Tokens per step (one per decode, prompt chunks after): chunked prefill."
+        ),
+    ] = None,
+    kv_capacity_tokens: Annotated[
+        int | None,
+        typer.Option(metavar="N", min=1, help="KV cache size: a request waits until its prompt + output fit."),
+    ] = None,
     mode: Annotated[str, typer.Option(metavar="TEXT", help="continuous | static")] = "continuous",
     static_batch: Annotated[int, typer.Option(metavar="N", min=1, help="Static mode: batch size to collect.")] = 8,
     static_wait_ms: Annotated[
@@ -108,6 +122,9 @@ def serve_sim(
                 static_wait_ms=static_wait_ms,
                 noise_cv=noise_cv,
                 seed=seed,
+                per_kv_ms=per_kv_ms,
+                max_num_batched_tokens=max_num_batched_tokens,
+                kv_capacity_tokens=kv_capacity_tokens,
             ),
             faults=FaultConfig.parse(fault or []),
             model=model,
@@ -124,8 +141,14 @@ def serve_sim(
 
     def ready(bound: int) -> None:
         law = f"step_ms = {base_ms:g} + {per_seq_ms:g}*running"
+        if per_kv_ms:
+            law += f" + {per_kv_ms:g}*kv_tokens/1000"
         if prefill_ms_per_token:
-            law += f" + {prefill_ms_per_token:g}*prompt_tokens_admitted"
+            law += f" + {prefill_ms_per_token:g}*prompt_tokens_prefilled"
+        if max_num_batched_tokens:
+            law += f", {max_num_batched_tokens} tokens a step"
+        if kv_capacity_tokens:
+            law += f", KV {kv_capacity_tokens} tokens"
         err.print(
             f"simulator ({mode}, {law}, max_num_seqs={max_num_seqs}) on http://{host}:{bound}/v1", highlight=False
         )

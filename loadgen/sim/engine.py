@@ -5,13 +5,20 @@ No sockets and no clock: the caller passes the time (in milliseconds) into
 server drives it in real time on absolute deadlines; the planner can drive
 the same engine in virtual time.
 
-The law (DESIGN.md, "The simulated server")::
+The law (DESIGN.md, "The step model with lengths")::
 
-    step_ms = base_ms + per_seq_ms * running + prefill_ms_per_token * admitted_prompt_tokens
+    step_ms = base_ms + per_seq_ms * decode_sequences + per_kv_ms * kv_tokens_read / 1000
+            + prefill_ms_per_token * prompt_tokens_prefilled
 
-Every step decodes one token for every running sequence. A sequence admitted
-in a step emits its first token at the end of that step. Waiting sequences
-are admitted first-in first-out, at most ``max_num_seqs`` run at once.
+Every step decodes one token for every running sequence whose prompt is in.
+A prompt is prefilled in the step that admits it, or, with a token budget
+(``max_num_batched_tokens``: decode tokens count one each, as in vLLM's
+chunked prefill), in chunks over several steps; its first token comes at the
+end of its last chunk. A step reads the KV cache of every sequence in it
+(prompt and tokens so far). Waiting sequences are admitted first-in
+first-out, at most ``max_num_seqs`` at once and, with ``kv_capacity_tokens``,
+only while their prompt and output fit beside those running. With the
+defaults (no KV term, no budget, no capacity) this is the chapter's law.
 
 Static mode, for contrast: collect up to ``static_batch`` waiting sequences
 (or whatever has arrived once the oldest has waited ``static_wait_ms``), run
@@ -45,10 +52,20 @@ class EngineConfig:
     static_wait_ms: float = 50.0  # static mode: longest wait for a full batch
     noise_cv: float = 0.0  # coefficient of variation of a lognormal step multiplier
     seed: int = 0
+    per_kv_ms: float = 0.0  # per thousand KV tokens a step reads (prompt and output so far, every sequence)
+    max_num_batched_tokens: int | None = None  # tokens per step (decode one each, prefill chunks); None: no cap
+    kv_capacity_tokens: int | None = None  # prompt + output reserved per running sequence; None: unlimited
 
     def __post_init__(self) -> None:
-        if not (self.base_ms >= 0 and self.per_seq_ms >= 0 and self.prefill_ms_per_token >= 0):
-            raise ValueError("base_ms, per_seq_ms and prefill_ms_per_token must be >= 0")
+        if not (self.base_ms >= 0 and self.per_seq_ms >= 0 and self.prefill_ms_per_token >= 0 and self.per_kv_ms >= 0):
+            raise ValueError("base_ms, per_seq_ms, per_kv_ms and prefill_ms_per_token must be >= 0")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must hold a decode token for each of "
+                f"max_num_seqs ({self.max_num_seqs}) sequences"
+            )
+        if self.kv_capacity_tokens is not None and self.kv_capacity_tokens < 1:
+            raise ValueError("kv_capacity_tokens must be >= 1")
         if self.base_ms + self.per_seq_ms <= 0:
             raise ValueError("base_ms + per_seq_ms must be > 0 (a step must take time)")
         if self.max_num_seqs < 1 or self.static_batch < 1:
@@ -58,9 +75,15 @@ class EngineConfig:
         if self.mode not in ("continuous", "static"):
             raise ValueError(f"mode must be 'continuous' or 'static', got {self.mode!r}")
 
-    def step_ms(self, running: int, admitted_prompt_tokens: int = 0) -> float:
-        """The noiseless duration of one step with ``running`` sequences."""
-        return self.base_ms + self.per_seq_ms * running + self.prefill_ms_per_token * admitted_prompt_tokens
+    def step_ms(self, running: int, prefill_tokens: int = 0, kv_tokens: int = 0) -> float:
+        """The noiseless duration of one step decoding ``running`` sequences, prefilling ``prefill_tokens``
+        and reading ``kv_tokens`` of KV cache."""
+        return (
+            self.base_ms
+            + self.per_seq_ms * running
+            + self.per_kv_ms * kv_tokens / 1000.0
+            + self.prefill_ms_per_token * prefill_tokens
+        )
 
 
 @dataclass(slots=True)
@@ -70,6 +93,12 @@ class _Sequence:
     max_tokens: int
     arrival_ms: float
     generated: int = 0
+    prefilled: int = 0  # prompt tokens processed so far (chunked prefill)
+
+    @property
+    def reserved(self) -> int:
+        """KV tokens held for it while it runs: its whole prompt and output."""
+        return self.prompt_tokens + self.max_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,25 +197,39 @@ class Engine:
         admitted = self._admit(now_ms)
         if not self._running:
             return None
-        admitted_prompt = sum(self._running[i].prompt_tokens for i in admitted)
-        emitted: list[int] = []
-        finished: list[int] = []
+        cfg = self.config
+        budget = math.inf if cfg.max_num_batched_tokens is None or cfg.mode == "static" else cfg.max_num_batched_tokens
+        # decode tokens first, one per sequence whose prompt is in; then prompt chunks in admission order
+        emitting = [s for s in self._running.values() if s.prefilled >= s.prompt_tokens and s.generated < s.max_tokens]
+        kv_tokens = sum(s.prompt_tokens + s.generated for s in emitting)
+        budget -= len(emitting)
+        prefill_tokens = 0
         for seq in self._running.values():
-            if seq.generated < seq.max_tokens:
-                seq.generated += 1
-                emitted.append(seq.seq_id)
-                if seq.generated == seq.max_tokens:
-                    finished.append(seq.seq_id)
+            if seq.prefilled < seq.prompt_tokens and budget > 0:
+                chunk = int(min(seq.prompt_tokens - seq.prefilled, budget))
+                seq.prefilled += chunk
+                budget -= chunk
+                prefill_tokens += chunk
+                kv_tokens += seq.prefilled
+                if seq.prefilled == seq.prompt_tokens:
+                    emitting.append(seq)  # its first token is sampled at the end of its last chunk
+        finished: list[int] = []
+        for seq in emitting:
+            seq.generated += 1
+            if seq.generated == seq.max_tokens:
+                finished.append(seq.seq_id)
         occupied = len(self._running)
-        duration = self.config.step_ms(occupied, admitted_prompt) * self._noise()
+        decoding = occupied if cfg.mode == "static" else len(emitting)  # static: padding slots still cost
+        duration = cfg.step_ms(decoding, prefill_tokens, kv_tokens) * self._noise()
         self._finishing = finished
         c = self.counters
         c.steps += 1
-        c.tokens += len(emitted)
+        c.tokens += len(emitting)
         c.slot_steps += occupied
         c.admitted += len(admitted)
         c.finished += len(finished)
-        return Step(now_ms, duration, tuple(admitted), tuple(emitted), tuple(finished), occupied)
+        emitted = tuple(s.seq_id for s in emitting)
+        return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied)
 
     def _admit(self, now_ms: float) -> list[int]:
         cfg = self.config
@@ -201,8 +244,14 @@ class Engine:
             )
             n = min(size, len(self._waiting)) if ready else 0
         admitted = []
+        capacity = cfg.kv_capacity_tokens
+        reserved = sum(s.reserved for s in self._running.values()) if capacity is not None else 0
         for _ in range(n):
+            head = self._waiting[0]
+            if capacity is not None and self._running and reserved + head.reserved > capacity:
+                break  # it waits for KV space (one too large for the cache runs alone)
             seq = self._waiting.popleft()
+            reserved += seq.reserved
             self._running[seq.seq_id] = seq
             admitted.append(seq.seq_id)
         return admitted

@@ -165,6 +165,12 @@ def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) 
         "--seed",
         str(e.seed),
     ]
+    if e.per_kv_ms:
+        argv += ["--per-kv-ms", repr(e.per_kv_ms)]
+    if e.max_num_batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
+    if e.kv_capacity_tokens is not None:
+        argv += ["--kv-capacity-tokens", str(e.kv_capacity_tokens)]
     if options.api_key:
         argv += ["--require-api-key", options.api_key]
     argv += ["--stall-ms", repr(options.stall_ms), "--max-model-len", str(options.max_model_len)]

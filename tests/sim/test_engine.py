@@ -134,8 +134,72 @@ def test_noise_is_seeded_with_mean_one_and_the_requested_cv() -> None:
         ({"base_ms": -1.0}, "base_ms"),
         ({"mode": "turbo"}, "mode"),
         ({"base_ms": 0.0, "per_seq_ms": 0.0}, "must take time"),
+        ({"per_kv_ms": -0.1}, "per_kv_ms"),
+        ({"max_num_seqs": 64, "max_num_batched_tokens": 32}, "decode token for each"),
+        ({"kv_capacity_tokens": 0}, "kv_capacity_tokens"),
     ],
 )
 def test_bad_config_is_rejected(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         EngineConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_step_pays_for_the_kv_cache_it_reads() -> None:
+    # one sequence, prompt 1000: step k reads 1000 + (k - 1) tokens (its prompt, then its tokens so far)
+    engine = Engine(EngineConfig(per_kv_ms=2.0))
+    engine.submit(0, prompt_tokens=1000, max_tokens=3, now_ms=0.0)
+    steps = run_to_idle(engine)
+    assert [s.duration_ms for s in steps] == pytest.approx([25.4 + 2.0, 25.4 + 2.002, 25.4 + 2.004])
+
+
+def test_chunked_prefill_spreads_a_long_prompt_over_steps_within_the_token_budget() -> None:
+    # budget 256 a step: a running decode takes 1, so the 1,000-token prompt goes in as 255 + 255 + 255 + 235
+    config = EngineConfig(prefill_ms_per_token=0.01, max_num_seqs=4, max_num_batched_tokens=256)
+    engine = Engine(config)
+    engine.submit(0, prompt_tokens=1, max_tokens=10, now_ms=0.0)
+    first = engine.next_step(0.0)
+    assert first is not None and first.emitted == (0,)
+    engine.submit(1, prompt_tokens=1000, max_tokens=2, now_ms=0.0)
+    steps = [first, *run_to_idle(engine, first.end_ms)]
+    long_prompt = token_times(steps, 1)
+    assert len(long_prompt) == 2
+    assert long_prompt[0] == steps[4].end_ms  # its first token ends its fourth step of prefill
+    assert [s.duration_ms for s in steps[1:5]] == pytest.approx(
+        [25 + 0.4 + 2.55, 25 + 0.4 + 2.55, 25 + 0.4 + 2.55, 25 + 0.8 + 2.35]  # the last chunk's step decodes both
+    )
+
+
+def test_a_request_waits_for_kv_space() -> None:
+    # 3,000 tokens of cache, each request reserves 1,000 + 100: two run, the third waits for one to finish
+    engine = Engine(EngineConfig(kv_capacity_tokens=3000))
+    for i in range(3):
+        engine.submit(i, prompt_tokens=1000, max_tokens=100, now_ms=0.0)
+    first = engine.next_step(0.0)
+    assert first is not None and first.admitted == (0, 1) and engine.num_waiting == 1
+    steps = [first, *run_to_idle(engine, first.end_ms)]
+    assert steps[100].admitted == (2,)
+
+
+@pytest.mark.parametrize(("b", "prompt", "output"), [(8, 512, 64), (32, 128, 256)])
+def test_steady_state_step_is_the_design_formula(b: int, prompt: int, output: int) -> None:
+    # DESIGN.md: mean step(b) ~ base + b * (per_seq + per_kv * (P + O/2) / 1000 + prefill * P / O), no budget;
+    # a closed loop of b clients, each sending again when its request ends (staggered: one a step at first)
+    config = EngineConfig(per_kv_ms=0.5, prefill_ms_per_token=0.002, max_num_seqs=b)
+    engine = Engine(config)
+    now, next_id, durations = 0.0, 0, []
+    for _ in range(b):
+        engine.submit(next_id, prompt_tokens=prompt, max_tokens=output, now_ms=now)
+        next_id += 1
+        step = engine.next_step(now)
+        assert step is not None
+        now = step.end_ms
+    for _ in range(20 * output):
+        step = engine.next_step(now)
+        assert step is not None
+        durations.append(step.duration_ms)
+        for _ in step.finished:
+            engine.submit(next_id, prompt_tokens=prompt, max_tokens=output, now_ms=step.end_ms)
+            next_id += 1
+        now = step.end_ms
+    expected = 25 + b * (0.4 + 0.5 * (prompt + output / 2) / 1000 + 0.002 * prompt / output)
+    assert float(np.mean(durations[5 * output :])) == pytest.approx(expected, rel=0.01)

@@ -198,3 +198,24 @@ async def test_merged_chunks_carry_every_token() -> None:
     words = "".join(out.texts).split()
     assert len(words) == 40
     assert len(out.texts) < 40
+
+
+def test_the_simulator_process_serves_the_step_model_with_lengths_it_was_given() -> None:
+    # SimProcess passes the engine on as serve-sim flags: the child says the law it runs when it is ready
+    import subprocess
+    import sys
+
+    from loadgen.sim.server import serve_sim_argv
+
+    engine = EngineConfig(per_kv_ms=0.5, max_num_batched_tokens=256, kv_capacity_tokens=5000, max_num_seqs=16)
+    argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(SimOptions(engine=engine)), "--until-stdin-closes"]
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None and child.stdin is not None
+        url = child.stdout.readline()  # the bare URL once it listens: a readiness signal
+        child.stdin.close()
+        said = " ".join(child.stderr.read().split())  # the console wraps long lines
+        child.wait(timeout=30)
+    assert url.startswith("http://127.0.0.1:")
+    assert "+ 0.5*kv_tokens/1000" in said and "256 tokens a step" in said and "KV 5000 tokens" in said, said
