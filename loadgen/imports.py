@@ -48,6 +48,7 @@ from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
+from loadgen.run_settings import RunSettings
 from loadgen.textfiles import read_text
 
 IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
@@ -441,10 +442,10 @@ def to_results(
             raise UsageError(f"{source}: {exc}") from None
         out.append(level)
         notes += [f"{level.load.label}: {a}" for a in derived]
-    settings = {
-        "imported": {"source": source, "format": fmt, "note": "percentile intervals unknown: histograms synthesised"},
-        "metric_convention": "unknown",
-    }
+    settings = RunSettings(
+        imported={"source": source, "format": fmt, "note": "percentile intervals unknown: histograms synthesised"},
+        metric_convention="unknown",
+    )
     run = RunInfo("imported", "", __version__, platform.python_version(), platform.platform(), None, "import")
     return Results(run, Target(source, model, "unknown"), settings, tuple(out), True, notes=tuple(notes))
 

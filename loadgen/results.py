@@ -23,6 +23,7 @@ from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
+from loadgen.run_settings import RunSettings
 
 # What a user may promise: latencies a request's user sees. Lag and queue describe the generator and
 # its in-flight cap, not the service, and are never an SLO (profiles and --slo read the same set).
@@ -658,12 +659,27 @@ class Results:
 
     run: RunInfo
     target: Target
-    settings: Mapping[str, Any]  # the resolved configuration, secrets removed
+    settings: RunSettings  # the resolved configuration, secrets removed
     levels: tuple[LevelResult, ...]
     complete: bool  # False when interrupted: the levels present are still valid
     histogram_config: HistogramConfig = field(default=DEFAULT_CONFIG)
     notes: tuple[str, ...] = ()  # why a sweep stopped early, and similar
     retried: tuple[RetriedLevel, ...] = ()  # attempts measured again, in the order they ran
+
+    def workload_fingerprint(self) -> dict[str, Any]:
+        """What was measured, as far as comparability goes: API, model, lengths, convention, load mode."""
+        kinds = sorted({lv.load.kind for lv in self.levels})
+        arrivals = sorted(
+            {(lv.load.arrival, lv.load.burstiness) for lv in self.levels if lv.load.kind == "rate"}, key=str
+        )
+        return {
+            "api": self.target.api,
+            "model": self.target.model,
+            **self.settings.fingerprint(),
+            "start": self.settings.start if "concurrency" in kinds else None,
+            "load_mode": "/".join("closed" if k == "concurrency" else "open" for k in kinds),
+            "arrival": [f"{a} (burstiness {b:g})" if b is not None else str(a) for a, b in arrivals] or None,
+        }
 
     def to_json(self) -> str:
         doc = {
@@ -671,7 +687,7 @@ class Results:
             "schema_version": SCHEMA_VERSION,
             "run": {k: getattr(self.run, k) for k in RunInfo.__slots__},
             "target": {k: getattr(self.target, k) for k in Target.__slots__},
-            "settings": dict(self.settings),
+            "settings": self.settings.to_json(),
             "histogram_config": self.histogram_config.to_json(),
             "complete": self.complete,
             "notes": list(self.notes),
@@ -706,7 +722,7 @@ class Results:
             return cls(
                 run=RunInfo(**{k: raw["run"].get(k) for k in RunInfo.__slots__}),
                 target=Target(**{k: raw["target"][k] for k in Target.__slots__}),
-                settings=raw.get("settings", {}),
+                settings=RunSettings.from_json(raw.get("settings") or {}),
                 levels=tuple(LevelResult.from_json(level, config) for level in raw["levels"]),
                 complete=bool(raw["complete"]),
                 histogram_config=config,

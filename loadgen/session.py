@@ -30,6 +30,7 @@ from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import RayOptions
 from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
+from loadgen.run_settings import RunSettings
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
 from loadgen.scrape import MetricsScraper, metrics_url, probe
 from loadgen.secrets import scrub
@@ -144,8 +145,9 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         retried: list[RetriedLevel] = []
 
         def results(complete: bool) -> Results:
+            stored = RunSettings.from_json(settings)  # the session's own dict: Ray clocks arrive level by level
             return Results(
-                info, target, settings, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
+                info, target, stored, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
             )
 
         if stopped_early:

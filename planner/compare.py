@@ -106,36 +106,9 @@ def compare_results(baseline: Results, candidate: Results, *, max_regression: fl
     return out
 
 
-def workload_fingerprint(results: Results) -> dict[str, Any]:
-    """What was measured, as far as comparability goes: API, model, prompt and output lengths, load mode.
-
-    Read from the results' stored settings, so files written before the
-    fingerprint existed compare too.
-    """
-    s = results.settings
-    kinds = sorted({lv.load.kind for lv in results.levels})
-    arrivals = sorted(
-        {(lv.load.arrival, lv.load.burstiness) for lv in results.levels if lv.load.kind == "rate"}, key=str
-    )
-    return {
-        "api": results.target.api,
-        "model": results.target.model,
-        "prompt_tokens": s.get("prompt_tokens"),
-        "dataset_prompts": s.get("dataset_prompts"),
-        "output_tokens": s.get("output_tokens"),
-        "output_from_dataset": bool(s.get("output_from_dataset")),
-        "unique_prompts": s.get("unique_prompts"),
-        "metric_convention": s.get("metric_convention", "text"),  # files before the convention timed text chunks
-        "start": s.get("start", "staggered") if "concurrency" in kinds else None,
-        "extra_body": s.get("extra_body"),
-        "load_mode": "/".join("closed" if k == "concurrency" else "open" for k in kinds),
-        "arrival": [f"{a} (burstiness {b:g})" if b is not None else str(a) for a, b in arrivals] or None,
-    }
-
-
 def fingerprint_differences(baseline: Results, candidate: Results) -> list[str]:
     """One phrase per field in which the two runs measured different workloads (empty: comparable)."""
-    a, b = workload_fingerprint(baseline), workload_fingerprint(candidate)
+    a, b = baseline.workload_fingerprint(), candidate.workload_fingerprint()
     return [f"{key} {_show(a[key])} vs {_show(b[key])}" for key in a if a[key] != b[key]]
 
 

@@ -210,7 +210,6 @@ def evaluate_gate(
         deltas = compare_results(baseline, current, max_regression=max_regression)
         if not deltas:
             untrusted.append("no level of the baseline matches a level of this run")
-    retries = current.settings.get("retries", 0)
     return GateVerdict(
         tuple(results),
         tuple(deltas),
@@ -221,5 +220,5 @@ def evaluate_gate(
         untrusted_levels=tuple(untrusted_levels),
         levels=len(current.levels),
         attempts=tuple((lv.load.label, lv.attempt) for lv in current.levels if lv.attempt > 1),
-        max_attempts=1 + (retries if isinstance(retries, int) and retries >= 0 else 0),
+        max_attempts=1 + current.settings.retries,
     )

@@ -312,22 +312,21 @@ def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[S
 def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[SloTarget] = ()) -> tuple[str, ...]:
     """Things the numbers do not say by themselves (terminal notes and the report's Caveats)."""
     out = list(results.notes)
-    if results.settings.get("virtual_time"):
+    if results.settings.virtual_time:
         out.append("measured in virtual time (--virtual-time): the simulator's law, exactly, with no client cost "
                    "and no network; a real endpoint's numbers need a real run")  # fmt: skip
     verdicts = level_verdicts(results, plan, slos)
     if verdicts is not None:
         out += verdicts.problems
-    asked = (results.settings.get("prompt_tokens") or {}).get("mean")
-    asked_out = (results.settings.get("output_tokens") or {}).get("mean")
+    asked, asked_out = results.settings.prompt_mean, results.settings.output_mean
     for lv in results.levels:
         realised = mean_prompt_tokens([lv])
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
-            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked} were asked (the "
+            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked:g} were asked (the "
                        "server's tokenizer); the results describe the realised length")  # fmt: skip
         answered = mean_output_tokens([lv])
         if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
-            out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out} were asked: "
+            out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out:g} were asked: "
                        "the server stopped early (end of sequence); for fixed lengths pass --extra-body "
                        "'{\"ignore_eos\": true}' (vLLM, SGLang)")  # fmt: skip
         if lv.tokens_estimated:
@@ -356,7 +355,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
 def build_report(
     results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget], plots: tuple[Plot, ...] = ()
 ) -> Report:
-    profile = (results.settings.get("profile") or {}).get("name", "-")
+    profile = results.settings.profile_name or "-"
     meta = (
         ("tool", f"loadgen {results.run.tool_version}"),
         ("date", results.run.started_at),
@@ -365,8 +364,8 @@ def build_report(
         ("profile", str(profile)),
         (
             "measured as",
-            f"{results.settings.get('start', 'staggered')} start (closed loop), "
-            f"{results.settings.get('metric_convention', 'text')} convention for token timing",
+            f"{results.settings.start} start (closed loop), "
+            f"{results.settings.metric_convention} convention for token timing",
         ),
         (
             "run",

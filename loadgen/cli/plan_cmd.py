@@ -49,27 +49,24 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
 
 def profile_slos(results: Results) -> tuple[SloTarget, ...]:
     """The SLOs stated by the profile a sweep ran with, if any."""
-    prof = results.settings.get("profile") or {}
     try:
-        return tuple(SloTarget.from_key(k, float(v)) for k, v in (prof.get("slo") or {}).items())
+        return tuple(SloTarget.from_key(k, float(v)) for k, v in results.settings.profile_section("slo").items())
     except (TypeError, ValueError) as exc:  # a file written before a key stopped being an SLO (lag, queue)
         raise UsageError(f"the profile stored in the results file: slo: {exc}; give the SLOs with --slo") from None
 
 
 def profile_gate_levels(results: Results) -> tuple[str, ...] | None:
     """The levels (labels) where the stored profile promises its SLOs, if it names them."""
-    prof = results.settings.get("profile") or {}
-    levels = (prof.get("gate") or {}).get("levels")
+    levels = results.settings.profile_section("gate").get("levels")
     if not levels:
         return None
-    open_loop = (prof.get("load") or {}).get("mode") == "open"
+    open_loop = results.settings.profile_section("load").get("mode") == "open"
     return tuple(Load("rate" if open_loop else "concurrency", float(v)).label for v in levels)
 
 
 def stored_plan(results: Results) -> dict[str, Any]:
     """The ``plan`` section (target qps, output tokens) of the profile a sweep ran with, if any."""
-    plan_doc: dict[str, Any] = (results.settings.get("profile") or {}).get("plan") or {}
-    return plan_doc
+    return dict(results.settings.profile_section("plan"))
 
 
 @friendly_errors

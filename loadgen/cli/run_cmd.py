@@ -344,7 +344,8 @@ def run(
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
     if trace is not None:
-        replayed = result.settings["trace"]
+        replayed = result.settings.trace
+        assert replayed is not None  # a trace run stores what it replayed
         late = level.percentile_ms(Metric.LAG, 99)
         out.err.print(
             f"trace replay: {replayed['requests']} requests scheduled over {replayed['span_s'] * time_scale:.1f} s "

@@ -57,8 +57,8 @@ def test_runs_record_their_shape_and_convention_and_compare_refuses_to_mix_them(
         assert result.exit_code == 0, result.output
         runs[name] = out
     settings = {name: load(path).settings for name, path in runs.items()}
-    assert settings["staggered"]["start"] == "staggered" and settings["burst"]["start"] == "burst"
-    assert settings["text"]["metric_convention"] == "text" and settings["burst"]["metric_convention"] == "tokens"
+    assert settings["staggered"].start == "staggered" and settings["burst"].start == "burst"
+    assert settings["text"].metric_convention == "text" and settings["burst"].metric_convention == "tokens"
     for other, phrase in (("burst", "start staggered vs burst"), ("text", "metric_convention tokens vs text")):
         result = runner.invoke(app, ["compare", str(runs["staggered"]), str(runs[other])])
         assert result.exit_code == 2 and phrase in result.stderr, result.output

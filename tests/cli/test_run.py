@@ -57,7 +57,7 @@ def test_run_writes_results_and_never_the_key(sim: SimProcess, tmp_path: Path) -
     assert summary["completed"] == 12 and summary["failed"] == 0
     loaded = load(out)
     assert loaded.complete and loaded.target.model == "sim-model"
-    assert loaded.settings["headers"] == {"X-Secret-Token": "<redacted>"}
+    assert loaded.settings.other["headers"] == {"X-Secret-Token": "<redacted>"}
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert len(rows) == 12 and {r["load"] for r in rows} == {"c=4"}
     for text in (out.read_text(), records.read_text(), result.output):
@@ -318,7 +318,7 @@ def test_run_and_an_equivalent_profile_assemble_the_same_session(sim: SimProcess
     sweep = invoke(["sweep", "--url", sim.base_url, "--profile", str(profile), "--api-key", KEY, "--quiet",
                     "-o", str(swept)])  # fmt: skip
     assert sweep.exit_code == 0, sweep.output
-    by_run, by_sweep = load(ran).settings, load(swept).settings
+    by_run, by_sweep = load(ran).settings.to_json(), load(swept).settings.to_json()
     for settings in (by_run, by_sweep):
         del settings["profile"]["name"], settings["profile"]["description"]
         del settings["profile"]["url"], settings["profile"]["target"], settings["profile"]["sim"]
@@ -334,5 +334,5 @@ def test_the_results_record_which_event_loop_ran(sim: SimProcess, tmp_path: Path
     assert result.exit_code == 0, result.output
     results = load(out)
     # uvloop is a dependency wherever it is built (not on Windows): auto takes it
-    assert results.settings["event_loop"] == ("asyncio" if event_loop == "asyncio" else "uvloop")
+    assert results.settings.event_loop == ("asyncio" if event_loop == "asyncio" else "uvloop")
     assert results.levels[0].completed == 12 and results.levels[0].failed == 0

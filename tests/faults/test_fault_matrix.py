@@ -17,6 +17,7 @@ from loadgen.cli import app
 from loadgen.client import TRANSPORTS, HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
 from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.run_settings import RunSettings
 from loadgen.runner import LevelPlan, run_level
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
@@ -49,7 +50,7 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
     results = Results(
         RunInfo("x", "2026-11-29T00:00:00Z", "0.1.0", "3.11", "linux", 2, "run"),
         Target("http://127.0.0.1/v1/", "sim-model", "chat"),
-        {},
+        RunSettings(),
         (level,),
         True,
     )

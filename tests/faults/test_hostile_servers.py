@@ -14,6 +14,7 @@ from loadgen.client import TRANSPORTS, HttpOptions, make_http_client, stream_req
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.records import RequestRecord
+from loadgen.run_settings import RunSettings
 from loadgen.sse import SSEDecoder, SSEError
 from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, read_request, sends
 
@@ -277,7 +278,9 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     recorder.add(record)
     level = recorder.finish(record.t_done + 1)
     assert level.completed == 1 and level.empty == 1 and level.histograms[Metric.TTFT].count == 0
-    results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "completions"), {}, (level,), True)
+    results = Results(
+        RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "completions"), RunSettings(), (level,), True
+    )
     assert any("without streaming any output token" in c for c in caveats(results))
 
 
@@ -358,11 +361,11 @@ def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
             RequestRecord(t, None, t, times[0], times[-1], times[-1], times, None, tokens, False, 8, None, 200)
         )
     level = recorder.finish(3.0)
-    settings = {"output_tokens": {"mean": 32, "dist": "fixed", "spread": 0.0}}
+    settings = RunSettings(output_tokens={"mean": 32, "dist": "fixed", "spread": 0.0})
     results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "chat"), settings, (level,), True)
     said = [c for c in caveats(results) if "stopped early" in c]
     assert len(said) == 1 and "averaged 24 tokens where up to 32" in said[0] and "ignore_eos" in said[0]
-    results = Results(results.run, results.target, {"output_tokens": {"mean": 26}}, (level,), True)
+    results = Results(results.run, results.target, RunSettings(output_tokens={"mean": 26}), (level,), True)
     assert not any("stopped early" in c for c in caveats(results))
 
 

@@ -40,7 +40,7 @@ def test_guidellm_benchmarks_import_with_their_own_figures(tmp_path: Path) -> No
     raw.write_bytes(gzip.decompress((DATA / "guidellm" / "benchmarks-c1-4-16.json.gz").read_bytes()))
     results = load(_import(tmp_path, raw))
     doc = json.loads(raw.read_text())
-    assert results.settings["imported"]["format"] == "guidellm"
+    assert (results.settings.imported or {})["format"] == "guidellm"
     assert [lv.load.value for lv in results.levels] == [1, 4, 16]
     for level, bench in zip(results.levels, doc["benchmarks"]):
         tpot = bench["metrics"]["time_per_output_token_ms"]["successful"]
@@ -52,7 +52,7 @@ def test_guidellm_benchmarks_import_with_their_own_figures(tmp_path: Path) -> No
 
 def test_aiperf_profile_exports_import_with_the_load_of_their_profiling_phase(tmp_path: Path) -> None:
     results = load(_import(tmp_path, *AIPERF))
-    assert results.settings["imported"]["format"] == "aiperf"
+    assert (results.settings.imported or {})["format"] == "aiperf"
     assert [lv.load.value for lv in results.levels] == [1, 4, 16]
     for level, path in zip(results.levels, AIPERF):
         doc = json.loads(path.read_text())

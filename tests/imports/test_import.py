@@ -63,7 +63,7 @@ def test_a_law_table_with_a_plateau_plans_to_the_law_the_knee_and_the_itl_batch(
     done = runner.invoke(app, ["import", str(table), "-o", str(imported), "--model", "m"])
     assert done.exit_code == 0, done.output
     results = load(imported)
-    assert results.settings["imported"]["format"] == "table" and len(results.levels) == 8
+    assert (results.settings.imported or {})["format"] == "table" and len(results.levels) == 8
     planned = runner.invoke(app, ["plan", str(imported), "--slo", "itl_p99<35.5ms", "--json"])
     assert planned.exit_code == 0, planned.output
     plan = json.loads(planned.stdout)
@@ -110,7 +110,7 @@ def test_vllm_bench_serve_results_plan(tmp_path: Path) -> None:
     done = runner.invoke(app, ["import", *files, "-o", str(imported)])
     assert done.exit_code == 0, done.output
     results = load(imported)
-    assert results.settings["imported"]["format"] == "vllm-bench"
+    assert (results.settings.imported or {})["format"] == "vllm-bench"
     assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32]
     assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(64)
     plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p99<35ms", "--json"]).stdout)
@@ -160,7 +160,7 @@ def test_guidellm_benchmarks_plan(tmp_path: Path) -> None:
     done = runner.invoke(app, ["import", str(path), "-o", str(imported)])
     assert done.exit_code == 0, done.output
     results = load(imported)
-    assert results.settings["imported"]["format"] == "guidellm" and len(results.levels) == 6
+    assert (results.settings.imported or {})["format"] == "guidellm" and len(results.levels) == 6
     plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p95<35ms", "--json"]).stdout)
     assert plan["fit"]["per_seq_ms"] == pytest.approx(0.4, abs=0.01)
     assert plan["slo"][0]["batch"] == 23  # 1.02 * (25 + 0.4 * 23) = 34.9 ms
@@ -188,7 +188,7 @@ def test_aiperf_exports_plan(tmp_path: Path) -> None:
     done = runner.invoke(app, ["import", *files, "-o", str(imported)])
     assert done.exit_code == 0, done.output
     results = load(imported)
-    assert results.settings["imported"]["format"] == "aiperf"
+    assert (results.settings.imported or {})["format"] == "aiperf"
     assert [lv.load.value for lv in results.levels] == [1, 2, 4, 8, 16, 32]
     plan = json.loads(runner.invoke(app, ["plan", str(imported), "--slo", "tpot_p95<35ms", "--json"]).stdout)
     assert plan["batch_axis"] == "littles_law" and plan["slo"][0]["batch"] == 23

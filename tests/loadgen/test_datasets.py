@@ -74,7 +74,7 @@ def test_a_sharegpt_run_sends_its_prompts_and_answers_their_recorded_lengths(tmp
     summary = level.summary()
     assert summary["prompt_tokens_mean"] == pytest.approx(10 + 5.5, abs=0.01)  # ask x (10..21)
     assert summary["output_tokens_mean"] == pytest.approx(4 + 5.5, abs=0.01)  # answer x (4..15)
-    assert load(out).settings["output_from_dataset"] is True and "stopped early" not in result.stderr
+    assert load(out).settings.output_from_dataset is True and "stopped early" not in result.stderr
 
 
 def test_a_profile_reads_the_dataset_format_and_answer_lengths(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from loadgen.results import (
     merge_levels,
     save_atomic,
 )
+from loadgen.run_settings import RunSettings
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -86,7 +87,7 @@ def results(levels: tuple[LevelResult, ...]) -> Results:
     return Results(
         run=RunInfo("abc", "2026-11-29T12:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "run"),
         target=Target("http://127.0.0.1:8000/v1/", "m", "chat"),
-        settings={"api": "chat"},
+        settings=RunSettings(api="chat"),
         levels=levels,
         complete=True,
     )
@@ -228,3 +229,15 @@ def test_per_turn_histograms_round_trip_and_merge_across_workers() -> None:
     back = LevelResult.from_json(merged.to_json(), DEFAULT_CONFIG)
     assert back.by_turn is not None and back.by_turn[1][Metric.TTFT] == merged.by_turn[1][Metric.TTFT]
     assert back.summary()["by_turn"]["2"]["ttft_ms"]["p50"] == pytest.approx(3.0, rel=0.01)
+
+
+def test_stored_settings_are_typed_with_the_defaults_older_files_imply() -> None:
+    # a file written before metric_convention, start and retries existed, with a key no reader knows
+    old = RunSettings.from_json({"api": "chat", "prompt_tokens": {"mean": 64}, "transport": "native", "levels": []})
+    assert (old.metric_convention, old.start, old.retries) == ("text", "staggered", 0)
+    assert old.prompt_mean == 64.0 and old.output_mean is None
+    assert old.to_json()["transport"] == "native" and RunSettings.from_json(old.to_json()) == old
+    with pytest.raises(TypeError, match="settings.profile"):
+        RunSettings.from_json({"profile": "quickstart"})
+    with pytest.raises(ValueError, match="settings.retries"):
+        RunSettings.from_json({"retries": -1})

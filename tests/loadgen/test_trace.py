@@ -74,7 +74,11 @@ def test_a_replay_sends_at_the_recorded_times_with_the_recorded_lengths(tmp_path
     assert "trace replay: 10 requests scheduled over 3.2 s (mooncake format, time scale 2)" in result.stderr
     results = load(out)
     level = results.levels[0]
-    assert results.settings["trace"]["format"] == "mooncake" and level.load.arrival == "trace"
+    assert (
+        results.settings.trace is not None
+        and results.settings.trace["format"] == "mooncake"
+        and level.load.arrival == "trace"
+    )
     assert level.completed == 10 and level.output_tokens == sum(o for _, _, o in REQUESTS)
     rows = sorted((json.loads(line) for line in records.read_text().splitlines()), key=lambda r: r["t_intended"])
     t0 = rows[0]["t_intended"]
@@ -120,7 +124,7 @@ def test_a_trace_profile_sweeps_its_time_scales(tmp_path: Path) -> None:
     # each level is labelled with its mean rate: half the time scale, twice the rate
     assert (slow.load.arrival, fast.load.arrival) == ("trace", "trace")
     assert fast.load.value == pytest.approx(2 * slow.load.value, rel=1e-3)
-    assert results.settings["trace"] == {"file": "m.jsonl", "format": "mooncake", "requests": 5, "span_s": 0.41}
+    assert results.settings.trace == {"file": "m.jsonl", "format": "mooncake", "requests": 5, "span_s": 0.41}
 
 
 @pytest.mark.parametrize(

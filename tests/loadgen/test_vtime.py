@@ -79,7 +79,7 @@ def test_a_virtual_sweep_measures_the_simulators_law_exactly(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert "measured in virtual time" in result.stderr
     results = load(out)
-    assert results.settings["virtual_time"] is True
+    assert results.settings.virtual_time is True
     assert all(level.client_cpu_s is None and not level.client_bound for level in results.levels)
     fit = plan_from_results(results, PlanRequest()).fit
     assert fit is not None

@@ -8,6 +8,7 @@ import numpy as np
 
 from loadgen.histogram import LatencyHistogram
 from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, ServerSample, Target
+from loadgen.run_settings import RunSettings
 
 
 def closed_level(
@@ -45,7 +46,7 @@ def sweep_results(levels: tuple[LevelResult, ...], settings: dict[str, object] |
     return Results(
         run=RunInfo("synthetic", "2026-11-30T00:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "sweep"),
         target=Target("http://127.0.0.1:8000/v1/", "sim", "chat"),
-        settings=settings or {"api": "chat"},
+        settings=RunSettings.from_json(settings or {"api": "chat"}),
         levels=levels,
         complete=True,
     )

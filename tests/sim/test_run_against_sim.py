@@ -202,6 +202,6 @@ def test_synthetic_prompts_are_sized_to_the_servers_tokenizer(tmp_path) -> None:
                                           "--max-tokens", "2", "--prompt-tokens", "200", "-o", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     results = load(out)
-    assert results.settings["prompt_calibration"]["tokens_per_word"] == pytest.approx(3.5, rel=0.01)
+    assert (results.settings.prompt_calibration or {})["tokens_per_word"] == pytest.approx(3.5, rel=0.01)
     assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(200, rel=0.02)
     assert "were asked" not in result.stderr
