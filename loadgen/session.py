@@ -141,11 +141,14 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         )
         target = Target(base_url=shown, model=workload.model, api=workload.api)
         settings = _settings(session, workload, scrape)
+        clocks: dict[str, list[dict[str, Any]]] = {}  # each Ray level's worker clocks, by level label
         done: list[LevelResult] = []
         retried: list[RetriedLevel] = []
 
         def results(complete: bool) -> Results:
-            stored = RunSettings.from_json(settings)  # the session's own dict: Ray clocks arrive level by level
+            # Ray's worker clocks arrive level by level
+            ray = {"ray": {**session.ray.describe(), "clocks": clocks}} if session.ray is not None and clocks else {}
+            stored = RunSettings.from_json({**settings, **ray})
             return Results(
                 info, target, stored, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
             )
@@ -162,7 +165,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
-            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, settings)
+            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, clocks)
             while (retry := _retry(level, session, hooks, stop)) is not None:
                 why, lengthen = retry
                 with contextlib.suppress(TimeoutError):
@@ -175,7 +178,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 if hooks.on_level_plan is not None:
                     hooks.on_level_plan(plan)
                 attempt = level.attempt + 1
-                level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, settings)
+                level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, clocks)
                 level = replace(level, attempt=attempt)
             done.append(level)
             if hooks.checkpoint is not None:
@@ -221,7 +224,7 @@ async def _one_level(
     scrape: bool,
     hooks: SessionHooks,
     stop: asyncio.Event,
-    settings: dict[str, Any],
+    clocks: dict[str, list[dict[str, Any]]],
 ) -> LevelResult:
     if not session.split:
         scraper = MetricsScraper(http, metrics_url(session.base_url)) if scrape else None
@@ -241,7 +244,8 @@ async def _one_level(
         from loadgen.ray_workers import run_level_on_ray
 
         on_ray = await run_level_on_ray(plan, workload, target, stop=stop, options=session.ray, observer=hooks.observer)
-        settings["ray"].setdefault("clocks", {})[plan.load.label] = [dataclasses.asdict(c) for c in on_ray.clocks]
+        clocks[plan.load.label] = [dataclasses.asdict(c) for c in on_ray.clocks]
+        event_loop = _event_loop(session)
         hooks.notes.extend(
             f"{plan.load.label}: worker {c.worker} on {c.node}: its clock is {c.offset_ms:+.1f} ms from the "
             f"driver's (+-{c.rtt_ms / 2:.1f} ms); the start was corrected, but hosts are assumed NTP-synchronised "
@@ -257,10 +261,9 @@ async def _one_level(
             if c.niceness > 0
         )
         hooks.notes.extend(
-            f"{plan.load.label}: worker {i} ran on {ran}'s event loop, not {settings['event_loop']} (not installed "
-            "on its node)"
+            f"{plan.load.label}: worker {i} ran on {ran}'s event loop, not {event_loop} (not installed on its node)"
             for i, ran in enumerate(on_ray.loops)
-            if ran and ran != settings["event_loop"]  # "": no loop was made (that worker is reported lost)
+            if ran and ran != event_loop  # "": no loop was made (that worker is reported lost)
         )
         outcome = on_ray.outcome
     else:
@@ -371,6 +374,11 @@ def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:
     return ramp
 
 
+def _event_loop(session: Session) -> str:
+    """The event loop the levels run on: the one asked for in worker processes, else this process's."""
+    return loop_name(session.http.event_loop) if session.split else running_loop_name()
+
+
 def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, Any]:
     """The resolved configuration as stored: header values redacted, no key."""
     return {
@@ -395,7 +403,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "api_key": "<redacted>" if session.api_key else None,
         "request_id_header": session.http.request_id_header,
         "transport": session.http.transport,
-        "event_loop": loop_name(session.http.event_loop) if session.split else running_loop_name(),
+        "event_loop": _event_loop(session),
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,
         "workers": session.workers,

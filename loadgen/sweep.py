@@ -69,10 +69,9 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         )
     except ValueError as exc:
         raise UsageError(f"{profile.name}: {exc}") from None
-    settings: dict[str, Any] = {"profile": profile.to_json()}
-    if trace is not None:
-        settings["trace"] = {"file": Path(ld.trace or "").name, "format": trace.format,
-                             "requests": len(trace.offsets_s), "span_s": round(trace.span_s, 6)}  # fmt: skip
+    replayed = {"file": Path(ld.trace or "").name, "format": trace.format, "requests": len(trace.offsets_s),
+                "span_s": round(trace.span_s, 6)} if trace is not None else None  # fmt: skip
+    settings: dict[str, Any] = {"profile": profile.to_json(), **({"trace": replayed} if replayed else {})}
     return Session(
         base_url=base_url,
         workload=workload,

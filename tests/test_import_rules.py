@@ -70,3 +70,33 @@ def test_no_print_or_environ_outside_the_cli() -> None:
                 assert node.func.id != "print", f"print() in {path}"
             if isinstance(node, ast.Attribute) and node.attr == "environ":
                 raise AssertionError(f"os.environ read in {path}")
+
+
+def architecture_parts() -> dict[str, list[str]]:
+    """docs/architecture.md's table: part -> the module paths (or globs) it lists."""
+    parts = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`"):
+            parts[cells[0]] = [m.strip("`") for m in cells[1].split(", ")]
+    return parts
+
+
+def test_every_source_file_belongs_to_a_part_named_in_the_architecture() -> None:
+    listed = {p for globs in architecture_parts().values() for g in globs for p in ROOT.glob(g)}
+    sources = set((ROOT / "loadgen").rglob("*.py")) | set((ROOT / "planner").rglob("*.py"))
+    assert not sources - listed, sorted(str(p.relative_to(ROOT)) for p in sources - listed)
+    assert not listed - sources, sorted(str(p.relative_to(ROOT)) for p in listed - sources)
+
+
+def test_the_parts_nevers_hold() -> None:
+    parts = {name: [p for g in globs for p in ROOT.glob(g)] for name, globs in architecture_parts().items()}
+    io_stack = ("httpx", "aiohttp", "asyncio", "typer", "socket", "rich")
+    for path in parts["results contract"]:
+        assert not any(n.startswith(io_stack) for n in imports_of(path)), f"{path.name} imports the I/O stack"
+    for path in parts["inputs"]:
+        assert not any(n.startswith(("httpx", "aiohttp", "socket")) for n in imports_of(path)), path.name
+    for path in parts["wire"]:
+        assert "loadgen.metrics" not in imports_of(path), f"{path.name} computes metrics"
+    for path in parts["simulator"]:
+        assert not any(n.split(".")[0] == "planner" for n in imports_of(path)), f"{path.name} imports the planner"

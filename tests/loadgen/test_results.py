@@ -237,7 +237,7 @@ def test_stored_settings_are_typed_with_the_defaults_older_files_imply() -> None
     assert (old.metric_convention, old.start, old.retries) == ("text", "staggered", 0)
     assert old.prompt_mean == 64.0 and old.output_mean is None
     assert old.to_json()["transport"] == "native" and RunSettings.from_json(old.to_json()) == old
-    with pytest.raises(TypeError, match="settings.profile"):
+    with pytest.raises(TypeError, match=r"settings\.profile"):
         RunSettings.from_json({"profile": "quickstart"})
-    with pytest.raises(ValueError, match="settings.retries"):
+    with pytest.raises(ValueError, match=r"settings\.retries"):
         RunSettings.from_json({"retries": -1})
