@@ -121,13 +121,14 @@ def vllm_counters(vllm: VllmCpuServer) -> dict[str, float]:
 
 
 def test_an_overloaded_open_loop_accounts_for_every_arrival(vllm: VllmCpuServer, tmp_path: Path) -> None:
-    # Far past what the engine serves, then a drain that cannot empty the queue: the requests still in
+    # Far past what the engine serves (400 arrivals of 128 tokens against ~8 a second), then a drain that
+    # cannot empty the queue in its 10 s: the requests still in
     # flight are cut (issue 30: 165 arrivals, 153 records, and vLLM generated 660 tokens no record showed).
     records = tmp_path / "records.jsonl"
     before = vllm_counters(vllm)
     out = tmp_path / "over.json"
-    result = runner.invoke(app, ["run", "--url", vllm.base_url, "-o", str(out), "--quiet", "--rate", "60",
-                                 "--duration", "4", "--warmup", "0", "--max-tokens", "64", "--prompt-tokens", "32",
+    result = runner.invoke(app, ["run", "--url", vllm.base_url, "-o", str(out), "--quiet", "--rate", "100",
+                                 "--duration", "4", "--warmup", "0", "--max-tokens", "128", "--prompt-tokens", "32",
                                  "--records", str(records), "--extra-body", IGNORE_EOS])  # fmt: skip
     assert result.exit_code in (0, 3) and out.exists(), result.output  # 3: an overloaded level is not steady
     results = load(out)
@@ -137,12 +138,13 @@ def test_an_overloaded_open_loop_accounts_for_every_arrival(vllm: VllmCpuServer,
     cut = [r for r in rows if r["cut"]]
     done = [r for r in rows if not r["cut"] and r["error"] is None]
     assert level.cut > 0 and len(cut) == level.cut and len(rows) == level.offered
-    # vLLM finished what the records say finished, plus the preflight's probes (at most 3) and a cut request
-    # whose last token had arrived without its end of stream.
-    finished_cut = sum(1 for r in cut if r["output_tokens"] == 64)
-    assert 0 <= after["length"] - before["length"] - len(done) - finished_cut <= 3
+    # Every request vLLM finished is in the records: those they say finished, the preflight's probes (3),
+    # and cut requests whose end the engine reached before its API process streamed it (on two shared
+    # cores it lags: 1 of 76 cut requests by hand, 11 of 250 in one test run).
+    finished = after["length"] - before["length"] - 3
+    assert len(done) <= finished <= len(done) + len(cut)
     streamed = sum(r["output_tokens"] or 0 for r in rows)
-    assert streamed <= after["tokens"] - before["tokens"] <= streamed + 64 * len(cut) + 3 * 64
+    assert streamed <= after["tokens"] - before["tokens"] <= streamed + 128 * len(cut) + 3 * 128
 
 
 def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServer, tmp_path: Path) -> None:
