@@ -29,6 +29,9 @@ RESYNC_MS = 100.0
 class DriverStats:
     overruns: int = 0  # steps that started more than OVERRUN_MS late
     max_late_ms: float = 0.0  # worst lateness of a step start seen so far
+    # what a stream sees between tokens of back-to-back steps: the step as realised (the law, or later)
+    gap_ms_total: float = 0.0
+    gaps: int = 0
 
 
 class EngineDriver:
@@ -63,6 +66,7 @@ class EngineDriver:
     async def run(self) -> None:
         """The engine loop; runs until cancelled."""
         due_ms: float | None = None  # when the next step should start (back to back)
+        delivered_ms: float | None = None  # when the previous step's tokens were handed out
         while True:
             now = self._now_ms()
             start = now
@@ -75,7 +79,7 @@ class EngineDriver:
                 self.stats.max_late_ms = max(self.stats.max_late_ms, late)
             step = self.engine.next_step(start)
             if step is None:
-                due_ms = None
+                due_ms = delivered_ms = None
                 await self._idle(now)
                 continue
             await asyncio.sleep(max(0.0, step.end_ms - self._now_ms()) / 1000.0)
@@ -83,7 +87,11 @@ class EngineDriver:
                 queue = self._queues.get(seq_id)
                 if queue is not None:
                     queue.put_nowait(1)
-            due_ms = step.end_ms
+            now = self._now_ms()
+            if delivered_ms is not None:
+                self.stats.gap_ms_total += now - delivered_ms
+                self.stats.gaps += 1
+            delivered_ms, due_ms = now, step.end_ms
 
     async def _idle(self, now_ms: float) -> None:
         self._wake.clear()

@@ -132,6 +132,18 @@ async def _metrics(request: web.Request) -> web.Response:
             driver.stats.overruns,
         ),
         ("engine_max_late_ms", "gauge", "Worst lateness of a step start, in ms.", round(driver.stats.max_late_ms, 3)),
+        (
+            "engine_step_gap_ms_total",
+            "counter",
+            "Time between the tokens of back-to-back steps, summed: the steps as realised, in ms.",
+            round(driver.stats.gap_ms_total, 3),
+        ),
+        (
+            "engine_step_gaps_total",
+            "counter",
+            "Back-to-back step pairs in engine_step_gap_ms_total.",
+            driver.stats.gaps,
+        ),
     ]
     lines = []
     for name, kind, doc, value in rows:
