@@ -1,4 +1,5 @@
-"""Reading server gauges from Prometheus text: the names of vLLM, SGLang, TGI and our simulator (pure)."""
+"""Reading server gauges and token counters from Prometheus text: the names of vLLM, SGLang, TGI and our
+simulator (pure)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ class GaugeNames:
     running: str
     waiting: str
     kv_usage: tuple[str, ...] = ()
+    prompt_tokens: str = ""  # counter of prompt tokens processed ("": the server has none)
+    generation_tokens: str = ""  # counter of tokens generated
 
 
 KNOWN: Final = (
@@ -21,11 +24,39 @@ KNOWN: Final = (
         "vllm:num_requests_running",
         "vllm:num_requests_waiting",
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
     ),
-    GaugeNames("sglang", "sglang:num_running_reqs", "sglang:num_queue_reqs", ("sglang:token_usage",)),
+    GaugeNames(
+        "sglang",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        ("sglang:token_usage",),
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+    ),
     GaugeNames("tgi", "tgi_batch_current_size", "tgi_queue_size"),
-    GaugeNames("loadgen_sim", "loadgen_sim:num_requests_running", "loadgen_sim:num_requests_waiting"),
+    GaugeNames(
+        "loadgen_sim",
+        "loadgen_sim:num_requests_running",
+        "loadgen_sim:num_requests_waiting",
+        (),
+        "loadgen_sim:prompt_tokens_total",
+        "loadgen_sim:generation_tokens_total",
+    ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """One scrape: the batch gauges, and the token counters where the server has them."""
+
+    source: str
+    running: float
+    waiting: float
+    kv_usage: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
 
 
 def parse_samples(text: str) -> dict[str, float]:
@@ -51,11 +82,17 @@ def parse_samples(text: str) -> dict[str, float]:
     return totals
 
 
-def read_gauges(text: str) -> tuple[str, float, float, float | None] | None:
-    """``(source, running, waiting, kv_usage)`` from the first known naming scheme present, else None."""
+def read_gauges(text: str) -> Gauges | None:
+    """The gauges and counters of the first known naming scheme present, else None."""
     samples = parse_samples(text)
     for names in KNOWN:
         if names.running in samples:
-            kv = next((samples[k] for k in names.kv_usage if k in samples), None)
-            return names.source, samples[names.running], samples.get(names.waiting, 0.0), kv
+            return Gauges(
+                names.source,
+                samples[names.running],
+                samples.get(names.waiting, 0.0),
+                next((samples[k] for k in names.kv_usage if k in samples), None),
+                samples.get(names.prompt_tokens) if names.prompt_tokens else None,
+                samples.get(names.generation_tokens) if names.generation_tokens else None,
+            )
     return None

@@ -93,6 +93,9 @@ class ServerSample:
     running_mean: float | None
     waiting_mean: float | None
     kv_usage_mean: float | None = None
+    counted_s: float | None = None  # between the first and the last scrape: the counters' span
+    prompt_tokens: float | None = None  # prompt tokens the server counted in that span (None: no counter)
+    generation_tokens: float | None = None  # tokens it generated in that span
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,7 +104,14 @@ class ServerSample:
             "running_mean": self.running_mean,
             "waiting_mean": self.waiting_mean,
             "kv_usage_mean": self.kv_usage_mean,
+            "counted_s": self.counted_s,
+            "prompt_tokens": self.prompt_tokens,
+            "generation_tokens": self.generation_tokens,
         }
+
+    def per_s(self, tokens: float | None) -> float | None:
+        """A counter's rate over its span (``prompt_tokens`` or ``generation_tokens``)."""
+        return tokens / self.counted_s if tokens is not None and self.counted_s else None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ServerSample:
@@ -111,6 +121,9 @@ class ServerSample:
             raw.get("running_mean"),
             raw.get("waiting_mean"),
             raw.get("kv_usage_mean"),
+            raw.get("counted_s"),
+            raw.get("prompt_tokens"),
+            raw.get("generation_tokens"),
         )
 
 

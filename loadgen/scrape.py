@@ -1,4 +1,5 @@
-"""Polls the target's Prometheus endpoint during a level's window for the server's own batch size."""
+"""Polls the target's Prometheus endpoint during a level's window for the server's own batch size and the
+tokens it counted."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class MetricsScraper:
         self._running: list[float] = []
         self._waiting: list[float] = []
         self._kv: list[float] = []
+        self._counters: list[tuple[float, float | None, float | None]] = []  # (time, prompt, generation)
         self.failures = 0
 
     async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
@@ -56,11 +58,12 @@ class MetricsScraper:
             if gauges is None:
                 self.failures += 1
             else:
-                self._source, running, waiting, kv = gauges
-                self._running.append(running)
-                self._waiting.append(waiting)
-                if kv is not None:
-                    self._kv.append(kv)
+                self._source = gauges.source
+                self._running.append(gauges.running)
+                self._waiting.append(gauges.waiting)
+                if gauges.kv_usage is not None:
+                    self._kv.append(gauges.kv_usage)
+                self._counters.append((clock(), gauges.prompt_tokens, gauges.generation_tokens))
             await asyncio.sleep(self._interval_s)
 
     def sample(self) -> ServerSample | None:
@@ -73,4 +76,14 @@ class MetricsScraper:
             running_mean=sum(self._running) / n,
             waiting_mean=sum(self._waiting) / n,
             kv_usage_mean=sum(self._kv) / len(self._kv) if self._kv else None,
+            counted_s=self._counters[-1][0] - self._counters[0][0] if len(self._counters) > 1 else None,
+            prompt_tokens=_delta([c[1] for c in self._counters]),
+            generation_tokens=_delta([c[2] for c in self._counters]),
         )
+
+
+def _delta(values: list[float | None]) -> float | None:
+    """What a counter counted between the first and the last scrape (None: absent, or reset meanwhile)."""
+    if len(values) < 2 or values[0] is None or values[-1] is None or values[-1] < values[0]:
+        return None
+    return values[-1] - values[0]

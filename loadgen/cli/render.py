@@ -70,6 +70,11 @@ def throughput_table(level: LevelResult) -> Table:
                 f"running {fmt(level.server.running_mean)}, waiting {fmt(level.server.waiting_mean)}",
             )
         )
+        prompt_rate, generation_rate = (
+            level.server.per_s(t) for t in (level.server.prompt_tokens, level.server.generation_tokens)
+        )
+        if prompt_rate is not None or generation_rate is not None:
+            rows.append(("server tokens/s (prompt / generated)", f"{fmt(prompt_rate)} / {fmt(generation_rate)}"))
     for row in rows:
         table.add_row(*row)
     return table

@@ -123,6 +123,7 @@ class EngineCounters:
 
     steps: int = 0
     tokens: int = 0  # useful slot-steps: one generated token each
+    prompt_tokens: int = 0  # prompt tokens prefilled
     slot_steps: int = 0  # occupied slots summed over steps (static includes padding)
     admitted: int = 0
     finished: int = 0
@@ -225,6 +226,7 @@ class Engine:
         c = self.counters
         c.steps += 1
         c.tokens += len(emitting)
+        c.prompt_tokens += prefill_tokens
         c.slot_steps += occupied
         c.admitted += len(admitted)
         c.finished += len(finished)

@@ -124,6 +124,7 @@ async def _metrics(request: web.Request) -> web.Response:
         ("num_requests_waiting", "gauge", "Sequences waiting for a slot.", engine.num_waiting),
         ("steps_total", "counter", "Engine steps run.", c.steps),
         ("generation_tokens_total", "counter", "Tokens generated (useful slot-steps).", c.tokens),
+        ("prompt_tokens_total", "counter", "Prompt tokens prefilled.", c.prompt_tokens),
         ("slot_steps_total", "counter", "Occupied slots summed over steps (static mode counts padding).", c.slot_steps),
         (
             "engine_overruns_total",

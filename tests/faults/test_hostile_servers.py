@@ -477,7 +477,7 @@ def test_non_finite_gauges_and_an_unclosed_label_set_are_not_samples() -> None:
     )
     assert parse_samples(text) == {"vllm:num_requests_running": 3.0}
     gauges = read_gauges(text)
-    assert gauges is not None and gauges[1:3] == (3.0, 0.0)
+    assert gauges is not None and (gauges.running, gauges.waiting) == (3.0, 0.0)
 
 
 @pytest.mark.asyncio

@@ -205,3 +205,23 @@ def test_synthetic_prompts_are_sized_to_the_servers_tokenizer(tmp_path) -> None:
     assert (results.settings.prompt_calibration or {})["tokens_per_word"] == pytest.approx(3.5, rel=0.01)
     assert results.levels[0].summary()["prompt_tokens_mean"] == pytest.approx(200, rel=0.02)
     assert "were asked" not in result.stderr
+
+
+def test_the_servers_token_counters_agree_with_what_the_client_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # vLLM's prompt_tokens_total / generation_tokens_total (here the simulator's, by the same scheme) are
+    # recorded per level as what the server counted between the window's first and last scrape.
+    from typer.testing import CliRunner
+
+    from loadgen.cli import app
+    from loadgen.results import load
+
+    out = tmp_path / "r.json"
+    args = ["run", "--url", "sim", "--virtual-time", "--concurrency", "8", "--duration", "10", "--warmup", "2", "--max-tokens", "32",
+            "--prompt-tokens", "100", "--scrape-metrics", "on", "-o", str(out), "--quiet"]  # fmt: skip
+    assert CliRunner().invoke(app, args).exit_code == 0
+    level = load(out).levels[0]
+    server = level.server
+    assert server is not None and server.counted_s is not None and server.counted_s > 9
+    assert server.per_s(server.generation_tokens) == pytest.approx(level.output_tokens_per_s, rel=0.02)
+    prompt_mean = level.prompt_tokens / level.prompt_tokens_reported
+    assert server.per_s(server.prompt_tokens) == pytest.approx(level.requests_per_s * prompt_mean, rel=0.03)  # type: ignore[operator]
