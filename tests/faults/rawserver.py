@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from ssl import SSLContext
 
 Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
@@ -33,6 +34,44 @@ async def raw_server(
     port = server.sockets[0].getsockname()[1]
     async with server:
         yield f"{'https' if ssl else 'http'}://127.0.0.1:{port}/v1"
+
+
+@dataclass(slots=True)
+class KeepAlive:
+    """A keep-alive test server's base URL and what its connections did."""
+
+    url: str
+    opened: int = 0  # connections accepted so far (each numbered from 1 in that order)
+    open_now: int = 0
+    most_open: int = 0  # the most connections open at once
+
+
+@asynccontextmanager
+async def keep_alive_server(answer: Callable[[int], Awaitable[bytes]]) -> AsyncIterator[KeepAlive]:
+    """Serve until the block ends: every request on a connection is answered with ``await answer(n)``,
+    ``n`` the connection's number, and the connection stays open for the next one."""
+    state = KeepAlive("")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        state.opened += 1
+        state.open_now += 1
+        state.most_open = max(state.most_open, state.open_now)
+        number = state.opened
+        try:
+            while True:
+                await read_request(reader)
+                writer.write(await answer(number))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            state.open_now -= 1
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    state.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
+    async with server:
+        yield state
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:

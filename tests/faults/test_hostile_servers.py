@@ -16,7 +16,7 @@ from loadgen.quantity import Metric
 from loadgen.records import RequestRecord
 from loadgen.run_settings import RunSettings
 from loadgen.sse import SSEDecoder, SSEError
-from tests.faults.rawserver import SSE_HEAD, Reply, chunked, raw_server, read_request, sends
+from tests.faults.rawserver import SSE_HEAD, Reply, chunked, keep_alive_server, raw_server, sends
 
 BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
 
@@ -414,34 +414,19 @@ async def test_an_answer_whose_http_message_never_ends_holds_no_more_connections
     connection per stream: the native wire leaked one per request (~800 open files after 12 s at c=4)."""
     events = chunked(b'data: {"choices":[{"text":"a"}]}\n\n') + chunked(b"data: [DONE]\n\n")
     events += chunked(tail) if tail else b""  # an empty chunk would be the last chunk: the message's end
-    open_now, most = 0, 0
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal open_now, most
-        open_now += 1
-        most = max(most, open_now)
-        try:
-            while True:  # keep-alive: answer each request on this connection, never ending the message
-                await read_request(reader)
-                writer.write(SSE_HEAD + events)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            open_now -= 1
-            writer.close()
+    async def answer(_: int) -> bytes:  # each request on a connection, never ending the message
+        return SSE_HEAD + events
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
     options = HttpOptions(timeout_s=5, transport=transport)  # type: ignore[arg-type]
-    async with server, make_http_client(url, {}, options) as http:
+    async with keep_alive_server(answer) as server, make_http_client(server.url, {}, options) as http:
 
         async def worker() -> list[RequestRecord]:
             return [await post_on(http) for _ in range(10)]
 
         records = [r for rs in await asyncio.gather(*(worker() for _ in range(4))) for r in rs]
     assert all(r.error is None for r in records), [r.error_detail for r in records if r.error]
-    assert most <= 4 + 1, f"{most} connections open at once for 4 streams"
+    assert server.most_open <= 4 + 1, f"{server.most_open} connections open at once for 4 streams"
 
 
 @pytest.mark.asyncio
@@ -619,34 +604,20 @@ async def test_the_pool_reuses_the_newest_connection_so_the_oldest_expire_unused
     connect). After a burst opens 8 connections, a trickle of requests must keep to one of them."""
     answer = SSE_HEAD + chunked(b'data: {"choices":[{"text":"a"}]}\n\n') + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
     served: list[int] = []  # per request: the connection (its number) that carried it
-    opened = 0
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal opened
-        opened += 1
-        number = opened
-        try:
-            while True:
-                await read_request(reader)
-                served.append(number)
-                await asyncio.sleep(0.05)  # long enough for the burst to need a connection each
-                writer.write(answer)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    async def on(connection: int) -> bytes:
+        served.append(connection)
+        await asyncio.sleep(0.05)  # long enough for the burst to need a connection each
+        return answer
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
     options = HttpOptions(timeout_s=5, transport=transport)  # type: ignore[arg-type]
-    async with server, make_http_client(url, {}, options) as http:
+    async with keep_alive_server(on) as server, make_http_client(server.url, {}, options) as http:
         burst = await asyncio.gather(*(post_on(http) for _ in range(8)))
         trickle = [await post_on(http) for _ in range(8)]
     assert all(r.error is None for r in [*burst, *trickle])
     # the trickle keeps to one of the burst's connections (httpx's pool, which closes a connection whose
     # answer was left at [DONE] before its last chunk, opens new ones: it never rotates through old ones)
-    assert len(set(served[8:]) & set(range(1, 9))) <= 1, (opened, served)
+    assert len(set(served[8:]) & set(range(1, 9))) <= 1, (server.opened, served)
 
 
 @pytest.mark.asyncio
@@ -662,23 +633,15 @@ async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(t
 
     first = True
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on(_: int) -> bytes:
         nonlocal first
-        try:
-            while True:
-                await read_request(reader)
-                writer.write(answer(b"asked") + (answer(b"LEFTOVER") if first else b""))
-                first = False
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+        data = answer(b"asked") + (answer(b"LEFTOVER") if first else b"")
+        first = False
+        return data
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/"
     texts: list[str] = []
-    async with server, make_http_client(url, {}, HttpOptions(timeout_s=5, transport=transport)) as http:  # type: ignore[arg-type]
+    options = HttpOptions(timeout_s=5, transport=transport)  # type: ignore[arg-type]
+    async with keep_alive_server(on) as server, make_http_client(server.url, {}, options) as http:
         for _ in range(3):
             text: list[str] = []
             record = await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from loadgen.promtext import parse_samples
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
@@ -173,8 +174,8 @@ async def test_capacity_256_streams_keep_the_law() -> None:
 
             async def engine() -> dict[str, float]:
                 async with s.get(server.base_url.removesuffix("/v1") + "/metrics") as r:
-                    text = await r.text()
-                return {m[1]: float(m[2]) for m in re.finditer(r"loadgen_sim:(\w+)\{[^}]*\} (\S+)", text)}
+                    samples = parse_samples(await r.text())
+                return {name.removeprefix("loadgen_sim:"): value for name, value in samples.items()}
 
             await wave()
             before = await engine()
