@@ -3,8 +3,9 @@
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation, classify
+from planner.lengthmodel import LengthModel, Mix, fit_length_model
 from planner.observations import LevelObservation, Observations, from_results, percentile_ci_ms
-from planner.plan import CapacityPlan, PlanRequest, plan_from_law, plan_from_results
+from planner.plan import CapacityPlan, PlanRequest, plan_for_mix, plan_from_law, plan_from_results
 from planner.replica_sim import Timeline, simulate
 from planner.sizing import Estimate, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replicas
 from planner.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
@@ -16,7 +17,9 @@ __all__ = [
     "CapacityPlan",
     "Estimate",
     "Finding",
+    "LengthModel",
     "LevelObservation",
+    "Mix",
     "Observations",
     "PlanRequest",
     "ReplicaPlan",
@@ -27,6 +30,7 @@ __all__ = [
     "batch_utilization",
     "classify",
     "diagnose",
+    "fit_length_model",
     "fit_step_model",
     "from_results",
     "isotonic_increasing",
@@ -34,6 +38,7 @@ __all__ = [
     "model_limit",
     "parse_slo",
     "percentile_ci_ms",
+    "plan_for_mix",
     "plan_from_law",
     "plan_from_results",
     "replicas_by_simulation",

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget
+from loadgen.results import Metric, Results, SloTarget
 from loadgen.schedule import Arrival
 from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
+from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
+from planner.mixplan import MixForecast, forecast_mix, max_rate_per_replica, recommended_budget
 from planner.observations import Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
@@ -91,6 +94,7 @@ class CapacityPlan:
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
     fit_statistic: str = "tpot_p50"  # what ``fit`` was fitted on ("law": stated by hand)
+    mix: MixForecast | None = None  # source "mix": what the length model predicts for the asked mix
 
     @property
     def observations(self) -> Observations | None:
@@ -187,6 +191,40 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
     return dataclasses.replace(plan, fit_statistic="law")
 
 
+def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
+    """Plan for a mix no sweep measured (``request.prompt_tokens`` / ``output_tokens``), from the step
+    model with lengths fitted on every calibration sweep at once (``planner.mixplan``)."""
+    if request.prompt_tokens is None or not request.output_tokens:
+        raise ValueError("a plan for a mix needs its prompt and output tokens per request")
+    mix = Mix(request.prompt_tokens, request.output_tokens)
+    forecast = forecast_mix(calibrations, mix, request.slos, seed=request.seed)
+    warnings = list(forecast.warnings)
+    law = forecast.law
+    prefill = Prefill(
+        forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,
+        mix.prompt_tokens,
+        "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)",
+    )
+    plan = _finish(
+        "mix", None, law, forecast.limits, request, mix.output_tokens, warnings, prefill, law, forecast.engine
+    )
+    if plan.max_batch and forecast.engine is not None and law is not None:
+        engine = dataclasses.replace(forecast.engine, max_num_seqs=plan.max_batch)
+        rate, how = (None, "not simulated (--no-simulate)")
+        if request.simulate:
+            rate, how = max_rate_per_replica(
+                engine, mix, request.slos, arrival=request.arrival, burstiness=request.burstiness, seed=request.seed
+            )
+        latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
+            (s for s in request.slos if s.metric == Metric.TPOT), None
+        )
+        budget, why = (None, "no ITL or TPOT SLO to keep a prefill chunk under")
+        if latency is not None:
+            budget, why = recommended_budget(law, engine, plan.max_batch, latency.limit)
+        forecast = dataclasses.replace(forecast, max_rate_rps=rate, max_rate_note=how, budget=budget, budget_note=why)
+    return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
+
+
 def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> tuple[Prefill, float]:
     """The prefill term, and its share of the fitted slope (ms per running sequence per step).
 
@@ -205,7 +243,7 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
         (
             (lv.label, ttft)
             for lv, level in zip(obs.levels, obs.results)
-            if lv.concurrency <= 1.5 and (ttft := _ttft_at_idle(level)) is not None
+            if lv.concurrency < IDLE_CONCURRENCY and (ttft := ttft_at_idle(level)) is not None
         ),
         None,
     )
@@ -219,19 +257,6 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
     per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
     fitted = Prefill(per_token, prompt, f"fitted from TTFT at {label}")
     return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
-
-
-def _ttft_at_idle(level: LevelResult) -> float | None:
-    """TTFT from sent at concurrency 1: an imported table has only TTFT (the same thing in a closed loop),
-    often only its mean."""
-    for value in (
-        level.percentile_ms(Metric.TTFT_SENT, 50),
-        level.percentile_ms(Metric.TTFT, 50),
-        level.mean_ms(Metric.TTFT),
-    ):
-        if value is not None:
-            return value
-    return None
 
 
 def fit_statistic(percentile: float | None) -> str:
@@ -262,6 +287,7 @@ def _finish(
     warnings: list[str],
     prefill: Prefill,
     decode: StepModel | None,
+    engine: EngineConfig | None = None,
 ) -> CapacityPlan:
     """``fit`` is the mean step with prefill's share in it (every printed figure); ``decode`` the step
     without it, which the sizing simulation runs with the prefill term: one step model, prefill once."""
@@ -278,9 +304,15 @@ def _finish(
     per_replica = float(fit.tokens_per_s(max_batch)) if fit is not None and max_batch else None
     sizing = simulated = below = None
     recommended, method = None, None
-    if request.qps and output_tokens and fit is not None and decode is not None and max_batch:
+    if engine is None and decode is not None:
+        engine = EngineConfig(
+            base_ms=decode.base_ms,
+            per_seq_ms=max(decode.per_seq_ms, 0.0),
+            prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
+        )
+    if request.qps and output_tokens and fit is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(
-            fit, decode, max_batch, request, output_tokens, step, warnings, prefill
+            fit, engine, max_batch, request, output_tokens, step, warnings, prefill
         )
     floor = next(
         (
@@ -427,7 +459,7 @@ def _decode_law(fit: StepModel, prefill: Prefill, share: float, warnings: list[s
 
 def _size(
     fit: StepModel,
-    decode: StepModel,
+    engine: EngineConfig | None,
     max_batch: int,
     request: PlanRequest,
     output_tokens: float,
@@ -447,16 +479,11 @@ def _size(
     )
     rule = f"utilization target {request.max_utilization:g}"
     judged = tuple(s for s in request.slos if s.metric in SIMULATED_METRICS and s.metric != Metric.TPOT)
-    if not request.simulate or not judged:
+    if not request.simulate or not judged or engine is None:
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
-    law = EngineConfig(
-        base_ms=decode.base_ms,
-        per_seq_ms=max(decode.per_seq_ms, 0.0),
-        prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
-        max_num_seqs=max_batch,
-    )
+    law = dataclasses.replace(engine, max_num_seqs=max_batch)
     simulated, below = replicas_by_simulation(
         law,
         request.qps,
@@ -474,6 +501,8 @@ def _size(
         if prefill.ms_per_token > 0
         else f"prefill {prefill.source}"
     )
+    if law.per_kv_ms > 0:
+        term += f", KV reads {law.per_kv_ms:.3g} ms per 1k tokens"
     sim = f"simulation ({shape} arrivals, batch capped at {max_batch}, {term})"
     if simulated.replicas > sizing.replicas_at_utilization:
         return (
@@ -527,6 +556,41 @@ def _model_json(m: StepModel | None, statistic: str) -> dict[str, Any] | None:
     }
 
 
+def _mix_json(f: MixForecast) -> dict[str, Any]:
+    m = f.model
+    return {
+        "predicted_for": {"prompt_tokens": f.mix.prompt_tokens, "output_tokens": f.mix.output_tokens},
+        "label": "predicted for a mix not measured",
+        "extrapolation": list(f.extrapolation),
+        "length_model": {
+            "statistic": m.statistic,
+            "coefficients": {c.name: {"value": c.value, "ci": list(c.ci) if c.ci else None} for c in m.coefficients},
+            "not_separated": list(m.not_separated),
+            "calibrated_range": {k: list(v) for k, v in m.ranges().items()},
+            "token_budget": m.budget,
+            "r_squared": m.r_squared,
+            "median_relative_residual": m.residual_mad,
+            "outliers": list(m.outliers),
+            "rows": [
+                {
+                    "label": p.label,
+                    "kind": p.kind,
+                    "batch": p.batch,
+                    "prompt_tokens": p.mix.prompt_tokens,
+                    "output_tokens": p.mix.output_tokens,
+                    "value_ms": p.value_ms,
+                }
+                for p in m.points
+            ],
+        },
+        "law_at_mix": _model_json(f.law, "predicted tpot_p50"),
+        "max_rate_rps_per_replica": f.max_rate_rps,
+        "max_rate_method": f.max_rate_note,
+        "max_num_batched_tokens": f.budget,
+        "max_num_batched_tokens_method": f.budget_note,
+    }
+
+
 def _to_json(p: CapacityPlan) -> dict[str, Any]:
     out: dict[str, Any] = {
         "source": p.source,
@@ -566,6 +630,7 @@ def _to_json(p: CapacityPlan) -> dict[str, Any]:
         "observations": [dataclasses.asdict(lv) for lv in p.observations.levels] if p.observations else [],
         "diagnosis": [dataclasses.asdict(f) for f in p.findings],
         "warnings": list(p.warnings),
+        "mix": _mix_json(p.mix) if p.mix is not None else None,
     }
     if p.verdicts is not None:
         out["saturation"] = {

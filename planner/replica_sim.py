@@ -2,7 +2,8 @@
 
 The law is the simulated server's, in its own config type (``loadgen.sim.engine.EngineConfig``)::
 
-    step_ms = base_ms + per_seq_ms * running + prefill_ms_per_token * prompt tokens admitted in the step
+    step_ms = base_ms + per_seq_ms * running + per_kv_ms * KV tokens read / 1000
+            + prefill_ms_per_token * prompt tokens admitted in the step
 
 Every step decodes one token per running sequence; at most ``max_num_seqs``
 run, the rest wait first-in first-out; a sequence admitted at a step's start
@@ -14,7 +15,9 @@ per request. Here the batch is constant between two events (an arrival that
 can take a free slot, or a sequence finishing), so all steps up to the next
 event are one multiplication. Finishing is tracked by the global step count
 at which each sequence ends (a heap), so no per-step bookkeeping remains:
-a few heap operations per request. ``tests/planner`` checks it step for step
+a few heap operations per request. The KV a step reads grows by the batch
+each step, so the steps between two events form an arithmetic series, summed
+in closed form as well. Chunked prefill and a KV limit are not modelled here. ``tests/planner`` checks it step for step
 against ``loadgen.sim.engine.Engine`` and against the M/D/1 queue's exact
 mean wait.
 """
@@ -81,13 +84,18 @@ def simulate(
     arr: list[float] = arrivals.tolist()
     out_list: list[int] = outs.tolist()
     prompt_list: list[float] = prompts.tolist()
+    if law.max_num_batched_tokens is not None or law.kv_capacity_tokens is not None:
+        raise ValueError("the replica simulation prefills a prompt in the step that admits it, with no KV limit")
     base, slope, prefill, cap = law.base_ms, law.per_seq_ms, law.prefill_ms_per_token, law.max_num_seqs
+    g = law.per_kv_ms / 1000.0  # ms per KV token a step reads
     first_list: list[float] = [0.0] * n
     last_list: list[float] = [0.0] * n
+    admitted_at: list[int] = [0] * n
     heap: list[tuple[int, int]] = []  # (global step count at which the sequence has its last token, request)
     push, pop = heapq.heappush, heapq.heappop
     t = 0.0
     steps = 0  # steps completed so far
+    kv_base = 0.0  # sum over running sequences of prompt - admission step: step s reads kv_base + running * s
     nxt = 0  # next request not yet admitted (FIFO: the waiting queue is arrivals[nxt:] up to t)
     while nxt < n or heap:
         if not heap and arr[nxt] > t:
@@ -98,9 +106,13 @@ def simulate(
         while free and nxt < n and arr[nxt] <= t:
             push(heap, (steps + out_list[nxt], nxt))
             extra += prompt_list[nxt]
+            admitted_at[nxt] = steps
+            kv_base += prompt_list[nxt] - steps
             nxt += 1
             free -= 1
-        d = base + slope * len(heap)
+        running = len(heap)
+        d = base + slope * running + (g * (kv_base + running * steps) if g else 0.0)
+        grow = g * running / 2  # a step reads ``running`` more KV tokens than the one before it
         d0 = d + prefill * extra if extra else d
         end0 = t + d0
         for i in range(admitted_from, nxt):
@@ -108,11 +120,28 @@ def simulate(
         j = heap[0][0] - steps  # steps until the next sequence finishes
         if free and nxt < n:
             wait = arr[nxt] - end0  # the arrival joins at the first step start at or after it
-            j = min(j, 1 + math.ceil(wait / d)) if wait > 0 else 1
-        t = end0 + (j - 1) * d
+            j = min(j, 1 + _steps_to_cover(wait, d, grow)) if wait > 0 else 1
+        m = j - 1
+        t = end0 + m * d + (grow * m * (m + 1) if grow else 0.0)
         steps += j
         while heap and heap[0][0] <= steps:
-            last_list[pop(heap)[1]] = t
+            done = pop(heap)[1]
+            last_list[done] = t
+            kv_base -= prompt_list[done] - admitted_at[done]
     first[:] = first_list
     last[:] = last_list
     return Timeline(arrivals, first, last, outs)
+
+
+def _steps_to_cover(wait: float, d: float, grow: float) -> int:
+    """The fewest steps m >= 1 after the current one whose total ``m * d + grow * m * (m + 1)`` reaches
+    ``wait`` (step k lasts ``d + 2 * grow * k``: each reads the KV the running sequences added)."""
+    if not grow:
+        return math.ceil(wait / d)
+    b = d + grow
+    m = max(1, math.ceil((-b + math.sqrt(b * b + 4 * grow * wait)) / (2 * grow)))
+    while m > 1 and (m - 1) * d + grow * (m - 1) * m >= wait:
+        m -= 1
+    while m * d + grow * m * (m + 1) < wait:
+        m += 1
+    return m

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
+from planner.lengthmodel import Coefficient
 from planner.markdown import md_text
+from planner.mixplan import MixForecast
 from planner.plan import CapacityPlan
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
@@ -145,9 +147,10 @@ def replicas_text(n: int | None) -> str:
 
 def plan_lines(plan: CapacityPlan) -> list[str]:
     """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
-    lines = []
+    lines = mix_lines(plan.mix) if plan.mix is not None else []
     if plan.fit is not None:
-        lines.append(f"law: {law_text(plan.fit, plan.fit_statistic.replace('_', ' ').replace('tpot', 'TPOT'))}")
+        name = "law at the mix, predicted" if plan.source == "mix" else "law"
+        lines.append(f"{name}: {law_text(plan.fit, plan.fit_statistic.replace('_', ' ').replace('tpot', 'TPOT'))}")
     for lim in plan.limits:
         if lim.model is not None and lim.model is not plan.fit:
             lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")
@@ -222,6 +225,45 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
             f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps"
         )
+    return lines
+
+
+UNITS = {"base_ms": "ms", "per_seq_ms": "ms/seq", "per_kv_ms": "ms/1k KV tokens", "prefill_ms_per_token": "ms/token",
+         "overhead_ms": "ms"}  # fmt: skip
+
+
+def coefficient_text(c: Coefficient) -> str:
+    """``per_kv_ms 0.803 ms/1k KV tokens (95% CI 0.776..0.809)``, or that the calibration could not fit it."""
+    if c.value is None:
+        return f"{c.name} not separated"
+    ci = f" (95% CI {c.ci[0]:.4g}..{c.ci[1]:.4g})" if c.ci else ""
+    return f"{c.name} {c.value:.4g} {UNITS[c.name]}{ci}"
+
+
+def mix_lines(forecast: MixForecast) -> list[str]:
+    """What the length model is, what it predicts for the asked mix, and how far it reaches."""
+    m = forecast.model
+    sweeps = len({p.group for p in m.points})
+    r2 = f", R^2 {m.r_squared:.4f}" if m.r_squared is not None else ""
+    lines = [
+        f"step model with lengths ({m.statistic.replace('_', ' ')} and TTFT at concurrency 1, {len(m.points)} rows "
+        f"from {sweeps} sweeps{r2}, median relative residual {m.residual_mad:.2%}): "
+        + "; ".join(coefficient_text(c) for c in m.coefficients)
+    ]
+    ranges = m.ranges()
+    lines.append(
+        "calibrated on "
+        + ", ".join(f"{k.replace('_', ' ')} {lo:,.0f}..{hi:,.0f}" for k, (lo, hi) in ranges.items())
+        + (f"; token budget {m.budget} per step" if m.budget else "")
+    )
+    where = "; extrapolated: " + "; ".join(forecast.extrapolation) if forecast.extrapolation else ""
+    lines.append(f"PREDICTED for {forecast.mix.label} tokens, a mix not measured{where}")
+    if forecast.max_rate_rps is not None or forecast.max_rate_note:
+        rate = f"{forecast.max_rate_rps:.3g} requests/s" if forecast.max_rate_rps is not None else "none"
+        lines.append(f"largest request rate one replica holds: {rate} ({forecast.max_rate_note})")
+    if forecast.budget is not None or forecast.budget_note:
+        budget = f"--max-num-batched-tokens {forecast.budget}" if forecast.budget is not None else "no budget"
+        lines.append(f"recommended {budget} ({forecast.budget_note})")
     return lines
 
 

@@ -132,14 +132,17 @@ def capacity_rps(law: EngineConfig, output_tokens: int, prompt_tokens: float = 0
     """Requests/s one replica completes with every slot busy: the utilisation's denominator.
 
     Each slot's prompt is prefilled once in its ``output_tokens`` steps, so a full step also
-    carries ``prefill * prompt * slots / output`` (the one step model of DESIGN.md).
+    carries ``prefill * prompt * slots / output``, and reads each slot's prompt and half its
+    answer of KV (the one step model of DESIGN.md).
     """
     slots = law.max_num_seqs
-    step_ms = (
-        law.base_ms
-        + (law.per_seq_ms + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)) * slots
+    context = prompt_tokens + (output_tokens - 1) / 2
+    per_slot = (
+        law.per_seq_ms
+        + law.per_kv_ms * context / 1000.0
+        + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)
     )
-    return slots * 1000.0 / (step_ms * output_tokens)
+    return slots * 1000.0 / ((law.base_ms + per_slot * slots) * output_tokens)
 
 
 def replication_size(law: EngineConfig) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
-from planner import PlanRequest, StepModel, parse_slo, plan_from_law, plan_from_results
+from planner import PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
 
@@ -71,7 +71,14 @@ def stored_plan(results: Results) -> dict[str, Any]:
 
 @friendly_errors
 def plan(
-    results_file: Annotated[Path | None, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")] = None,
+    results_files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="RESULTS...",
+            help="Results of `run` or `sweep`; several (sweeps at different prompt or output lengths) calibrate "
+            "the step model with lengths, which plans for the mix given by --prompt-tokens and --output-tokens.",
+        ),
+    ] = None,
     law: Annotated[
         str | None, typer.Option(metavar="TEXT", help="What-if without a sweep: the step law, e.g. 25+0.4b (ms).")
     ] = None,
@@ -114,15 +121,20 @@ def plan(
     ] = None,
     prompt_tokens: Annotated[
         float | None,
-        typer.Option(metavar="NUMBER", help="Prompt tokens per request for the prefill term (default: the sweep's)."),
+        typer.Option(
+            metavar="NUMBER",
+            help="Prompt tokens per request for the prefill term (default: the sweep's); with several RESULTS, "
+            "the mix to plan for.",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
-    if (results_file is None) == (law is None):
+    if (not results_files) == (law is None):
         raise UsageError("give a RESULTS file or --law (what-if), not both")
     slos = parse_slos(slo or [])
-    results = load(results_file) if results_file is not None else None
+    calibrations = [(path.name, load(path)) for path in results_files or []]
+    results = calibrations[0][1] if calibrations else None
     targets: dict[str, Any] = stored_plan(results) if results is not None else {}
     if profile is not None:
         prof = load_profile(find_profile(profile))
@@ -158,9 +170,17 @@ def plan(
         prefill_ms_per_token=prefill_ms_per_token,
         prompt_tokens=prompt_tokens,
     )
-    if results is not None:
-        if not results.levels:
-            raise UsageError(f"{results_file}: the results file has no levels to plan from")
+    for name, calibration in calibrations:
+        if not calibration.levels:
+            raise UsageError(f"{name}: the results file has no levels to plan from")
+    if len(calibrations) > 1:
+        if prompt_tokens is None or output_tokens is None:
+            raise UsageError("several RESULTS plan for a mix not measured: give --prompt-tokens and --output-tokens")
+        try:
+            capacity = plan_for_mix(calibrations, request)
+        except ValueError as exc:
+            raise UsageError(f"the calibration ({', '.join(n for n, _ in calibrations)}): {exc}") from None
+    elif results is not None:
         capacity = plan_from_results(results, request)
     else:
         assert law is not None

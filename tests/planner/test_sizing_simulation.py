@@ -44,13 +44,13 @@ def engine_timeline(
             last[seq] = t
 
 
-@pytest.mark.parametrize("cap", [1, 4, 16])
-def test_event_jumps_match_the_step_engine_step_for_step(cap: int) -> None:
+@pytest.mark.parametrize(("cap", "per_kv_ms"), [(1, 0.0), (4, 0.0), (16, 0.0), (4, 0.7), (16, 2.5)])
+def test_event_jumps_match_the_step_engine_step_for_step(cap: int, per_kv_ms: float) -> None:
     rng = np.random.default_rng(cap)
     n = 600
     arrivals = arrival_offsets(3.0, n, rng=rng) * 1000.0
     outs, prompts = rng.integers(1, 40, n), rng.integers(0, 200, n)
-    cfg = EngineConfig(base_ms=25, per_seq_ms=0.4, prefill_ms_per_token=0.05, max_num_seqs=cap)
+    cfg = EngineConfig(base_ms=25, per_seq_ms=0.4, prefill_ms_per_token=0.05, max_num_seqs=cap, per_kv_ms=per_kv_ms)
     first, last = engine_timeline(cfg, arrivals, outs, prompts)
     timeline = simulate(cfg, arrivals, outs, prompts)
     np.testing.assert_allclose(timeline.first_ms, first, rtol=0, atol=1e-6)

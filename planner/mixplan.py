@@ -1,0 +1,182 @@
+"""Plans for a length mix the sweeps did not measure: the step model with lengths, asked about one mix (pure).
+
+A calibration is several sweeps, each at one mix (prompt lengths, and where possible output
+lengths, that differ). ``forecast_mix`` fits the length model on all of them at once, turns it
+into the one-variable law of the asked mix, and answers from it: the largest batch under each TPOT
+SLO (on the upper end of the prediction's 95% interval: a number acted on is conservative where
+the evidence is thin), the simulated engine for the sizing simulation, the largest request rate
+one replica holds under the TTFT/E2E SLOs, and the token budget per step that keeps a step
+carrying a prefill chunk under the latency SLO. Every figure is "predicted for a mix not measured".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadgen.results import Metric, Results, SloTarget
+from loadgen.schedule import Arrival
+from loadgen.sim.engine import EngineConfig
+from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
+from planner.sizing import capacity_rps, simulate_replicas
+from planner.slo import BatchLimit, floor_note
+from planner.stepmodel import StepModel
+
+RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
+RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
+RATE_SEARCH_REPLICATIONS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class MixForecast:
+    """What the calibration predicts for one mix, and how."""
+
+    mix: Mix
+    model: LengthModel  # fitted on TPOT p50: the throughput law
+    law: StepModel | None  # the mean step at the mix (None: the calibration cannot answer for it)
+    limits: tuple[BatchLimit, ...]  # per TPOT SLO, each from its own percentile's model
+    engine: EngineConfig | None  # the engine the sizing simulation runs (max_num_seqs set by the plan)
+    extrapolation: tuple[str, ...]  # where the mix leaves the calibrated range
+    max_rate_rps: float | None = None  # one replica, under the TTFT/E2E SLOs, at the plan's batch
+    max_rate_note: str = ""
+    budget: int | None = None  # recommended --max-num-batched-tokens
+    budget_note: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def calibration_budget(calibrations: Sequence[tuple[str, Results]]) -> int | None:
+    """The token budget per step the calibration ran under, where its files say (the simulator's
+    profile); None: unchunked (a real server's budget is not in its results)."""
+    budgets = {results.settings.profile_section("sim").get("max_num_batched_tokens") for _, results in calibrations}
+    return next(iter(budgets)) if len(budgets) == 1 else None
+
+
+def fit_calibration(
+    calibrations: Sequence[tuple[str, Results]], percentile: float | None, budget: int | None, seed: int
+) -> LengthModel:
+    """The length model on TPOT ``percentile`` (None: the mean) over every file's trusted unsaturated levels."""
+    points = [p for name, results in calibrations for p in points_from_results(results, name, percentile)]
+    statistic = "tpot_mean" if percentile is None else f"tpot_p{percentile:g}"
+    return fit_length_model(points, statistic=statistic, budget=budget, seed=seed)
+
+
+def forecast_mix(
+    calibrations: Sequence[tuple[str, Results]],
+    mix: Mix,
+    slos: Sequence[SloTarget],
+    *,
+    seed: int = 0,
+) -> MixForecast:
+    """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there."""
+    budget = calibration_budget(calibrations)
+    model = fit_calibration(calibrations, 50.0, budget, seed)
+    warnings = []
+    if note := model.separation_note():
+        warnings.append(note)
+    law = model.at_mix(mix)
+    extrapolation = model.extrapolation(mix)
+    if law is None:
+        return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
+    limits = []
+    for slo in slos:
+        if slo.metric != Metric.TPOT:
+            continue
+        own = model if slo.percentile == 50 else fit_calibration(calibrations, slo.percentile, budget, seed)
+        limits.append(_limit(own, mix, slo))
+    coef = {c.name: c.value for c in model.coefficients}
+    engine: EngineConfig | None = EngineConfig(
+        base_ms=max(coef["base_ms"] or 0.0, 0.0),
+        per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),
+        per_kv_ms=max(coef["per_kv_ms"] or 0.0, 0.0),
+        prefill_ms_per_token=max(coef["prefill_ms_per_token"] or 0.0, 0.0),
+    )
+    if model.not_separated:
+        engine = None  # the simulation needs every term; the law at the mix still answers the batch
+        warnings.append(
+            "no sizing simulation: it runs every term of the step, and the calibration did not fit them all"
+        )
+    return MixForecast(mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings))
+
+
+def _limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
+    """The largest batch whose predicted step, at the upper end of its 95% interval, meets the SLO."""
+    law = model.at_mix(mix)
+    if law is None:
+        return BatchLimit(slo, None, None, None, None, "insufficient range", note=model.separation_note())
+    point = law.max_batch(slo.limit)
+    if point is None:
+        return BatchLimit(slo, None, None, None, None, "below the floor", model=law, note=floor_note(law, slo))
+    batch = point
+    while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None and p.high_ms > slo.limit:
+        batch -= 1
+    note = (
+        f"predicted for {mix.label} (not measured); the law's own answer is {point}, the upper end of its "
+        f"95% interval allows {batch}"
+        if batch != point
+        else f"predicted for {mix.label} (not measured)"
+    )
+    if batch < 1:
+        return BatchLimit(slo, None, None, point, None, "below the floor", model=law, note=note)
+    return BatchLimit(slo, None, None, point, batch, "predicted", model=law, note=note)
+
+
+def max_rate_per_replica(
+    engine: EngineConfig,
+    mix: Mix,
+    slos: Sequence[SloTarget],
+    *,
+    arrival: Arrival = "poisson",
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> tuple[float | None, str]:
+    """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
+    limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found."""
+    judged = tuple(s for s in slos if s.metric in (Metric.TTFT, Metric.E2E))
+    if not judged:
+        return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
+    output = max(1, round(mix.output_tokens))
+    capacity = capacity_rps(engine, output, mix.prompt_tokens)
+
+    def holds(fraction: float) -> bool:
+        return simulate_replicas(
+            engine,
+            1,
+            fraction * capacity,
+            output,
+            judged,
+            prompt_tokens=mix.prompt_tokens,
+            arrival=arrival,
+            burstiness=burstiness,
+            seed=seed,
+            max_replications=RATE_SEARCH_REPLICATIONS,
+            size=RATE_SEARCH_SIZE,
+        ).passed
+
+    low, high = 0.0, 1.0
+    if not holds(RATE_PRECISION):
+        return None, f"even {RATE_PRECISION * capacity:.3g} requests/s breaks {', '.join(s.key for s in judged)}"
+    low = RATE_PRECISION
+    while high - low > RATE_PRECISION:
+        mid = (low + high) / 2
+        low, high = (mid, high) if holds(mid) else (low, mid)
+    rate = low * capacity
+    return rate, (
+        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}): {low:.0%} of the "
+        f"{capacity:.3g} requests/s a full batch completes"
+    )
+
+
+def recommended_budget(law: StepModel, engine: EngineConfig, batch: int, limit_ms: float) -> tuple[int | None, str]:
+    """The largest token budget per step with which a step of ``batch`` decodes plus one prefill chunk
+    stays under ``limit_ms`` (the ITL SLO where given, else the TPOT one): vLLM's ``--max-num-batched-tokens``."""
+    if engine.prefill_ms_per_token <= 0:
+        return None, "no prefill cost fitted: the budget does not bind the latency"
+    room = limit_ms - float(law.step_ms(batch))
+    chunk = math.floor(room / engine.prefill_ms_per_token)
+    if chunk < 1:
+        return None, f"a step of batch {batch} leaves no room under {limit_ms:g} ms for a prefill chunk"
+    return batch + chunk, (
+        f"batch {batch} decodes ({float(law.step_ms(batch)):.1f} ms) plus a {chunk}-token prefill chunk "
+        f"({engine.prefill_ms_per_token:.3g} ms/token) stay under {limit_ms:g} ms"
+    )

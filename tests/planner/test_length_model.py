@@ -1,0 +1,111 @@
+"""The step model with lengths: exact recovery on its own rows, what it cannot separate, and the
+simulator's laws recovered from virtual-time sweeps at two prompt lengths (DESIGN.md, issue 25)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadgen.profile import parse_profile
+from loadgen.results import Metric, Results, SloTarget
+from loadgen.sim.engine import EngineConfig
+from loadgen.sim.openai_app import SimOptions
+from planner import Mix, PlanRequest, fit_length_model, plan_for_mix
+from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
+from tests.virtual import run_virtual
+
+TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02, "overhead_ms": 1.5}
+
+
+def _rows(mixes: list[Mix], *, idle: bool, budget: int | None = None) -> list[CalibrationPoint]:
+    beta = np.array(list(TRUE.values()))
+    rows = []
+    for mix in mixes:
+        group = f"P{mix.prompt_tokens:g}/O{mix.output_tokens:g}"
+        for b in (1, 4, 8, 16, 32):
+            rows.append(CalibrationPoint(group, f"{group} c={b}", "tpot", b, mix, float(tpot_features(b, mix) @ beta)))
+        if idle:
+            value = float(ttft_idle_features(mix, budget) @ beta)
+            rows.append(CalibrationPoint(group, f"{group} TTFT", "ttft_idle", 1, mix, value))
+    return rows
+
+
+@pytest.mark.parametrize("budget", [None, 100])
+def test_two_prompt_lengths_and_ttft_at_concurrency_1_separate_every_term(budget: int | None) -> None:
+    model = fit_length_model(_rows([Mix(64, 64), Mix(256, 64)], idle=True, budget=budget), budget=budget)
+    for c in model.coefficients:
+        assert c.value == pytest.approx(TRUE[c.name], rel=1e-6)
+    assert model.not_separated == () and model.separation_note() == ""
+    law = model.at_mix(Mix(1024, 128))
+    assert law is not None
+    assert law.per_seq_ms == pytest.approx(0.3 + 0.8 * (1024 + 63.5) / 1000 + 0.02 * 1024 / 128)
+    assert law.base_ms == pytest.approx(20.0 - 0.02 * 1024 / 128)
+
+
+def test_one_sweep_predicts_only_its_own_mix() -> None:
+    model = fit_length_model(_rows([Mix(128, 64)], idle=True))
+    assert model.at_mix(Mix(512, 64)) is None  # never guessed
+    assert set(model.not_separated) >= {"per_kv_ms", "prefill_ms_per_token"}
+    assert "second prompt length" in model.separation_note()
+    same = model.at_mix(Mix(128, 64))
+    assert same is not None and same.per_seq_ms == pytest.approx(0.3 + 0.8 * (128 + 31.5) / 1000 + 0.02 * 2)
+
+
+def test_one_bad_level_does_not_drag_the_fit() -> None:
+    rows = _rows([Mix(64, 64), Mix(256, 64), Mix(128, 32)], idle=True)
+    bad = rows[3]
+    rows[3] = CalibrationPoint(bad.group, bad.label, bad.kind, bad.batch, bad.mix, bad.value_ms * 1.4)
+    model = fit_length_model(rows)
+    assert bad.label in model.outliers
+    for name in COEFFICIENTS:
+        assert model.coefficient(name).value == pytest.approx(TRUE[name], rel=0.03)
+
+
+LAWS = [  # (law, budget): four the fit was not tuned on; the last chunks the 256-token prompts
+    (dict(base_ms=12.0, per_seq_ms=0.5, per_kv_ms=1.5, prefill_ms_per_token=0.03), None),
+    (dict(base_ms=30.0, per_seq_ms=0.15, per_kv_ms=0.4, prefill_ms_per_token=0.01), None),
+    (dict(base_ms=8.0, per_seq_ms=0.9, per_kv_ms=3.0, prefill_ms_per_token=0.05), None),
+    (dict(base_ms=18.0, per_seq_ms=0.25, per_kv_ms=1.0, prefill_ms_per_token=0.04), 96),
+]
+
+
+def _calibrate(law: dict[str, float], budget: int | None, prompt: int) -> Results:
+    sim = {**law, "max_num_seqs": 64, **({"max_num_batched_tokens": budget} if budget else {})}
+    profile = parse_profile(
+        {
+            "schema_version": 1,
+            "name": f"calib-{prompt}",
+            "target": {"sim": sim},
+            "api": "completions",
+            "workload": {"prompt_tokens": prompt, "output_tokens": 64},
+            "load": {"mode": "closed", "levels": [1, 8, 32], "duration_s": 8, "warmup_s": 2},
+            "stop": {"slo_breach_factor": None},
+            "seed": 3,
+        },
+        "test",
+    )
+    assert profile.sim is not None
+    return run_virtual(profile, sim=SimOptions(engine=profile.sim))[0]
+
+
+@pytest.mark.parametrize(("law", "budget"), LAWS)
+def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_batch(
+    law: dict[str, float], budget: int | None
+) -> None:
+    calibrations = [(f"calib-{p}.json", _calibrate(law, budget, p)) for p in (64, 256)]
+    slo = SloTarget(Metric.TPOT, 50, 60.0)
+    mix = Mix(1024, 128)  # 4x the longest prompt, 2x the output of anything calibrated
+    plan = plan_for_mix(calibrations, PlanRequest(slos=(slo,), prompt_tokens=1024, output_tokens=128, simulate=False))
+    assert plan.mix is not None
+    for name in COEFFICIENTS:
+        assert plan.mix.model.coefficient(name).value == pytest.approx(law[name], rel=0.05), name
+    truth = EngineConfig(**law)
+    slope = truth.per_seq_ms + truth.per_kv_ms * mix.context_tokens / 1000 + truth.prefill_ms_per_token * 1024 / 128
+    true_batch = math.floor((60.0 - (truth.base_ms - truth.prefill_ms_per_token * 1024 / 128)) / slope)
+    (limit,) = plan.limits
+    assert limit.model_batch is not None and abs(limit.model_batch - true_batch) <= 1  # the law's own answer
+    # the batch acted on is the upper end of the prediction's interval: never above the truth, never far below
+    assert plan.max_batch is not None and true_batch - 3 <= plan.max_batch <= true_batch
+    assert plan.mix.extrapolation  # 1024 prompt tokens leave the calibrated 64..256, and it says so
