@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 
 from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
-from planner.stepmodel import StepModel
+from planner.stepmodel import StepModel, context_tokens
 from planner.verdicts import judge
 
 TERMS = ("base_ms", "per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "overhead_ms")
@@ -63,7 +63,7 @@ class Mix:
     @property
     def context_tokens(self) -> float:
         """Mean KV tokens a decoding sequence holds: its prompt and half its answer."""
-        return self.prompt_tokens + (self.output_tokens - 1) / 2
+        return context_tokens(self.prompt_tokens, self.output_tokens)
 
     @property
     def label(self) -> str:
@@ -140,12 +140,7 @@ class LengthModel:
     def estimable(self, features: np.ndarray) -> bool:
         """Whether the calibration determines ``features . coefficients`` (whatever the inseparable split)."""
         x = np.asarray(features, dtype=np.float64) / np.asarray(self._scale)
-        norm = float(np.linalg.norm(x))
-        if norm == 0:
-            return True
-        basis = np.asarray(self._basis)
-        rest = x - basis.T @ (basis @ x)
-        return float(np.linalg.norm(rest)) <= ESTIMABLE_TOL * norm
+        return _in_row_space(np.asarray(self._basis), x)
 
     def predict(self, features: np.ndarray) -> Prediction | None:
         """``features . coefficients`` with its 95% bootstrap interval; None when not estimable."""
@@ -256,8 +251,7 @@ def fit_length_model(
     scale[scale == 0] = 1.0
     xs = x / scale
     _, s, vt = np.linalg.svd(xs, full_matrices=False)
-    rank = int(np.sum(s > RANK_TOL * s[0]))
-    basis = vt[:rank]
+    basis = vt[: _rank(s)]
     beta, weights = _huber(xs, y)
     fitted = xs @ beta
     rel = (y - fitted) / y
@@ -266,10 +260,7 @@ def fit_length_model(
     boot = _bootstrap(rows, xs, y, bootstrap, seed)
     coefficients = []
     for j, name in enumerate(TERMS):
-        e = np.zeros(len(TERMS))
-        e[j] = 1.0
-        rest = e - basis.T @ (basis @ e)
-        if float(np.linalg.norm(rest)) > ESTIMABLE_TOL:
+        if not _in_row_space(basis, np.eye(len(TERMS))[j]):
             coefficients.append(Coefficient(name, None, None))
             continue
         value = float(beta[j] / scale[j])
@@ -291,6 +282,18 @@ def fit_length_model(
         _basis=tuple(tuple(float(v) for v in row) for row in basis),
         _boot=tuple(tuple(float(v) for v in b) for b in boot),
     )
+
+
+def _rank(singular_values: np.ndarray) -> int:
+    """Directions the design sees: singular values above ``RANK_TOL`` of the largest."""
+    return int(np.sum(singular_values > RANK_TOL * singular_values[0]))
+
+
+def _in_row_space(basis: np.ndarray, x: np.ndarray) -> bool:
+    """Whether ``x`` (scaled units) lies in the row space spanned by the orthonormal rows of ``basis``."""
+    norm = float(np.linalg.norm(x))
+    rest = x - basis.T @ (basis @ x)
+    return norm == 0 or float(np.linalg.norm(rest)) <= ESTIMABLE_TOL * norm
 
 
 def _features(point: CalibrationPoint, budget: int | None) -> np.ndarray:
@@ -328,13 +331,13 @@ def _bootstrap(
     groups: dict[tuple[str, str], list[int]] = {}
     for i, p in enumerate(rows):
         groups.setdefault((p.group, p.kind), []).append(i)
-    full_rank = np.linalg.matrix_rank(xs, tol=RANK_TOL * np.linalg.norm(xs, 2))
+    full_rank = _rank(np.linalg.svd(xs, compute_uv=False))
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         pick = np.concatenate([rng.choice(idx, size=len(idx)) for idx in groups.values()])
         sub = xs[pick]
-        if np.linalg.matrix_rank(sub, tol=RANK_TOL * np.linalg.norm(sub, 2)) < full_rank:
+        if _rank(np.linalg.svd(sub, compute_uv=False)) < full_rank:
             continue
         out.append(_huber(sub, y[pick])[0])
     return out

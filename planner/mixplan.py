@@ -21,7 +21,7 @@ from loadgen.sim.engine import EngineConfig
 from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
 from planner.sizing import capacity_rps, simulate_replicas
 from planner.slo import BatchLimit, floor_note
-from planner.stepmodel import StepModel
+from planner.stepmodel import StepModel, fit_statistic
 
 RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
@@ -57,8 +57,7 @@ def fit_calibration(
 ) -> LengthModel:
     """The length model on TPOT ``percentile`` (None: the mean) over every file's trusted unsaturated levels."""
     points = [p for name, results in calibrations for p in points_from_results(results, name, percentile)]
-    statistic = "tpot_mean" if percentile is None else f"tpot_p{percentile:g}"
-    return fit_length_model(points, statistic=statistic, budget=budget, seed=seed)
+    return fit_length_model(points, statistic=fit_statistic(percentile), budget=budget, seed=seed)
 
 
 def forecast_mix(
@@ -153,10 +152,9 @@ def max_rate_per_replica(
             size=RATE_SEARCH_SIZE,
         ).passed
 
-    low, high = 0.0, 1.0
     if not holds(RATE_PRECISION):
         return None, f"even {RATE_PRECISION * capacity:.3g} requests/s breaks {', '.join(s.key for s in judged)}"
-    low = RATE_PRECISION
+    low, high = RATE_PRECISION, 1.0
     while high - low > RATE_PRECISION:
         mid = (low + high) / 2
         low, high = (mid, high) if holds(mid) else (low, mid)

@@ -27,7 +27,7 @@ from planner.mixplan import MixForecast, forecast_mix, max_rate_per_replica, rec
 from planner.observations import Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
-from planner.stepmodel import StepModel, fit_step_model, prefill_share_ms
+from planner.stepmodel import StepModel, fit_statistic, fit_step_model, prefill_share_ms
 from planner.verdicts import Verdicts, judge
 
 PREFILL_ITL_RATIO = 1.3  # ITL p95 over TPOT p50 beyond this: some steps carry prefill work
@@ -257,11 +257,6 @@ def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> 
     per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
     fitted = Prefill(per_token, prompt, f"fitted from TTFT at {label}")
     return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
-
-
-def fit_statistic(percentile: float | None) -> str:
-    """The statistic a law is fitted on: ``tpot_p50``, or ``tpot_mean`` (None)."""
-    return "tpot_mean" if percentile is None else f"tpot_p{percentile:g}"
 
 
 def _tpot_ms(obs: Observations, i: int, percentile: float | None) -> float | None:

@@ -17,9 +17,9 @@ event are one multiplication. Finishing is tracked by the global step count
 at which each sequence ends (a heap), so no per-step bookkeeping remains:
 a few heap operations per request. The KV a step reads grows by the batch
 each step, so the steps between two events form an arithmetic series, summed
-in closed form as well. Chunked prefill and a KV limit are not modelled here. ``tests/planner`` checks it step for step
-against ``loadgen.sim.engine.Engine`` and against the M/D/1 queue's exact
-mean wait.
+in closed form as well. Chunked prefill and a KV limit are not modelled here.
+``tests/planner`` checks it step for step against ``loadgen.sim.engine.Engine``
+and against the M/D/1 queue's exact mean wait.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from loadgen.sim.engine import EngineConfig
 from planner.exact import exact
 from planner.observations import Z95
 from planner.replica_sim import Timeline, simulate
-from planner.stepmodel import prefill_share_ms
+from planner.stepmodel import context_tokens, prefill_share_ms
 
 MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
 FIRST_REPLICATIONS = 5
@@ -136,10 +136,9 @@ def capacity_rps(law: EngineConfig, output_tokens: int, prompt_tokens: float = 0
     answer of KV (the one step model of DESIGN.md).
     """
     slots = law.max_num_seqs
-    context = prompt_tokens + (output_tokens - 1) / 2
     per_slot = (
         law.per_seq_ms
-        + law.per_kv_ms * context / 1000.0
+        + law.per_kv_ms * context_tokens(prompt_tokens, output_tokens) / 1000.0
         + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)
     )
     return slots * 1000.0 / ((law.base_ms + per_slot * slots) * output_tokens)

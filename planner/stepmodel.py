@@ -144,6 +144,17 @@ def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: f
     return ms_per_token * prompt_tokens / output_tokens
 
 
+def context_tokens(prompt_tokens: float, output_tokens: float) -> float:
+    """Mean KV tokens a decoding sequence holds over its answer: its prompt and the tokens generated
+    before each of its steps, ``(O - 1) / 2`` on average (DESIGN.md's step model with lengths)."""
+    return prompt_tokens + (output_tokens - 1) / 2
+
+
+def fit_statistic(percentile: float | None) -> str:
+    """The statistic a law is fitted on: ``tpot_p50``, or ``tpot_mean`` (None)."""
+    return "tpot_mean" if percentile is None else f"tpot_p{percentile:g}"
+
+
 MAX_PAIRS = 50_000  # Theil-Sen's pairwise slopes: exact up to ~317 points, a seeded sample of pairs beyond
 
 
