@@ -729,8 +729,9 @@ class Results:
         raw = migrate(raw)
         try:
             config = _histogram_config(raw["histogram_config"])
-            if len(raw["levels"]) + len(raw.get("retried") or ()) > MAX_FILE_LEVELS:
-                raise ResultsError(f"{source}: {len(raw['levels']):,} levels; a results file holds at most "
+            held = len(raw["levels"]) + len(raw.get("retried") or ())  # a retried attempt is a level too
+            if held > MAX_FILE_LEVELS:
+                raise ResultsError(f"{source}: {held:,} levels; a results file holds at most "
                                    f"{MAX_FILE_LEVELS:,}")  # fmt: skip
             return cls(
                 run=RunInfo(**{k: raw["run"].get(k) for k in RunInfo.__slots__}),
