@@ -140,18 +140,7 @@ def serve_sim(
     err = consoles().err
 
     def ready(bound: int) -> None:
-        law = f"step_ms = {base_ms:g} + {per_seq_ms:g}*running"
-        if per_kv_ms:
-            law += f" + {per_kv_ms:g}*kv_tokens/1000"
-        if prefill_ms_per_token:
-            law += f" + {prefill_ms_per_token:g}*prompt_tokens_prefilled"
-        if max_num_batched_tokens:
-            law += f", {max_num_batched_tokens} tokens a step"
-        if kv_capacity_tokens:
-            law += f", KV {kv_capacity_tokens} tokens"
-        err.print(
-            f"simulator ({mode}, {law}, max_num_seqs={max_num_seqs}) on http://{host}:{bound}/v1", highlight=False
-        )
+        err.print(f"simulator ({options.engine.law_text}) on http://{host}:{bound}/v1", highlight=False)
         # stdout gets the bare URL so scripts can read it
         typer.echo(f"http://{host}:{bound}/v1")
 

@@ -192,11 +192,7 @@ def sweep(
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
-        out.err.print(
-            f"starting the built-in simulator ({prof.sim.mode}, step_ms = {prof.sim.base_ms:g} + "
-            f"{prof.sim.per_seq_ms:g}*running, max_num_seqs={prof.sim.max_num_seqs})",
-            highlight=False,
-        )
+        out.err.print(f"starting the built-in simulator ({prof.sim.law_text})", highlight=False)
     unsaved: list[str] = []
 
     def checkpoint(partial: Results) -> None:

@@ -75,6 +75,20 @@ class EngineConfig:
         if self.mode not in ("continuous", "static"):
             raise ValueError(f"mode must be 'continuous' or 'static', got {self.mode!r}")
 
+    @property
+    def law_text(self) -> str:
+        """The law and its limits as a start-up line shows them, every term that is set."""
+        law = f"step_ms = {self.base_ms:g} + {self.per_seq_ms:g}*running"
+        if self.per_kv_ms:
+            law += f" + {self.per_kv_ms:g}*kv_tokens/1000"
+        if self.prefill_ms_per_token:
+            law += f" + {self.prefill_ms_per_token:g}*prompt_tokens_prefilled"
+        if self.max_num_batched_tokens:
+            law += f", {self.max_num_batched_tokens} tokens a step"
+        if self.kv_capacity_tokens:
+            law += f", KV {self.kv_capacity_tokens} tokens"
+        return f"{self.mode}, {law}, max_num_seqs={self.max_num_seqs}"
+
     def step_ms(self, running: int, prefill_tokens: int = 0, kv_tokens: int = 0) -> float:
         """The noiseless duration of one step decoding ``running`` sequences, prefilling ``prefill_tokens``
         and reading ``kv_tokens`` of KV cache."""
