@@ -29,7 +29,8 @@ RESYNC_MS = 100.0
 class DriverStats:
     overruns: int = 0  # steps that started more than OVERRUN_MS late
     max_late_ms: float = 0.0  # worst lateness of a step start seen so far
-    # what a stream sees between tokens of back-to-back steps: the step as realised (the law, or later)
+    # what the streams see between their tokens of back-to-back steps: the step as realised (the law, or
+    # later), once per stream with a token in both steps, so a step's weight is the streams it carries
     gap_ms_total: float = 0.0
     gaps: int = 0
 
@@ -67,6 +68,7 @@ class EngineDriver:
         """The engine loop; runs until cancelled."""
         due_ms: float | None = None  # when the next step should start (back to back)
         delivered_ms: float | None = None  # when the previous step's tokens were handed out
+        previous: frozenset[int] = frozenset()  # the sequences that got a token in that step
         while True:
             now = self._now_ms()
             start = now
@@ -89,9 +91,10 @@ class EngineDriver:
                     queue.put_nowait(1)
             now = self._now_ms()
             if delivered_ms is not None:
-                self.stats.gap_ms_total += now - delivered_ms
-                self.stats.gaps += 1
-            delivered_ms, due_ms = now, step.end_ms
+                streams = len(previous.intersection(step.emitted))
+                self.stats.gap_ms_total += (now - delivered_ms) * streams
+                self.stats.gaps += streams
+            delivered_ms, due_ms, previous = now, step.end_ms, frozenset(step.emitted)
 
     async def _idle(self, now_ms: float) -> None:
         self._wake.clear()

@@ -134,15 +134,15 @@ async def _metrics(request: web.Request) -> web.Response:
         ),
         ("engine_max_late_ms", "gauge", "Worst lateness of a step start, in ms.", round(driver.stats.max_late_ms, 3)),
         (
-            "engine_step_gap_ms_total",
+            "engine_token_gap_ms_total",
             "counter",
-            "Time between the tokens of back-to-back steps, summed: the steps as realised, in ms.",
+            "Time between a stream's tokens of back-to-back steps, summed over streams: the steps as realised, in ms.",
             round(driver.stats.gap_ms_total, 3),
         ),
         (
-            "engine_step_gaps_total",
+            "engine_token_gaps_total",
             "counter",
-            "Back-to-back step pairs in engine_step_gap_ms_total.",
+            "Token gaps in engine_token_gap_ms_total (a stream with a token in both of two back-to-back steps).",
             driver.stats.gaps,
         ),
     ]

@@ -185,8 +185,8 @@ async def test_capacity_256_streams_keep_the_law() -> None:
     # The streams see the steps the simulator ran: the law, unless its process could not keep it.
     # Whether it can on a busy 2-core machine is a speed target, not a correctness one
     # (benchmarks/sim_capacity.py measures it: engine_overruns_total).
-    realised = (after["engine_step_gap_ms_total"] - before["engine_step_gap_ms_total"]) / (
-        after["engine_step_gaps_total"] - before["engine_step_gaps_total"]
+    realised = (after["engine_token_gap_ms_total"] - before["engine_token_gap_ms_total"]) / (
+        after["engine_token_gaps_total"] - before["engine_token_gaps_total"]
     )
     assert mean_gap_ms(streams) == pytest.approx(realised, rel=0.05)
     if after["engine_overruns_total"] == before["engine_overruns_total"]:
