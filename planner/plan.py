@@ -300,8 +300,13 @@ def _finish(
     sizing = simulated = below = None
     recommended, method = None, None
     if engine is None and decode is not None:
+        if decode.base_ms < 0:
+            warnings.append(
+                f"the fitted law's base {decode.base_ms:.2f} ms is below zero (a line through levels that bend): "
+                "the sizing simulation runs it at 0, its steps no shorter than the law's"
+            )
         engine = EngineConfig(
-            base_ms=decode.base_ms,
+            base_ms=max(decode.base_ms, 0.0),
             per_seq_ms=max(decode.per_seq_ms, 0.0),
             prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         )

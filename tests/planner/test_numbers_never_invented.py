@@ -102,3 +102,16 @@ def test_a_ttft_slo_caps_the_batch_only_where_no_simulation_judges_it() -> None:
     assert sized.simulated is not None and sized.simulated.estimate(Metric.TTFT) is not None
     unsized = plan_from_results(results, PlanRequest(slos=slos))
     assert [lim.slo.key for lim in unsized.limits] == ["tpot_p95_ms", "ttft_p95_ms"]
+
+
+def test_a_law_fitted_below_zero_at_batch_zero_sizes_with_a_step_no_faster_and_says_so() -> None:
+    """A real engine's sweep (vLLM's CPU build) fitted a base of -1.6 ms: the simulated engine refused it
+    and the sweep ended in a traceback after saving. The simulation runs base 0 (steps no shorter than the
+    law's) and the plan says why."""
+    levels = tuple(closed_level(c, law_tpots(-2.0, 1.0, c, 400, cv=0.02, seed=c)) for c in (4, 8, 16, 24))
+    plan = plan_from_results(
+        sweep_results(levels), PlanRequest(slos=(SloTarget.from_key("tpot_p95_ms", 30.0),), qps=4.0, output_tokens=32)
+    )
+    assert plan.fit is not None and plan.fit.base_ms < 0
+    assert plan.recommended_replicas is not None
+    assert any("below zero" in w and "runs it at 0" in w for w in plan.warnings)
