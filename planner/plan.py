@@ -444,8 +444,13 @@ def _decode_law(fit: StepModel, prefill: Prefill, share: float, warnings: list[s
     """
     if share <= 0:
         return fit, prefill
-    if fit.per_seq_ms <= 0:
-        warnings.append("the fitted law has no slope to hold prefill: the simulation counts no prefill")
+    if fit.per_seq_ms <= 0 or fit.base_ms <= 0:
+        # with no base, the slope is all the step there is: taking prefill's share out leaves no decode
+        what = "no slope" if fit.per_seq_ms <= 0 else "no base above zero"
+        warnings.append(
+            f"the fitted law has {what} to hold prefill apart: the simulation counts no separate prefill "
+            "(the law's slope holds it on average)"
+        )
         return fit, dataclasses.replace(prefill, ms_per_token=0.0)
     if share > fit.per_seq_ms:
         scaled = prefill.ms_per_token * fit.per_seq_ms / share

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -108,10 +110,13 @@ def test_a_law_fitted_below_zero_at_batch_zero_sizes_with_a_step_no_faster_and_s
     """A real engine's sweep (vLLM's CPU build) fitted a base of -1.6 ms: the simulated engine refused it
     and the sweep ended in a traceback after saving. The simulation runs base 0 (steps no shorter than the
     law's) and the plan says why."""
-    levels = tuple(closed_level(c, law_tpots(-2.0, 1.0, c, 400, cv=0.02, seed=c)) for c in (4, 8, 16, 24))
-    plan = plan_from_results(
-        sweep_results(levels), PlanRequest(slos=(SloTarget.from_key("tpot_p95_ms", 30.0),), qps=4.0, output_tokens=32)
-    )
+    levels = tuple(closed_level(c, law_tpots(-2.0, 1.0, c, 400, cv=0.02, seed=c)) for c in (1, 4, 8, 16, 24))
+    request = PlanRequest(slos=(SloTarget.from_key("tpot_p95_ms", 30.0),), qps=4.0, output_tokens=32)
+    plan = plan_from_results(sweep_results(levels), request)
     assert plan.fit is not None and plan.fit.base_ms < 0
     assert plan.recommended_replicas is not None
     assert any("below zero" in w and "runs it at 0" in w for w in plan.warnings)
+    # with a TTFT at concurrency 1 the prefill estimate would take the whole slope: it is not split off
+    with_prefill = plan_from_results(sweep_results(levels), dataclasses.replace(request, prefill_ms_per_token=1.0))
+    assert with_prefill.recommended_replicas is not None
+    assert any("no base above zero to hold prefill apart" in w for w in with_prefill.warnings)
