@@ -176,6 +176,12 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None 
     return entries
 
 
+def entry_words(entry: DatasetEntry) -> tuple[int, int | None]:
+    """An entry's prompt (every message) and its recorded answer, in words (None: no answer recorded)."""
+    prompt = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
+    return _words(prompt), entry.answer_words
+
+
 def _first_character(lines: TextIO) -> str:
     """The first character that is not white space (the file is rewound after)."""
     while chunk := lines.read(4096):
@@ -189,8 +195,8 @@ def _first_character(lines: TextIO) -> str:
 
 def _entry_words(entry: DatasetEntry) -> int:
     """An entry's prompt (every message) and recorded answer, in words."""
-    prompt = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
-    return _words(prompt) + (entry.answer_words or 0)
+    prompt, answer = entry_words(entry)
+    return prompt + (answer or 0)
 
 
 def _words(text: Any) -> int:

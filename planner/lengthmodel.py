@@ -55,6 +55,7 @@ class Mix:
 
     prompt_tokens: float
     output_tokens: float
+    context: float | None = None  # KV tokens per sequence-step, where lengths vary (``LengthSample.mix``)
 
     def __post_init__(self) -> None:
         if not (self.prompt_tokens >= 0 and self.output_tokens >= 1):
@@ -62,8 +63,8 @@ class Mix:
 
     @property
     def context_tokens(self) -> float:
-        """Mean KV tokens a decoding sequence holds: its prompt and half its answer."""
-        return context_tokens(self.prompt_tokens, self.output_tokens)
+        """Mean KV tokens a decoding sequence holds: its prompt and half its answer (or as given)."""
+        return context_tokens(self.prompt_tokens, self.output_tokens) if self.context is None else self.context
 
     @property
     def label(self) -> str:
@@ -153,6 +154,10 @@ class LengthModel:
         draws = np.asarray(self._boot) @ x
         low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
         return Prediction(value, min(low, value), max(high, value))
+
+    def fitted(self, point: CalibrationPoint) -> Prediction | None:
+        """What the model says for one of its own rows (the report sets it beside the measured value)."""
+        return self.predict(_features(point, self.budget))
 
     def at_mix(self, mix: Mix) -> StepModel | None:
         """The one-variable law this model predicts for ``mix`` (mean step = base + per_seq * b), or None

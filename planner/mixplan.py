@@ -19,6 +19,7 @@ from loadgen.results import Metric, Results, SloTarget
 from loadgen.schedule import Arrival
 from loadgen.sim.engine import EngineConfig
 from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
+from planner.lengthsample import LengthSample
 from planner.sizing import capacity_rps, simulate_replicas
 from planner.slo import BatchLimit, floor_note
 from planner.stepmodel import StepModel, fit_statistic
@@ -125,17 +126,23 @@ def max_rate_per_replica(
     mix: Mix,
     slos: Sequence[SloTarget],
     *,
+    lengths: LengthSample | None = None,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
     seed: int = 0,
 ) -> tuple[float | None, str]:
     """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
-    limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found."""
+    limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found.
+    ``lengths``: requests drawn from this sample (``mix`` is then its ``mix``)."""
     judged = tuple(s for s in slos if s.metric in (Metric.TTFT, Metric.E2E))
     if not judged:
         return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
     output = max(1, round(mix.output_tokens))
-    capacity = capacity_rps(engine, output, mix.prompt_tokens)
+    capacity = (
+        capacity_rps(engine, output, mix.prompt_tokens)
+        if lengths is None
+        else capacity_rps(engine, mix.output_tokens, mix.prompt_tokens, mix.context)
+    )
 
     def holds(fraction: float) -> bool:
         return simulate_replicas(
@@ -145,6 +152,7 @@ def max_rate_per_replica(
             output,
             judged,
             prompt_tokens=mix.prompt_tokens,
+            lengths=lengths,
             arrival=arrival,
             burstiness=burstiness,
             seed=seed,
@@ -159,8 +167,9 @@ def max_rate_per_replica(
         mid = (low + high) / 2
         low, high = (mid, high) if holds(mid) else (low, mid)
     rate = low * capacity
+    drawn = f", lengths drawn from {lengths.source}" if lengths is not None else ""
     return rate, (
-        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}): {low:.0%} of the "
+        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}{drawn}): {low:.0%} of the "
         f"{capacity:.3g} requests/s a full batch completes"
     )
 

@@ -23,6 +23,7 @@ from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
 from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
+from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, forecast_mix, max_rate_per_replica, recommended_budget
 from planner.observations import Observations
 from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
@@ -50,6 +51,7 @@ class PlanRequest:
     seed: int = 0
     prefill_ms_per_token: float | None = None  # default: fitted from TTFT at concurrency 1, if measured
     prompt_tokens: float | None = None  # per request, for the prefill term; default: the sweep's mean
+    length_sample: LengthSample | None = None  # a mix plan's lengths drawn per request (a dataset's), not means
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +196,21 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
 def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
     """Plan for a mix no sweep measured (``request.prompt_tokens`` / ``output_tokens``), from the step
     model with lengths fitted on every calibration sweep at once (``planner.mixplan``)."""
-    if request.prompt_tokens is None or not request.output_tokens:
+    sample = request.length_sample
+    if sample is not None:
+        mix = sample.mix
+        request = dataclasses.replace(request, prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens)
+    elif request.prompt_tokens is None or not request.output_tokens:
         raise ValueError("a plan for a mix needs its prompt and output tokens per request")
-    mix = Mix(request.prompt_tokens, request.output_tokens)
+    else:
+        mix = Mix(request.prompt_tokens, request.output_tokens)
     forecast = forecast_mix(calibrations, mix, request.slos, seed=request.seed)
     warnings = list(forecast.warnings)
+    if sample is not None:
+        warnings.append(
+            f"lengths from {sample.source}: the batch limits read the length model at the sample's means (context "
+            "per sequence-step); the TTFT/E2E simulation draws each request's lengths from the sample"
+        )
     law = forecast.law
     prefill = Prefill(
         forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,
@@ -213,7 +225,13 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         rate, how = (None, "not simulated (--no-simulate)")
         if request.simulate:
             rate, how = max_rate_per_replica(
-                engine, mix, request.slos, arrival=request.arrival, burstiness=request.burstiness, seed=request.seed
+                engine,
+                mix,
+                request.slos,
+                lengths=sample,
+                arrival=request.arrival,
+                burstiness=request.burstiness,
+                seed=request.seed,
             )
         latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
             (s for s in request.slos if s.metric == Metric.TPOT), None
@@ -496,6 +514,7 @@ def _size(
         judged,
         start=sizing.replicas_no_headroom,
         prompt_tokens=prefill.prompt_tokens,
+        lengths=request.length_sample,
         arrival=request.arrival,
         burstiness=request.burstiness,
         seed=request.seed,
@@ -508,6 +527,8 @@ def _size(
     )
     if law.per_kv_ms > 0:
         term += f", KV reads {law.per_kv_ms:.3g} ms per 1k tokens"
+    if request.length_sample is not None:
+        term += f", lengths drawn from {request.length_sample.source}"
     sim = f"simulation ({shape} arrivals, batch capped at {max_batch}, {term})"
     if simulated.replicas > sizing.replicas_at_utilization:
         return (
@@ -564,7 +585,11 @@ def _model_json(m: StepModel | None, statistic: str) -> dict[str, Any] | None:
 def _mix_json(f: MixForecast) -> dict[str, Any]:
     m = f.model
     return {
-        "predicted_for": {"prompt_tokens": f.mix.prompt_tokens, "output_tokens": f.mix.output_tokens},
+        "predicted_for": {
+            "prompt_tokens": f.mix.prompt_tokens,
+            "output_tokens": f.mix.output_tokens,
+            "context_tokens": f.mix.context_tokens,
+        },
         "label": "predicted for a mix not measured",
         "extrapolation": list(f.extrapolation),
         "length_model": {

@@ -28,6 +28,7 @@ from loadgen.results import Metric, SloTarget
 from loadgen.schedule import Arrival, arrival_offsets
 from loadgen.sim.engine import EngineConfig
 from planner.exact import exact
+from planner.lengthsample import LengthSample
 from planner.observations import Z95
 from planner.replica_sim import Timeline, simulate
 from planner.stepmodel import context_tokens, prefill_share_ms
@@ -128,17 +129,21 @@ class SimOutcome:
         return next((e for e in self.estimates if e.key.startswith(f"{metric.value}_p")), None)
 
 
-def capacity_rps(law: EngineConfig, output_tokens: int, prompt_tokens: float = 0.0) -> float:
+def capacity_rps(
+    law: EngineConfig, output_tokens: float, prompt_tokens: float = 0.0, context: float | None = None
+) -> float:
     """Requests/s one replica completes with every slot busy: the utilisation's denominator.
 
     Each slot's prompt is prefilled once in its ``output_tokens`` steps, so a full step also
     carries ``prefill * prompt * slots / output``, and reads each slot's prompt and half its
-    answer of KV (the one step model of DESIGN.md).
+    answer of KV (the one step model of DESIGN.md); ``context``: KV tokens per sequence-step
+    where lengths vary (``LengthSample.mix``).
     """
     slots = law.max_num_seqs
+    kv = context_tokens(prompt_tokens, output_tokens) if context is None else context
     per_slot = (
         law.per_seq_ms
-        + law.per_kv_ms * context_tokens(prompt_tokens, output_tokens) / 1000.0
+        + law.per_kv_ms * kv / 1000.0
         + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)
     )
     return slots * 1000.0 / ((law.base_ms + per_slot * slots) * output_tokens)
@@ -158,16 +163,24 @@ def simulate_replicas(
     slos: tuple[SloTarget, ...],
     *,
     prompt_tokens: float = 0.0,
+    lengths: LengthSample | None = None,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
     seed: int = 0,
     max_replications: int = MAX_REPLICATIONS,
     size: tuple[int, int] | None = None,
 ) -> SimOutcome:
-    """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit."""
+    """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit.
+
+    ``lengths``: each request's prompt and output drawn from this sample (else every request is
+    ``prompt_tokens`` / ``output_tokens``)."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
-    utilization = rate / capacity_rps(law, output_tokens, prompt_tokens)
+    if lengths is None:
+        utilization = rate / capacity_rps(law, output_tokens, prompt_tokens)
+    else:
+        mix = lengths.mix
+        utilization = rate / capacity_rps(law, mix.output_tokens, mix.prompt_tokens, mix.context_tokens)
     if utilization >= 1:
         return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
     warmup, measured = size or replication_size(law)
@@ -178,7 +191,8 @@ def simulate_replicas(
     while k < max_replications:
         rng = np.random.default_rng(np.random.SeedSequence([seed, replicas, k]))
         offsets = arrival_offsets(rate, warmup + measured, arrival=arrival, burstiness=burstiness, rng=rng)
-        timeline = simulate(law, offsets * 1000.0, output_tokens, prompt_tokens)
+        prompts, outputs = (prompt_tokens, output_tokens) if lengths is None else lengths.draw(warmup + measured, rng)
+        timeline = simulate(law, offsets * 1000.0, outputs, prompts)
         for values, slo in zip(samples, checked):
             values.append(_percentile(timeline, slo, warmup))
         k += 1
@@ -238,6 +252,7 @@ def replicas_by_simulation(
     *,
     start: int,
     prompt_tokens: float = 0.0,
+    lengths: LengthSample | None = None,
     arrival: Arrival = "poisson",
     burstiness: float = 1.0,
     seed: int = 0,
@@ -254,6 +269,7 @@ def replicas_by_simulation(
             output_tokens,
             slos,
             prompt_tokens=prompt_tokens,
+            lengths=lengths,
             arrival=arrival,
             burstiness=burstiness,
             seed=seed,

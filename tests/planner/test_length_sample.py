@@ -1,0 +1,46 @@
+"""A dataset's length distribution as the step model and the sizing simulation see it (pure, virtual time)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loadgen.results import Metric, SloTarget
+from loadgen.sim.engine import EngineConfig
+from planner import Mix
+from planner.lengthsample import LengthSample
+from planner.sizing import simulate_replicas
+
+LAW = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=16)
+
+
+def test_context_is_weighted_by_the_steps_each_request_holds_it() -> None:
+    # (P=100, O=10) holds 100..109 for 10 steps; (P=0, O=30) holds 0..29 for 30 steps:
+    # (10*100 + 45 + 435) / 40 = 37.0 KV tokens per sequence-step, where the means' formula says 59.5
+    sample = LengthSample(np.array([100.0, 0.0]), np.array([10, 30]), "two requests")
+    mix = sample.mix
+    assert (mix.prompt_tokens, mix.output_tokens) == (50.0, 20.0)
+    assert mix.context_tokens == pytest.approx(37.0)
+    assert Mix(50.0, 20.0).context_tokens == pytest.approx(59.5)
+
+
+def test_one_length_for_every_request_is_the_fixed_mix() -> None:
+    sample = LengthSample(np.full(5, 512.0), np.full(5, 64), "fixed")
+    assert sample.mix.context_tokens == pytest.approx(Mix(512, 64).context_tokens)
+    slos = (SloTarget(Metric.TTFT, 95, 400.0),)
+    fixed = simulate_replicas(LAW, 2, 10.0, 64, slos, prompt_tokens=512, seed=3, size=(200, 1000))
+    drawn = simulate_replicas(LAW, 2, 10.0, 64, slos, prompt_tokens=512, lengths=sample, seed=3, size=(200, 1000))
+    assert drawn.utilization == pytest.approx(fixed.utilization)
+    assert [e.value_ms for e in drawn.estimates] == pytest.approx([e.value_ms for e in fixed.estimates])
+
+
+def test_a_long_tail_of_prompts_lengthens_ttft_p95_beyond_its_means() -> None:
+    # the same means (prompt 512, output 64), one request in eight with a 3,584-token prompt: the TTFT
+    # p95 of the sample is the long prompts' prefill, which a plan on means never sees
+    prompts = np.array([3584.0] + [73.14] * 7)
+    sample = LengthSample(prompts, np.full(8, 64), "tail")
+    assert sample.mix.prompt_tokens == pytest.approx(512, rel=1e-3)
+    slos = (SloTarget(Metric.TTFT, 95, 10_000.0),)
+    means = simulate_replicas(LAW, 1, 5.0, 64, slos, prompt_tokens=512, seed=1, size=(200, 2000))
+    tail = simulate_replicas(LAW, 1, 5.0, 64, slos, prompt_tokens=512, lengths=sample, seed=1, size=(200, 2000))
+    assert tail.estimates[0].value_ms > 1.5 * means.estimates[0].value_ms
