@@ -20,8 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadgen.results import Metric
+from planner.lengthmodel import tpot_features
 from planner.plan import CapacityPlan
 from planner.report import Plot
+from planner.slo import model_name
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
@@ -189,7 +191,59 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
         )
 
 
+def step_surface(plan: CapacityPlan) -> Plot:
+    """The length model as drawn: each calibration sweep's TPOT rows against batch with the model at that
+    sweep's mix, the asked mix predicted with its 95% band, the TPOT SLOs and the batch acted on."""
+    forecast = plan.mix
+    assert forecast is not None
+    model = forecast.model
+    tpot = [p for p in model.points if p.kind == "tpot"]
+    top = max(max(p.batch for p in tpot), plan.max_batch or 0) * 1.15
+    grid = np.linspace(1.0, max(top, 2.0), 80)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for k, group in enumerate(dict.fromkeys(p.group for p in tpot)):
+            rows = [p for p in tpot if p.group == group]
+            mix = rows[0].mix
+            colour = f"C{k % 10}"
+            ax.plot(
+                [p.batch for p in rows], [p.value_ms for p in rows], "o", color=colour, label=f"{group} ({mix.label})"
+            )
+            line = [model.predict(tpot_features(b, mix)) for b in grid]
+            if all(p is not None for p in line):
+                ax.plot(grid, [p.value_ms for p in line if p is not None], "-", color=colour, alpha=0.7)
+        asked = [model.predict(tpot_features(b, forecast.mix)) for b in grid]
+        if all(p is not None for p in asked):
+            values = [p for p in asked if p is not None]
+            ax.plot(grid, [p.value_ms for p in values], "--", color="k", label=f"PREDICTED {forecast.mix.label}")
+            ax.fill_between(grid, [p.low_ms for p in values], [p.high_ms for p in values], color="k", alpha=0.15)
+        marks: list[Mark] = []
+        for lim in plan.limits:
+            if lim.slo.metric == Metric.TPOT:
+                ax.axhline(lim.slo.limit, color="C3", ls="--", label=f"SLO {lim.slo.key} {lim.slo.limit:g} ms")
+                marks.append((f"slo-{lim.slo.key}", ax, "y", lim.slo.limit))
+                if lim.model is not None and lim.slo.percentile != 50:  # judged on its own percentile's model
+                    ax.plot(grid, lim.model.step_ms(grid), ":", color="k", label=f"PREDICTED {model_name(lim.slo)}")
+        if plan.max_batch is not None:
+            ax.axvline(plan.max_batch, color="C3", ls=":", label=f"batch acted on: {plan.max_batch}")
+            marks.append(("max-batch", ax, "x", plan.max_batch))
+        ax.set_xlabel("batch (sequences)")
+        ax.set_ylabel(f"{model.statistic.replace('_', ' ').replace('tpot', 'TPOT')} (ms)")
+        ax.set_title("Step time against batch: calibration, model, and the mix asked")
+        ax.legend(fontsize=7)
+        png, at = _png(fig, marks)
+        return Plot(
+            "step_surface",
+            "TPOT against batch for each calibrated mix (points measured, lines the length model) and the asked "
+            "mix predicted with its 95% band",
+            png,
+            at,
+        )
+
+
 def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:
+    if plan.mix is not None:
+        return (step_surface(plan),)
     if plan.observations is None or plan.saturation is None:
         return ()
     return (tpot_vs_batch(plan), ttft_vs_load(plan), throughput_vs_load(plan), pareto(plan), itl_distribution(plan))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
-from planner.lengthmodel import Coefficient
+from planner.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.markdown import md_text
 from planner.mixplan import MixForecast
 from planner.plan import CapacityPlan
@@ -267,6 +267,43 @@ def mix_lines(forecast: MixForecast) -> list[str]:
     return lines
 
 
+def _prediction_text(p: Prediction | None) -> str:
+    return "not estimable" if p is None else f"{p.value_ms:,.2f} ({p.low_ms:,.2f}..{p.high_ms:,.2f})"
+
+
+def surface_table(forecast: MixForecast) -> Table:
+    """The fitted surface in numbers: every calibration row, measured beside what the model says, then the
+    asked mix, predicted at batch 1, at each batch the plan acts on and at the largest batch calibrated."""
+    m = forecast.model
+    statistic = m.statistic.replace("_", " ").replace("tpot", "TPOT")
+    rows = []
+    for point in m.points:
+        fit = m.fitted(point)
+        residual = "-" if fit is None or not point.value_ms else f"{fit.value_ms / point.value_ms - 1:+.1%}"
+        rows.append(
+            (
+                point.label,
+                statistic if point.kind == "tpot" else "TTFT at c=1",
+                f"{point.mix.prompt_tokens:,.0f}",
+                f"{point.mix.output_tokens:,.0f}",
+                fmt(point.batch),
+                fmt(point.value_ms, 2),
+                _prediction_text(fit),
+                residual,
+            )
+        )
+    mix, asked = forecast.mix, "asked mix, PREDICTED"
+    prompt, output = f"{mix.prompt_tokens:,.0f}", f"{mix.output_tokens:,.0f}"
+    batches = sorted({1, round(m.ranges()["batch"][1]), *(lim.batch for lim in forecast.limits if lim.batch)})
+    for b in batches:
+        predicted = _prediction_text(m.predict(tpot_features(b, mix)))
+        rows.append((asked, statistic, prompt, output, fmt(b), "-", predicted, "-"))
+    ttft = _prediction_text(m.predict(ttft_idle_features(mix, m.budget)))
+    rows.append((asked, "TTFT at c=1", prompt, output, fmt(1), "-", ttft, "-"))
+    columns = ("row", "statistic", "prompt", "output", "batch", "measured ms", "model ms (95% CI)", "model/measured")
+    return Table(columns, tuple(rows))
+
+
 def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
     rows = []
     for lv in results.levels:
@@ -385,13 +422,18 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
-        out += [
-            f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
-            for lim in plan.limits
-            if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
-        ]
-        out += list(plan.warnings)
+        out += plan_caveats(plan)
     return tuple(dict.fromkeys(out))
+
+
+def plan_caveats(plan: CapacityPlan) -> list[str]:
+    """What the plan's own answers do not say by themselves: limits not measured, and its warnings."""
+    out = [
+        f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
+        for lim in plan.limits
+        if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
+    ]
+    return out + list(plan.warnings)
 
 
 def build_report(
@@ -431,10 +473,58 @@ def build_report(
     return Report(title, headline(results, plan, slos), meta, tuple(sections), plots)
 
 
-def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> str:
-    """One sentence: the deciding batch and replica count when there is a plan, and whether to trust them."""
+def build_mix_report(
+    calibrations: Sequence[tuple[str, Results]],
+    plan: CapacityPlan,
+    slos: Sequence[SloTarget],
+    plots: tuple[Plot, ...] = (),
+) -> Report:
+    """The report of a plan for a mix not measured: each calibration sweep's levels, the fitted surface
+    beside what was measured, the prediction for the asked mix, and the plan acted on."""
+    assert plan.mix is not None
+    first = calibrations[0][1]
+    meta = (
+        ("tool", f"loadgen {first.run.tool_version}"),
+        ("date", first.run.started_at),
+        ("target", f"{first.target.base_url} ({first.target.api} API)"),
+        ("model", first.target.model),
+        ("calibration", ", ".join(f"{name} ({len(r.levels)} level(s))" for name, r in calibrations)),
+        ("planned for", f"{plan.mix.mix.label} tokens, a mix not measured"),
+    )
+    sections = [
+        Section(f"Levels: {name}", table=level_rows(results, level_verdicts(results, None, slos)))
+        for name, results in calibrations
+    ]
+    sections.append(
+        Section(
+            "Step model with lengths",
+            paragraphs=(
+                "Each calibration row measured beside what the model fitted on all of them says, then the asked "
+                "mix as predicted (95% bootstrap intervals). A row the model cannot answer for says so.",
+            ),
+            table=surface_table(plan.mix),
+        )
+    )
+    sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
+    if plan.findings:
+        sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
+    notes = [f"{name}: {note}" for name, results in calibrations for note in caveats(results, None, slos)]
+    notes += plan_caveats(plan)
+    if notes:
+        sections.append(Section("Caveats", bullets=tuple(dict.fromkeys(notes))))
+    sections.append(Section("Metric definitions", paragraphs=(DEFINITIONS,)))
+    parts = plan_answer(plan)
+    if plan.mix.max_rate_rps is not None:
+        parts.append(f"one replica holds {plan.mix.max_rate_rps:.3g} requests/s")
+    answer = "; ".join(parts) or "no batch or replica count could be predicted"
+    headline = f"PREDICTED for {plan.mix.mix.label} tokens (a mix not measured): {answer}."
+    return Report(f"Capacity plan for a mix not measured: {first.target.model}", headline, meta, tuple(sections), plots)
+
+
+def plan_answer(plan: CapacityPlan) -> list[str]:
+    """The deciding batch and the replica count, as the headline states them."""
     parts = []
-    if plan is not None and plan.max_batch is not None:
+    if plan.max_batch is not None:
         deciding = min(
             (lim for lim in plan.limits if lim.batch is not None), key=lambda lim: lim.batch or 0, default=None
         )
@@ -446,10 +536,16 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
             else ""
         )
         parts.append(f"max batch {_batch_text(plan.max_batch, plan.max_batch_lower_bound)}{slo}")
-    if plan is not None and plan.recommended_replicas is not None and plan.sizing is not None:
+    if plan.recommended_replicas is not None and plan.sizing is not None:
         parts.append(
             f"{replicas_text(plan.recommended_replicas)} for {plan.sizing.needed_tokens_per_s:,.0f} output tok/s"
         )
+    return parts
+
+
+def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> str:
+    """One sentence: the deciding batch and replica count when there is a plan, and whether to trust them."""
+    parts = plan_answer(plan) if plan is not None else []
     verdicts = level_verdicts(results, plan, slos)
     untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
     n = len(results.levels)

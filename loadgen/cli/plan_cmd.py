@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
+from rich.table import Table
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice, consoles, friendly_errors
 from loadgen.cli.plan_view import render_plan
+from loadgen.cli.predict import PredictedLevel, predict_levels
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
-from planner import PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
+from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
+from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
+from planner.lengthsample import LengthSample
+from planner.mixplan import MixForecast, calibration_budget, fit_calibration
+from planner.report import fmt
 
+MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
 
 
@@ -67,6 +76,102 @@ def profile_gate_levels(results: Results) -> tuple[str, ...] | None:
 def stored_plan(results: Results) -> dict[str, Any]:
     """The ``plan`` section (target qps, output tokens) of the profile a sweep ran with, if any."""
     return dict(results.settings.profile_section("plan"))
+
+
+def dataset_lengths(
+    path: Path,
+    fmt: DatasetFormat,
+    calibrations: list[tuple[str, Results]],
+    tokens_per_word: float | None,
+    output_tokens: float | None,
+) -> LengthSample:
+    """Each dataset entry's prompt and output in tokens: words times ``tokens_per_word`` (default: the
+    calibration probe's rate, and its template overhead for the prompt); the output is ``output_tokens``
+    when given, else the entry's max_tokens, else its recorded answer."""
+    rates = [c for _, r in calibrations if (c := r.settings.prompt_calibration)]
+    if tokens_per_word is None and not rates:
+        raise UsageError(f"--dataset {path}: the calibration files hold no prompt calibration; give --tokens-per-word")
+    per_word = tokens_per_word or float(np.mean([c["tokens_per_word"] for c in rates]))
+    overhead = float(np.mean([c["overhead_tokens"] for c in rates])) if rates and tokens_per_word is None else 0.0
+    prompts, outputs = [], []
+    for entry in load_dataset(path, fmt):
+        words, answer = entry_words(entry)
+        out = output_tokens or entry.max_tokens or (answer and max(1, round(answer * per_word)))
+        if not out:
+            raise UsageError(
+                f"--dataset {path}: an entry has no max_tokens and no recorded answer; give --output-tokens"
+            )
+        prompts.append(max(0.0, overhead + per_word * words))
+        outputs.append(round(out))
+    how = "--tokens-per-word" if tokens_per_word is not None else "the calibration probe's, on synthetic words"
+    source = f"{path.name} ({len(prompts):,} entries; words x {per_word:.3g} tokens/word, {how})"
+    return LengthSample(np.asarray(prompts), np.asarray(outputs, dtype=np.int64), source)
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        levels = ()
+    if not levels or min(levels) < 1 or max(levels) > MAX_PREDICTED_CONCURRENCY:
+        raise UsageError(
+            f"--predict-levels {text!r}: expected concurrencies from 1 to {MAX_PREDICTED_CONCURRENCY} "
+            "separated by commas, e.g. 1,8,16"
+        )
+    return levels
+
+
+def predicted_sweep(
+    calibrations: list[tuple[str, Results]],
+    forecast: MixForecast,
+    levels: tuple[int, ...],
+    cap: int | None,
+    seed: int,
+) -> tuple[PredictedLevel, ...]:
+    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``loadgen.cli.predict``)."""
+    if forecast.engine is None:
+        raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
+    budget = calibration_budget(calibrations)
+    engine = dataclasses.replace(
+        forecast.engine,
+        max_num_seqs=cap or max(forecast.engine.max_num_seqs, max(levels)),
+        max_num_batched_tokens=budget,
+    )
+    overhead = forecast.model.coefficient("overhead_ms").value or 0.0
+    p95 = fit_calibration(calibrations, 95.0, budget, seed)
+    return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
+
+
+def predicted_table(levels: tuple[PredictedLevel, ...], forecast: MixForecast) -> Table:
+    overhead = forecast.model.coefficient("overhead_ms").value or 0.0
+    table = Table(
+        title=f"PREDICTED levels for {forecast.mix.label} tokens (a sweep not run: the fitted engine in the "
+        f"simulator, virtual time; TTFT plus the fitted overhead {max(overhead, 0.0):.1f} ms; TPOT p95 from the "
+        "model fitted on TPOT p95)",
+        title_justify="left",
+    )
+    for col in ("load", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95"):
+        table.add_column(col, justify="right")
+    for lv in levels:
+        table.add_row(
+            f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms))
+        )
+    return table
+
+
+def mix_plan(calibrations: list[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
+    """The plan for a mix not measured from several calibration sweeps, or a one-line error saying why not."""
+    if request.length_sample is None and (request.prompt_tokens is None or request.output_tokens is None):
+        raise UsageError(
+            "several RESULTS plan for a mix not measured: give --prompt-tokens and --output-tokens, or --dataset"
+        )
+    for name, calibration in calibrations:
+        if not calibration.levels:
+            raise UsageError(f"{name}: the results file has no levels to plan from")
+    try:
+        return plan_for_mix(calibrations, request)
+    except ValueError as exc:
+        raise UsageError(f"the calibration ({', '.join(n for n, _ in calibrations)}): {exc}") from None
 
 
 @friendly_errors
@@ -127,6 +232,31 @@ def plan(
             "the mix to plan for.",
         ),
     ] = None,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="With several RESULTS: plan for this dataset's lengths (as `run --dataset` reads it): each "
+            "request's prompt, and its recorded answer or max_tokens unless --output-tokens is given.",
+        ),
+    ] = None,
+    dataset_format: Annotated[str, typer.Option(metavar="auto|sharegpt|jsonl", help="How to read --dataset.")] = "auto",
+    tokens_per_word: Annotated[
+        float | None,
+        typer.Option(
+            metavar="NUMBER",
+            help="--dataset: tokens per word of its text (default: the calibration probe's, measured on "
+            "synthetic words; real text usually counts fewer).",
+        ),
+    ] = None,
+    predict_levels: Annotated[
+        str | None,
+        typer.Option(
+            metavar="C,C,...",
+            help="With several RESULTS: the sweep not run, predicted: each closed-loop concurrency at the mix, "
+            "served by the fitted engine in the simulator in virtual time (batch capped at --current-batch).",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
@@ -153,6 +283,7 @@ def plan(
         ("--replicas", replicas, 0, False, None),
         ("--prefill-ms-per-token", prefill_ms_per_token, 0, False, None),
         ("--prompt-tokens", prompt_tokens, 0, False, MAX_TOKENS),
+        ("--tokens-per-word", tokens_per_word, 0, True, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
     request = PlanRequest(
@@ -170,27 +301,38 @@ def plan(
         prefill_ms_per_token=prefill_ms_per_token,
         prompt_tokens=prompt_tokens,
     )
-    for name, calibration in calibrations:
-        if not calibration.levels:
-            raise UsageError(f"{name}: the results file has no levels to plan from")
+    if dataset is not None:
+        if len(calibrations) < 2:
+            raise UsageError("--dataset plans for a mix not measured: give two or more calibration RESULTS")
+        fmt = choice("--dataset-format", dataset_format, DATASET_FORMATS)
+        sample = dataset_lengths(dataset, fmt, calibrations, tokens_per_word, output_tokens)
+        request = dataclasses.replace(request, length_sample=sample)
     if len(calibrations) > 1:
-        if prompt_tokens is None or output_tokens is None:
-            raise UsageError("several RESULTS plan for a mix not measured: give --prompt-tokens and --output-tokens")
-        try:
-            capacity = plan_for_mix(calibrations, request)
-        except ValueError as exc:
-            raise UsageError(f"the calibration ({', '.join(n for n, _ in calibrations)}): {exc}") from None
+        capacity = mix_plan(calibrations, request)
     elif results is not None:
+        if not results.levels:
+            raise UsageError(f"{calibrations[0][0]}: the results file has no levels to plan from")
         capacity = plan_from_results(results, request)
     else:
         assert law is not None
         if request.qps and not request.output_tokens:
             raise UsageError("--qps needs --output-tokens in what-if mode")
         capacity = plan_from_law(parse_law(law), request)
+    predicted: tuple[PredictedLevel, ...] = ()
+    if predict_levels is not None:
+        concurrencies = parse_levels(predict_levels)
+        if capacity.mix is None:
+            raise UsageError("--predict-levels predicts a mix not measured: give two or more calibration RESULTS")
+        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)
     if json_out:
-        typer.echo(json.dumps(capacity.to_json(), indent=2))
+        doc = capacity.to_json()
+        if predicted:
+            doc["predicted_levels"] = [dataclasses.asdict(level) for level in predicted]
+        typer.echo(json.dumps(doc, indent=2))
     else:
         consoles().out.print(render_plan(capacity))
+        if predicted and capacity.mix is not None:
+            consoles().out.print(predicted_table(predicted, capacity.mix))
 
 
 def register(app: typer.Typer) -> None:

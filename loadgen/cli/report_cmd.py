@@ -14,8 +14,9 @@ from rich.text import Text
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
-from loadgen.cli.plan_cmd import parse_slos, profile_gate_levels, profile_slos, stored_plan
+from loadgen.cli.plan_cmd import mix_plan, parse_slos, profile_gate_levels, profile_slos, stored_plan
 from loadgen.errors import UsageError
+from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
@@ -24,7 +25,7 @@ from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
 from planner.gate_report import to_markdown as gate_markdown
-from planner.report import Plot, Report, build_report, to_csv, to_html, to_markdown
+from planner.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = ".md", ".html", ".csv"
 
@@ -65,7 +66,14 @@ def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
 
 @friendly_errors
 def report(
-    results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="Results of `run` or `sweep`.")],
+    results_files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULTS...",
+            help="Results of `run` or `sweep`; several (sweeps at different prompt lengths) report the plan for "
+            "the mix given by --prompt-tokens and --output-tokens.",
+        ),
+    ],
     output: Annotated[
         Path | None,
         typer.Option(
@@ -83,6 +91,10 @@ def report(
     output_tokens: Annotated[
         float | None, typer.Option(metavar="NUMBER", help="Output tokens per request for the plan.")
     ] = None,
+    prompt_tokens: Annotated[
+        float | None,
+        typer.Option(metavar="NUMBER", help="With several RESULTS: prompt tokens per request of the mix to plan for."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
@@ -90,27 +102,29 @@ def report(
         raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
     if output is not None:
         check_writable(output)
-    results = load(results_file)
+    bounded("--qps", qps, minimum=0, exclusive=True)
+    bounded("--output-tokens", output_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
+    bounded("--prompt-tokens", prompt_tokens, minimum=0, maximum=MAX_TOKENS)
+    calibrations = [(path.name, load(path)) for path in results_files]
+    results = calibrations[0][1]
     if output is not None and output.suffix == ".csv":
+        if len(calibrations) > 1:
+            raise UsageError("-o *.csv holds one results file's levels: give one RESULTS")
         output.write_text(to_csv(results), encoding="utf-8")
         consoles().err.print(f"report written to {output}", highlight=False)
         return
     slos = _slos(results, slo, profile)
     plan_doc = stored_plan(results)
-    capacity = (
-        plan_from_results(
-            results,
-            PlanRequest(
-                slos=slos,
-                qps=qps or plan_doc.get("qps"),
-                output_tokens=output_tokens or plan_doc.get("output_tokens"),
-            ),
-        )
-        if results.levels
-        else None
+    request = PlanRequest(
+        slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens")
     )
-    plots = html_plots(capacity) if capacity is not None and output is not None and output.suffix == ".html" else ()
-    doc = build_report(results, capacity, slos, plots)
+    html_out = output is not None and output.suffix == ".html"
+    if len(calibrations) > 1:
+        doc = _mix_report(calibrations, dataclasses.replace(request, prompt_tokens=prompt_tokens), html_out)
+    else:
+        capacity = plan_from_results(results, request) if results.levels else None
+        plots = html_plots(capacity) if capacity is not None and html_out else ()
+        doc = build_report(results, capacity, slos, plots)
     if json_out:
         typer.echo(json.dumps(doc.to_json(), indent=2))
     elif output is None:
@@ -119,6 +133,13 @@ def report(
         return
     output.write_text(to_html(doc) if output.suffix == ".html" else to_markdown(doc), encoding="utf-8")
     consoles().err.print(f"report written to {output}", highlight=False)
+
+
+def _mix_report(calibrations: list[tuple[str, Results]], request: PlanRequest, html_out: bool) -> Report:
+    """The report of a plan for a mix not measured, from several calibration sweeps."""
+    capacity = mix_plan(calibrations, request)
+    plots = html_plots(capacity) if html_out else ()
+    return build_mix_report(calibrations, capacity, request.slos, plots)
 
 
 @friendly_errors

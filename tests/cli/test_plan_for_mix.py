@@ -90,3 +90,101 @@ def test_several_files_without_the_mix_is_a_one_line_error(calibration: list[Pat
     assert result.exit_code == 2
     assert "give --prompt-tokens and --output-tokens" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_report_shows_the_surface_measured_beside_the_model_and_the_mix_predicted(
+    calibration: list[Path], tmp_path: Path
+) -> None:
+    args = ["report", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128"]
+    md = tmp_path / "mix.md"
+    result = runner.invoke(app, [*args, "--slo", "tpot_p50<60ms", "-o", str(md)])
+    assert result.exit_code == 0, result.output
+    text = md.read_text()
+    assert text.startswith("# Capacity plan for a mix not measured")
+    assert "**PREDICTED for prompt 1024 / output 128 tokens (a mix not measured): max batch" in text
+    for name in ("calib-64.json", "calib-256.json"):
+        assert f"## Levels: {name}" in text
+    table = text.split("## Step model with lengths")[1].split("## ")[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and not line.startswith("| row")]
+    measured = [r for r in rows if not r[0].startswith("| asked")]
+    asked = [r for r in rows if r[0].startswith("| asked")]
+    # every calibration row: the model within 3% of what was measured (the simulator's law is the model's)
+    assert len(measured) == 8  # 2 sweeps x (3 TPOT levels + TTFT at c=1)
+    assert all(abs(float(r[-1].rstrip("% |"))) < 3 for r in measured)
+    # the asked mix, at batch 1, the batch acted on and the largest calibrated, and its TTFT at c=1
+    assert {r[2] for r in asked} == {"1,024"} and len(asked) >= 3
+    assert all(r[5] == "-" and "(" in r[6] for r in asked)
+    html = tmp_path / "mix.html"
+    result = runner.invoke(app, [*args, "--slo", "tpot_p50<60ms", "-o", str(html)])
+    assert result.exit_code == 0, result.output
+    page = html.read_text()
+    assert page.count("<img") == 1 and 'data-slo-tpot_p50_ms="60' in page and "data-max-batch=" in page
+
+
+def test_a_report_of_several_files_needs_the_mix(calibration: list[Path], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["report", *map(str, calibration), "--output-tokens", "128"])
+    assert result.exit_code == 2 and "give --prompt-tokens and --output-tokens" in result.output
+    result = runner.invoke(app, ["report", *map(str, calibration), "-o", str(tmp_path / "r.csv")])
+    assert result.exit_code == 2 and "give one RESULTS" in result.output
+
+
+def test_a_dataset_of_one_length_plans_as_that_length_and_says_where_its_lengths_came_from(
+    calibration: list[Path], tmp_path: Path
+) -> None:
+    dataset = tmp_path / "lengths.jsonl"
+    dataset.write_text(
+        "".join(json.dumps({"prompt": " ".join(["w"] * 1024), "max_tokens": 128}) + "\n" for _ in range(20))
+    )
+    slos = ["--slo", "tpot_p50<60ms", "--slo", "ttft_p95<1s", "--json"]
+    by_means = json.loads(
+        runner.invoke(
+            app, ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", *slos]
+        ).stdout
+    )
+    result = runner.invoke(
+        app, ["plan", *map(str, calibration), "--dataset", str(dataset), "--tokens-per-word", "1", *slos]
+    )
+    assert result.exit_code == 0, result.output
+    by_dataset = json.loads(result.stdout)
+    assert by_dataset["mix"]["predicted_for"]["prompt_tokens"] == pytest.approx(1024)
+    assert by_dataset["max_batch"] == by_means["max_batch"]
+    assert by_dataset["mix"]["max_rate_rps_per_replica"] == pytest.approx(by_means["mix"]["max_rate_rps_per_replica"])
+    assert (
+        "lengths drawn from lengths.jsonl (20 entries; words x 1 tokens/word, --tokens-per-word)"
+        in by_dataset["mix"]["max_rate_method"]
+    )
+    no_answer = tmp_path / "prompts.jsonl"
+    no_answer.write_text(json.dumps({"prompt": "a b c"}) + "\n")
+    result = runner.invoke(app, ["plan", *map(str, calibration), "--dataset", str(no_answer), "--tokens-per-word", "1"])
+    assert result.exit_code == 2 and "no max_tokens and no recorded answer; give --output-tokens" in result.output
+
+
+def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[Path]) -> None:
+    """The sweep not run, predicted from the calibration, against that sweep run on the true law."""
+    args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", "--no-simulate"]
+    result = runner.invoke(app, [*args, "--predict-levels", "1,8", "--current-batch", "64", "--json"])
+    assert result.exit_code == 0, result.output
+    predicted = {p["concurrency"]: p for p in json.loads(result.stdout)["predicted_levels"]}
+    truth, _ = run_virtual(
+        parse_profile(
+            {
+                "schema_version": 1,
+                "name": "truth",
+                "target": "sim",
+                "api": "completions",
+                "workload": {"prompt_tokens": 1024, "output_tokens": 128},
+                "load": {"mode": "closed", "levels": [1, 8], "duration_s": 40, "warmup_s": 5},
+                "seed": 9,
+            },
+            "test",
+        ),
+        sim=SimOptions(engine=LAW),
+    )
+    for level in truth.levels:
+        c = round(level.load.value)
+        for key, metric in (("ttft_p50_ms", Metric.TTFT), ("tpot_p50_ms", Metric.TPOT)):
+            assert predicted[c][key] == pytest.approx(level.percentile_ms(metric, 50), rel=0.05), (c, key)
+    text = runner.invoke(app, [*args, "--predict-levels", "1,8"]).stdout
+    assert "PREDICTED levels for prompt 1024 / output 128 tokens" in " ".join(text.split())
+    bad = runner.invoke(app, [*args, "--predict-levels", "0,8"])
+    assert bad.exit_code == 2 and "--predict-levels '0,8': expected concurrencies from 1" in bad.output
