@@ -281,6 +281,7 @@ def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
         "per_kv_ms",
         "max_num_batched_tokens",
         "kv_capacity_tokens",
+        "prefill_attention_ms",
         "faults",
     )
     law.known(*names)
@@ -315,6 +316,7 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
         per_kv_ms=law.number("per_kv_ms", d.per_kv_ms, minimum=0),
         max_num_batched_tokens=law.optional_integer("max_num_batched_tokens", minimum=1, maximum=MAX_TOKENS),
         kv_capacity_tokens=law.optional_integer("kv_capacity_tokens", minimum=1, maximum=1_000_000_000),
+        prefill_attention_ms=law.number("prefill_attention_ms", d.prefill_attention_ms, minimum=0),
     )
 
 

@@ -28,18 +28,27 @@ within each sweep and each kind of row, so every resample keeps the calibration'
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
-from planner.stepmodel import StepModel, context_tokens
+from planner.stepmodel import StepModel, context_tokens, prompt_pairs
 from planner.verdicts import judge
 
-TERMS = ("base_ms", "per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "overhead_ms")
-COEFFICIENTS = TERMS[:4]  # the engine's; overhead_ms is what TTFT holds beyond it
+TERMS = ("base_ms", "per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "prefill_attention_ms", "overhead_ms")
+COEFFICIENTS = TERMS[:5]  # the engine's; overhead_ms is what TTFT holds beyond it
+ATTENTION = TERMS.index("prefill_attention_ms")
+#: prompt lengths (each 10% apart) before prefill's square term is fitted: with two, a line and a square
+#: through two TTFT points are exactly determined, and the fit takes the noise (vLLM's CPU build gave
+#: a TTFT of 17.5 s for prompts of 1,024 tokens from two sweeps at 64 and 256)
+ATTENTION_MIN_PROMPTS = 3
+ATTENTION_NOTE = (
+    "not fitted (it needs a third prompt length): prefill is taken as linear in the prompt, and attention's "
+    "square share of a longer prompt is not measured"
+)
 RANK_TOL = 1e-8  # singular values below this share of the largest: a direction the data do not see
 ESTIMABLE_TOL = 1e-6  # a feature vector this far (relative) outside the row space is not estimable
 HUBER_K = 1.345
@@ -86,7 +95,9 @@ class CalibrationPoint:
 def tpot_features(batch: float, mix: Mix) -> np.ndarray:
     """What a request's mean decode step holds at mean batch ``batch`` (one per ``TERMS``)."""
     q = mix.prompt_tokens / mix.output_tokens
-    return np.array([1.0, batch, batch * mix.context_tokens / 1000.0, max(batch - 1.0, 0.0) * q, 0.0])
+    others = max(batch - 1.0, 0.0)
+    pairs = others * prompt_pairs(mix.prompt_tokens) / mix.output_tokens / 1e6
+    return np.array([1.0, batch, batch * mix.context_tokens / 1000.0, others * q, pairs, 0.0])
 
 
 def ttft_idle_features(mix: Mix, budget: int | None) -> np.ndarray:
@@ -94,14 +105,15 @@ def ttft_idle_features(mix: Mix, budget: int | None) -> np.ndarray:
     p = mix.prompt_tokens
     chunks = max(1, math.ceil(p / budget)) if budget else 1
     read = sum(min((k + 1) * budget, p) for k in range(chunks)) if budget else p  # its prompt, as it grows
-    return np.array([float(chunks), 1.0, read / 1000.0, p, 1.0])
+    return np.array([float(chunks), 1.0, read / 1000.0, p, prompt_pairs(p) / 1e6, 1.0])
 
 
 @dataclass(frozen=True, slots=True)
 class Coefficient:
     name: str
-    value: float | None  # None: the calibration cannot separate it
+    value: float | None  # None: the calibration cannot separate it, or (``note``) the fit left it out
     ci: tuple[float, float] | None
+    note: str = ""  # why a term was left out of the fit (taken as zero), e.g. too few prompt lengths
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,28 +138,29 @@ class LengthModel:
     _scale: tuple[float, ...]
     _basis: tuple[tuple[float, ...], ...]  # orthonormal row space of the scaled design
     _boot: tuple[tuple[float, ...], ...]  # bootstrap solutions, scaled units
+    _mask: tuple[float, ...]  # 0 for a term left out of the fit (taken as zero in every prediction)
 
     def coefficient(self, name: str) -> Coefficient:
         return self.coefficients[TERMS.index(name)]
 
     @property
     def separated(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.coefficients[:4] if c.value is not None)
+        return tuple(c.name for c in self.coefficients[:5] if c.value is not None)
 
     @property
     def not_separated(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.coefficients[:4] if c.value is None)
+        return tuple(c.name for c in self.coefficients[:5] if c.value is None and not c.note)
 
     def estimable(self, features: np.ndarray) -> bool:
         """Whether the calibration determines ``features . coefficients`` (whatever the inseparable split)."""
-        x = np.asarray(features, dtype=np.float64) / np.asarray(self._scale)
+        x = np.asarray(features, dtype=np.float64) * self._mask / np.asarray(self._scale)
         return _in_row_space(np.asarray(self._basis), x)
 
     def predict(self, features: np.ndarray) -> Prediction | None:
         """``features . coefficients`` with its 95% bootstrap interval; None when not estimable."""
         if not self.estimable(features):
             return None
-        x = np.asarray(features, dtype=np.float64) / np.asarray(self._scale)
+        x = np.asarray(features, dtype=np.float64) * self._mask / np.asarray(self._scale)
         value = float(x @ np.asarray(self._beta))
         if not self._boot:
             return Prediction(value, value, value)
@@ -164,6 +177,7 @@ class LengthModel:
         when the calibration cannot answer for that mix. Its intervals are the bootstrap's."""
         at0, at1 = tpot_features(0.0, mix), tpot_features(1.0, mix)
         at0[3] = -mix.prompt_tokens / mix.output_tokens  # (b - 1) * P / O, continued linearly below b = 1
+        at0[ATTENTION] = -prompt_pairs(mix.prompt_tokens) / mix.output_tokens / 1e6
         slope = at1 - at0
         base, per_seq = self.predict(at0), self.predict(slope)
         if base is None or per_seq is None:
@@ -251,7 +265,10 @@ def fit_length_model(
     y = np.array([p.value_ms for p in rows], dtype=np.float64)
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ValueError("every calibration value must be a positive number of ms")
-    x = np.array([_features(p, budget) for p in rows])
+    mask = np.ones(len(TERMS))
+    if _distinct(p.mix.prompt_tokens for p in rows) < ATTENTION_MIN_PROMPTS:
+        mask[ATTENTION] = 0.0
+    x = np.array([_features(p, budget) for p in rows]) * mask
     scale = np.max(np.abs(x), axis=0)
     scale[scale == 0] = 1.0
     xs = x / scale
@@ -265,6 +282,9 @@ def fit_length_model(
     boot = _bootstrap(rows, xs, y, bootstrap, seed)
     coefficients = []
     for j, name in enumerate(TERMS):
+        if not mask[j]:
+            coefficients.append(Coefficient(name, None, None, ATTENTION_NOTE))
+            continue
         if not _in_row_space(basis, np.eye(len(TERMS))[j]):
             coefficients.append(Coefficient(name, None, None))
             continue
@@ -286,7 +306,17 @@ def fit_length_model(
         _scale=tuple(float(v) for v in scale),
         _basis=tuple(tuple(float(v) for v in row) for row in basis),
         _boot=tuple(tuple(float(v) for v in b) for b in boot),
+        _mask=tuple(float(v) for v in mask),
     )
+
+
+def _distinct(prompts: Iterable[float]) -> int:
+    """Prompt lengths at least 10% apart (realised means of one asked length differ a little)."""
+    count, last = 0, -math.inf
+    for p in sorted(prompts):
+        if p > last * 1.1:
+            count, last = count + 1, p
+    return count
 
 
 def _rank(singular_values: np.ndarray) -> int:

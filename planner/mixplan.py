@@ -11,7 +11,6 @@ carrying a prefill chunk under the latency SLO. Every figure is "predicted for a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,11 +21,12 @@ from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_
 from planner.lengthsample import LengthSample
 from planner.sizing import capacity_rps, simulate_replicas
 from planner.slo import BatchLimit, floor_note
-from planner.stepmodel import StepModel, fit_statistic
+from planner.stepmodel import StepModel, fit_statistic, prompt_pairs
 
 RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
 RATE_SEARCH_REPLICATIONS = 10
+MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +46,11 @@ class MixForecast:
     warnings: tuple[str, ...] = ()
 
 
-def calibration_budget(calibrations: Sequence[tuple[str, Results]]) -> int | None:
-    """The token budget per step the calibration ran under, where its files say (the simulator's
-    profile); None: unchunked (a real server's budget is not in its results)."""
+def calibration_budget(calibrations: Sequence[tuple[str, Results]], given: int | None = None) -> int | None:
+    """The token budget per step the calibration ran under: ``given`` (a real server's is not in its
+    results), else where its files say (the simulator's profile); None: unchunked."""
+    if given is not None:
+        return given
     budgets = {results.settings.profile_section("sim").get("max_num_batched_tokens") for _, results in calibrations}
     return next(iter(budgets)) if len(budgets) == 1 else None
 
@@ -66,16 +68,25 @@ def forecast_mix(
     mix: Mix,
     slos: Sequence[SloTarget],
     *,
+    budget: int | None = None,
     seed: int = 0,
 ) -> MixForecast:
-    """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there."""
-    budget = calibration_budget(calibrations)
+    """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there; ``budget``: the
+    calibration server's tokens per step, where its results do not hold it."""
+    budget = calibration_budget(calibrations, budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
     if note := model.separation_note():
         warnings.append(note)
     law = model.at_mix(mix)
     extrapolation = model.extrapolation(mix)
+    longest = model.ranges()["prompt_tokens"][1]
+    if model.coefficient("prefill_attention_ms").note and mix.prompt_tokens > longest * 1.05:
+        warnings.append(
+            f"prefill is taken as linear in the prompt (two prompt lengths calibrated): attention's share grows "
+            f"with its square, so prompts of {mix.prompt_tokens:.0f} tokens, beyond the {longest:.0f} calibrated, "
+            "may prefill slower than predicted (TTFT most); a sweep at a third, longer prompt fits it"
+        )
     if law is None:
         return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
     limits = []
@@ -90,6 +101,7 @@ def forecast_mix(
         per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),
         per_kv_ms=max(coef["per_kv_ms"] or 0.0, 0.0),
         prefill_ms_per_token=max(coef["prefill_ms_per_token"] or 0.0, 0.0),
+        prefill_attention_ms=max(coef["prefill_attention_ms"] or 0.0, 0.0),
     )
     if model.not_separated:
         engine = None  # the simulation needs every term; the law at the mix still answers the batch
@@ -174,16 +186,33 @@ def max_rate_per_replica(
     )
 
 
-def recommended_budget(law: StepModel, engine: EngineConfig, batch: int, limit_ms: float) -> tuple[int | None, str]:
+def recommended_budget(
+    law: StepModel, engine: EngineConfig, batch: int, limit_ms: float, prompt_tokens: float
+) -> tuple[int | None, str]:
     """The largest token budget per step with which a step of ``batch`` decodes plus one prefill chunk
-    stays under ``limit_ms`` (the ITL SLO where given, else the TPOT one): vLLM's ``--max-num-batched-tokens``."""
-    if engine.prefill_ms_per_token <= 0:
+    stays under ``limit_ms`` (the ITL SLO where given, else the TPOT one): vLLM's ``--max-num-batched-tokens``.
+    The chunk is priced where attention costs most: the last of a ``prompt_tokens`` prompt."""
+    if engine.prefill_ms_per_token <= 0 and engine.prefill_attention_ms <= 0:
         return None, "no prefill cost fitted: the budget does not bind the latency"
     room = limit_ms - float(law.step_ms(batch))
-    chunk = math.floor(room / engine.prefill_ms_per_token)
-    if chunk < 1:
+
+    def chunk_ms(c: int) -> float:
+        p = max(prompt_tokens, 1.0)
+        pairs = c * p - c * (c - 1) / 2 if c <= p else c / p * prompt_pairs(p)  # past one prompt: whole ones
+        return engine.prefill_ms_per_token * c + engine.prefill_attention_ms * pairs / 1e6
+
+    if room <= 0 or chunk_ms(1) > room:
         return None, f"a step of batch {batch} leaves no room under {limit_ms:g} ms for a prefill chunk"
-    return batch + chunk, (
-        f"batch {batch} decodes ({float(law.step_ms(batch)):.1f} ms) plus a {chunk}-token prefill chunk "
-        f"({engine.prefill_ms_per_token:.3g} ms/token) stay under {limit_ms:g} ms"
+    low, high = 1, 2
+    while chunk_ms(high) <= room and high < MAX_BUDGET:
+        low, high = high, high * 2
+    while high - low > 1:  # chunk_ms grows with the chunk: the largest that fits
+        mid = (low + high) // 2
+        low, high = (mid, high) if chunk_ms(mid) <= room else (low, mid)
+    attention = (
+        f" and {engine.prefill_attention_ms:.3g} ms per 1M attended pairs" if engine.prefill_attention_ms else ""
+    )
+    return batch + low, (
+        f"batch {batch} decodes ({float(law.step_ms(batch)):.1f} ms) plus a {low}-token prefill chunk "
+        f"({engine.prefill_ms_per_token:.3g} ms/token{attention}, the prompt's last) stay under {limit_ms:g} ms"
     )

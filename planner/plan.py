@@ -52,6 +52,7 @@ class PlanRequest:
     prefill_ms_per_token: float | None = None  # default: fitted from TTFT at concurrency 1, if measured
     prompt_tokens: float | None = None  # per request, for the prefill term; default: the sweep's mean
     length_sample: LengthSample | None = None  # a mix plan's lengths drawn per request (a dataset's), not means
+    token_budget: int | None = None  # a mix plan's calibration server's tokens per step (chunked prefill)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +205,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         raise ValueError("a plan for a mix needs its prompt and output tokens per request")
     else:
         mix = Mix(request.prompt_tokens, request.output_tokens)
-    forecast = forecast_mix(calibrations, mix, request.slos, seed=request.seed)
+    forecast = forecast_mix(calibrations, mix, request.slos, budget=request.token_budget, seed=request.seed)
     warnings = list(forecast.warnings)
     if sample is not None:
         warnings.append(
@@ -238,7 +239,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         )
         budget, why = (None, "no ITL or TPOT SLO to keep a prefill chunk under")
         if latency is not None:
-            budget, why = recommended_budget(law, engine, plan.max_batch, latency.limit)
+            budget, why = recommended_budget(law, engine, plan.max_batch, latency.limit, mix.prompt_tokens)
         forecast = dataclasses.replace(forecast, max_rate_rps=rate, max_rate_note=how, budget=budget, budget_note=why)
     return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
 
@@ -527,6 +528,8 @@ def _size(
     )
     if law.per_kv_ms > 0:
         term += f", KV reads {law.per_kv_ms:.3g} ms per 1k tokens"
+    if law.prefill_attention_ms > 0:
+        term += f", prefill attention {law.prefill_attention_ms:.3g} ms per 1M token pairs"
     if request.length_sample is not None:
         term += f", lengths drawn from {request.length_sample.source}"
     sim = f"simulation ({shape} arrivals, batch capped at {max_batch}, {term})"
@@ -594,7 +597,10 @@ def _mix_json(f: MixForecast) -> dict[str, Any]:
         "extrapolation": list(f.extrapolation),
         "length_model": {
             "statistic": m.statistic,
-            "coefficients": {c.name: {"value": c.value, "ci": list(c.ci) if c.ci else None} for c in m.coefficients},
+            "coefficients": {
+                c.name: {"value": c.value, "ci": list(c.ci) if c.ci else None, "note": c.note or None}
+                for c in m.coefficients
+            },
             "not_separated": list(m.not_separated),
             "calibrated_range": {k: list(v) for k, v in m.ranges().items()},
             "token_budget": m.budget,

@@ -4,6 +4,7 @@ The law is the simulated server's, in its own config type (``loadgen.sim.engine.
 
     step_ms = base_ms + per_seq_ms * running + per_kv_ms * KV tokens read / 1000
             + prefill_ms_per_token * prompt tokens admitted in the step
+            + prefill_attention_ms * their (token, earlier token) pairs / 1e6
 
 Every step decodes one token per running sequence; at most ``max_num_seqs``
 run, the rest wait first-in first-out; a sequence admitted at a step's start
@@ -86,7 +87,11 @@ def simulate(
     prompt_list: list[float] = prompts.tolist()
     if law.max_num_batched_tokens is not None or law.kv_capacity_tokens is not None:
         raise ValueError("the replica simulation prefills a prompt in the step that admits it, with no KV limit")
-    base, slope, prefill, cap = law.base_ms, law.per_seq_ms, law.prefill_ms_per_token, law.max_num_seqs
+    base, slope, cap = law.base_ms, law.per_seq_ms, law.max_num_seqs
+    # each request's prefill, paid in the step that admits it (a prompt of P tokens attends P(P+1)/2 pairs)
+    prefill_list: list[float] = (
+        law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompts * (prompts + 1) / 2e6
+    ).tolist()
     g = law.per_kv_ms / 1000.0  # ms per KV token a step reads
     first_list: list[float] = [0.0] * n
     last_list: list[float] = [0.0] * n
@@ -105,7 +110,7 @@ def simulate(
         free = cap - len(heap)
         while free and nxt < n and arr[nxt] <= t:
             push(heap, (steps + out_list[nxt], nxt))
-            extra += prompt_list[nxt]
+            extra += prefill_list[nxt]
             admitted_at[nxt] = steps
             kv_base += prompt_list[nxt] - steps
             nxt += 1
@@ -113,7 +118,7 @@ def simulate(
         running = len(heap)
         d = base + slope * running + (g * (kv_base + running * steps) if g else 0.0)
         grow = g * running / 2  # a step reads ``running`` more KV tokens than the one before it
-        d0 = d + prefill * extra if extra else d
+        d0 = d + extra
         end0 = t + d0
         for i in range(admitted_from, nxt):
             first_list[i] = end0

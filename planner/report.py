@@ -229,13 +229,13 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
 
 
 UNITS = {"base_ms": "ms", "per_seq_ms": "ms/seq", "per_kv_ms": "ms/1k KV tokens", "prefill_ms_per_token": "ms/token",
-         "overhead_ms": "ms"}  # fmt: skip
+         "prefill_attention_ms": "ms/1M prefill token pairs", "overhead_ms": "ms"}  # fmt: skip
 
 
 def coefficient_text(c: Coefficient) -> str:
     """``per_kv_ms 0.803 ms/1k KV tokens (95% CI 0.776..0.809)``, or that the calibration could not fit it."""
     if c.value is None:
-        return f"{c.name} not separated"
+        return f"{c.name} {c.note}" if c.note else f"{c.name} not separated"
     ci = f" (95% CI {c.ci[0]:.4g}..{c.ci[1]:.4g})" if c.ci else ""
     return f"{c.name} {c.value:.4g} {UNITS[c.name]}{ci}"
 

@@ -31,7 +31,7 @@ from planner.exact import exact
 from planner.lengthsample import LengthSample
 from planner.observations import Z95
 from planner.replica_sim import Timeline, simulate
-from planner.stepmodel import context_tokens, prefill_share_ms
+from planner.stepmodel import context_tokens, prefill_share_ms, prompt_pairs
 
 MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
 FIRST_REPLICATIONS = 5
@@ -145,6 +145,7 @@ def capacity_rps(
         law.per_seq_ms
         + law.per_kv_ms * kv / 1000.0
         + prefill_share_ms(law.prefill_ms_per_token, prompt_tokens, output_tokens)
+        + law.prefill_attention_ms * prompt_pairs(prompt_tokens) / 1e6 / output_tokens
     )
     return slots * 1000.0 / ((law.base_ms + per_slot * slots) * output_tokens)
 

@@ -144,6 +144,12 @@ def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: f
     return ms_per_token * prompt_tokens / output_tokens
 
 
+def prompt_pairs(prompt_tokens: float) -> float:
+    """The (token, earlier token) pairs a prompt's prefill attends, itself included: ``P * (P + 1) / 2``,
+    however it is chunked (attention's share of prefill, DESIGN.md's step model with lengths)."""
+    return prompt_tokens * (prompt_tokens + 1) / 2
+
+
 def context_tokens(prompt_tokens: float, output_tokens: float) -> float:
     """Mean KV tokens a decoding sequence holds over its answer: its prompt and the tokens generated
     before each of its steps, ``(O - 1) / 2`` on average (DESIGN.md's step model with lengths)."""

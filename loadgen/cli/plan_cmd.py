@@ -23,7 +23,7 @@ from loadgen.results import Load, Results, SloTarget, load
 from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, calibration_budget, fit_calibration
+from planner.mixplan import MixForecast, fit_calibration
 from planner.report import fmt
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
@@ -131,12 +131,13 @@ def predicted_sweep(
     """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``loadgen.cli.predict``)."""
     if forecast.engine is None:
         raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
-    budget = calibration_budget(calibrations)
-    engine = dataclasses.replace(
-        forecast.engine,
-        max_num_seqs=cap or max(forecast.engine.max_num_seqs, max(levels)),
-        max_num_batched_tokens=budget,
-    )
+    budget = forecast.model.budget
+    seqs = cap or max(forecast.engine.max_num_seqs, max(levels))
+    if budget is not None and budget < seqs:
+        raise UsageError(
+            f"--max-num-batched-tokens {budget}: below the batch cap {seqs}; give at least one token a sequence"
+        )
+    engine = dataclasses.replace(forecast.engine, max_num_seqs=seqs, max_num_batched_tokens=budget)
     overhead = forecast.model.coefficient("overhead_ms").value or 0.0
     p95 = fit_calibration(calibrations, 95.0, budget, seed)
     return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
@@ -249,6 +250,14 @@ def plan(
             "synthetic words; real text usually counts fewer).",
         ),
     ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="With several RESULTS: the calibration server's token budget per step (vLLM's "
+            "--max-num-batched-tokens; its results do not hold it): a prompt longer than it prefills in chunks.",
+        ),
+    ] = None,
     predict_levels: Annotated[
         str | None,
         typer.Option(
@@ -284,6 +293,7 @@ def plan(
         ("--prefill-ms-per-token", prefill_ms_per_token, 0, False, None),
         ("--prompt-tokens", prompt_tokens, 0, False, MAX_TOKENS),
         ("--tokens-per-word", tokens_per_word, 0, True, None),
+        ("--max-num-batched-tokens", max_num_batched_tokens, 1, False, MAX_TOKENS),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
     request = PlanRequest(
@@ -300,6 +310,7 @@ def plan(
         seed=seed,
         prefill_ms_per_token=prefill_ms_per_token,
         prompt_tokens=prompt_tokens,
+        token_budget=max_num_batched_tokens,
     )
     if dataset is not None:
         if len(calibrations) < 2:
@@ -307,6 +318,10 @@ def plan(
         fmt = choice("--dataset-format", dataset_format, DATASET_FORMATS)
         sample = dataset_lengths(dataset, fmt, calibrations, tokens_per_word, output_tokens)
         request = dataclasses.replace(request, length_sample=sample)
+    if len(calibrations) < 2 and max_num_batched_tokens is not None:
+        raise UsageError(
+            "--max-num-batched-tokens is the calibration server's, for a mix plan: give two or more RESULTS"
+        )
     if len(calibrations) > 1:
         capacity = mix_plan(calibrations, request)
     elif results is not None:

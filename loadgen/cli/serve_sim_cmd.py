@@ -38,6 +38,15 @@ def serve_sim(
         float,
         typer.Option(metavar="NUMBER", min=0.0, help="Added step cost per thousand KV tokens the step reads, ms."),
     ] = 0.0,
+    prefill_attention_ms: Annotated[
+        float,
+        typer.Option(
+            metavar="NUMBER",
+            min=0.0,
+            help="Added step cost per million (token, earlier token) pairs a prefill attends, ms: attention's "
+            "share of prefill, which grows with the square of the prompt.",
+        ),
+    ] = 0.0,
     max_num_batched_tokens: Annotated[
         int | None,
         typer.Option(
@@ -125,6 +134,7 @@ def serve_sim(
                 per_kv_ms=per_kv_ms,
                 max_num_batched_tokens=max_num_batched_tokens,
                 kv_capacity_tokens=kv_capacity_tokens,
+                prefill_attention_ms=prefill_attention_ms,
             ),
             faults=FaultConfig.parse(fault or []),
             model=model,

@@ -9,6 +9,10 @@ The law (DESIGN.md, "The step model with lengths")::
 
     step_ms = base_ms + per_seq_ms * decode_sequences + per_kv_ms * kv_tokens_read / 1000
             + prefill_ms_per_token * prompt_tokens_prefilled
+            + prefill_attention_ms * prefill_token_pairs / 1e6
+
+(a prompt token prefilled attends itself and every token before it: a prompt of P tokens is
+P * (P + 1) / 2 pairs, which is attention's share of prefill, the part that grows with P squared).
 
 Every step decodes one token for every running sequence whose prompt is in.
 A prompt is prefilled in the step that admits it, or, with a token budget
@@ -55,10 +59,16 @@ class EngineConfig:
     per_kv_ms: float = 0.0  # per thousand KV tokens a step reads (prompt and output so far, every sequence)
     max_num_batched_tokens: int | None = None  # tokens per step (decode one each, prefill chunks); None: no cap
     kv_capacity_tokens: int | None = None  # prompt + output reserved per running sequence; None: unlimited
+    # per million (token, earlier token) pairs a prefill attends: attention's share of prefill, which grows
+    # with the square of the prompt (a prompt of P tokens attends P * (P + 1) / 2 pairs, however chunked)
+    prefill_attention_ms: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (self.base_ms >= 0 and self.per_seq_ms >= 0 and self.prefill_ms_per_token >= 0 and self.per_kv_ms >= 0):
-            raise ValueError("base_ms, per_seq_ms, per_kv_ms and prefill_ms_per_token must be >= 0")
+        terms = (self.base_ms, self.per_seq_ms, self.prefill_ms_per_token, self.per_kv_ms, self.prefill_attention_ms)
+        if not all(t >= 0 for t in terms):
+            raise ValueError(
+                "base_ms, per_seq_ms, per_kv_ms, prefill_ms_per_token and prefill_attention_ms must be >= 0"
+            )
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must hold a decode token for each of "
@@ -83,20 +93,23 @@ class EngineConfig:
             law += f" + {self.per_kv_ms:g}*kv_tokens/1000"
         if self.prefill_ms_per_token:
             law += f" + {self.prefill_ms_per_token:g}*prompt_tokens_prefilled"
+        if self.prefill_attention_ms:
+            law += f" + {self.prefill_attention_ms:g}*prefill_token_pairs/1e6"
         if self.max_num_batched_tokens:
             law += f", {self.max_num_batched_tokens} tokens a step"
         if self.kv_capacity_tokens:
             law += f", KV {self.kv_capacity_tokens} tokens"
         return f"{self.mode}, {law}, max_num_seqs={self.max_num_seqs}"
 
-    def step_ms(self, running: int, prefill_tokens: int = 0, kv_tokens: int = 0) -> float:
+    def step_ms(self, running: int, prefill_tokens: int = 0, kv_tokens: int = 0, prefill_pairs: float = 0) -> float:
         """The noiseless duration of one step decoding ``running`` sequences, prefilling ``prefill_tokens``
-        and reading ``kv_tokens`` of KV cache."""
+        that attend ``prefill_pairs`` (token, earlier token) pairs, and reading ``kv_tokens`` of KV cache."""
         return (
             self.base_ms
             + self.per_seq_ms * running
             + self.per_kv_ms * kv_tokens / 1000.0
             + self.prefill_ms_per_token * prefill_tokens
+            + self.prefill_attention_ms * prefill_pairs / 1e6
         )
 
 
@@ -219,9 +232,11 @@ class Engine:
         kv_tokens = sum(s.prompt_tokens + s.generated for s in emitting)
         budget -= len(emitting)
         prefill_tokens = 0
+        pairs = 0
         for seq in self._running.values():
             if seq.prefilled < seq.prompt_tokens and budget > 0:
                 chunk = int(min(seq.prompt_tokens - seq.prefilled, budget))
+                pairs += chunk * seq.prefilled + chunk * (chunk + 1) // 2  # each token attends all before it
                 seq.prefilled += chunk
                 budget -= chunk
                 prefill_tokens += chunk
@@ -235,7 +250,7 @@ class Engine:
                 finished.append(seq.seq_id)
         occupied = len(self._running)
         decoding = occupied if cfg.mode == "static" else len(emitting)  # static: padding slots still cost
-        duration = cfg.step_ms(decoding, prefill_tokens, kv_tokens) * self._noise()
+        duration = cfg.step_ms(decoding, prefill_tokens, kv_tokens, pairs) * self._noise()
         self._finishing = finished
         c = self.counters
         c.steps += 1

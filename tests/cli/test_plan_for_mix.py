@@ -188,3 +188,18 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
     assert "PREDICTED levels for prompt 1024 / output 128 tokens" in " ".join(text.split())
     bad = runner.invoke(app, [*args, "--predict-levels", "0,8"])
     assert bad.exit_code == 2 and "--predict-levels '0,8': expected concurrencies from 1" in bad.output
+
+
+def test_the_calibration_servers_token_budget_is_for_a_mix_plan_and_chunks_its_prefill(
+    calibration: list[Path],
+) -> None:
+    one = runner.invoke(app, ["plan", str(calibration[0]), "--max-num-batched-tokens", "2048"])
+    assert one.exit_code == 2 and "for a mix plan: give two or more RESULTS" in one.output
+    args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", "--no-simulate"]
+    result = runner.invoke(app, [*args, "--max-num-batched-tokens", "128", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["mix"]["length_model"]["token_budget"] == 128
+    low = runner.invoke(
+        app, [*args, "--max-num-batched-tokens", "16", "--predict-levels", "8", "--current-batch", "32"]
+    )
+    assert low.exit_code == 2 and "below the batch cap 32" in low.output

@@ -12,15 +12,19 @@ from loadgen.profile import parse_profile
 from loadgen.results import Metric, Results, SloTarget
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
-from planner import Mix, PlanRequest, fit_length_model, plan_for_mix
+from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
+from planner.mixplan import recommended_budget
 from tests.virtual import run_virtual
 
-TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02, "overhead_ms": 1.5}
+TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02,
+        "prefill_attention_ms": 0.0, "overhead_ms": 1.5}  # fmt: skip
 
 
-def _rows(mixes: list[Mix], *, idle: bool, budget: int | None = None) -> list[CalibrationPoint]:
-    beta = np.array(list(TRUE.values()))
+def _rows(
+    mixes: list[Mix], *, idle: bool, budget: int | None = None, truth: dict[str, float] = TRUE
+) -> list[CalibrationPoint]:
+    beta = np.array(list(truth.values()))
     rows = []
     for mix in mixes:
         group = f"P{mix.prompt_tokens:g}/O{mix.output_tokens:g}"
@@ -36,7 +40,10 @@ def _rows(mixes: list[Mix], *, idle: bool, budget: int | None = None) -> list[Ca
 def test_two_prompt_lengths_and_ttft_at_concurrency_1_separate_every_term(budget: int | None) -> None:
     model = fit_length_model(_rows([Mix(64, 64), Mix(256, 64)], idle=True, budget=budget), budget=budget)
     for c in model.coefficients:
-        assert c.value == pytest.approx(TRUE[c.name], rel=1e-6)
+        if c.name == "prefill_attention_ms":  # two prompt lengths: prefill is taken as linear, and it says so
+            assert c.value is None and "needs a third prompt length" in c.note
+        else:
+            assert c.value == pytest.approx(TRUE[c.name], rel=1e-6)
     assert model.not_separated == () and model.separation_note() == ""
     law = model.at_mix(Mix(1024, 128))
     assert law is not None
@@ -54,13 +61,26 @@ def test_one_sweep_predicts_only_its_own_mix() -> None:
 
 
 def test_one_bad_level_does_not_drag_the_fit() -> None:
-    rows = _rows([Mix(64, 64), Mix(256, 64), Mix(128, 32)], idle=True)
+    rows = _rows([Mix(64, 64), Mix(256, 64), Mix(64, 32)], idle=True)  # two prompt lengths: a linear prefill
     bad = rows[3]
     rows[3] = CalibrationPoint(bad.group, bad.label, bad.kind, bad.batch, bad.mix, bad.value_ms * 1.4)
     model = fit_length_model(rows)
     assert bad.label in model.outliers
     for name in COEFFICIENTS:
-        assert model.coefficient(name).value == pytest.approx(TRUE[name], rel=0.03)
+        if name != "prefill_attention_ms":
+            assert model.coefficient(name).value == pytest.approx(TRUE[name], rel=0.03)
+
+
+@pytest.mark.parametrize("budget", [None, 100])
+def test_three_prompt_lengths_fit_prefills_square_term_exactly(budget: int | None) -> None:
+    truth = {**TRUE, "prefill_attention_ms": 12.0}  # ms per million token pairs: 6.3 ms at 1,024 tokens
+    rows = _rows([Mix(64, 64), Mix(256, 64), Mix(512, 64)], idle=True, budget=budget, truth=truth)
+    model = fit_length_model(rows, budget=budget)
+    for c in model.coefficients:
+        assert c.value == pytest.approx(truth[c.name], rel=1e-6), c.name
+    at_1024 = model.predict(ttft_idle_features(Mix(1024, 64), budget))
+    assert at_1024 is not None
+    assert at_1024.value_ms == pytest.approx(float(ttft_idle_features(Mix(1024, 64), budget) @ list(truth.values())))
 
 
 LAWS = [  # (law, budget): four the fit was not tuned on; the last chunks the 256-token prompts
@@ -99,7 +119,7 @@ def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_bat
     mix = Mix(1024, 128)  # 4x the longest prompt, 2x the output of anything calibrated
     plan = plan_for_mix(calibrations, PlanRequest(slos=(slo,), prompt_tokens=1024, output_tokens=128, simulate=False))
     assert plan.mix is not None
-    for name in COEFFICIENTS:
+    for name in law:
         assert plan.mix.model.coefficient(name).value == pytest.approx(law[name], rel=0.05), name
     truth = EngineConfig(**law)
     slope = truth.per_seq_ms + truth.per_kv_ms * mix.context_tokens / 1000 + truth.prefill_ms_per_token * 1024 / 128
@@ -109,3 +129,42 @@ def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_bat
     # the batch acted on is the upper end of the prediction's interval: never above the truth, never far below
     assert plan.max_batch is not None and true_batch - 3 <= plan.max_batch <= true_batch
     assert plan.mix.extrapolation  # 1024 prompt tokens leave the calibrated 64..256, and it says so
+
+
+def test_a_square_prefill_term_is_recovered_from_three_prompt_lengths_and_predicts_a_longer_prompt() -> None:
+    """The simulator's prefill with attention's square term (20 ms per million token pairs: 10.5 ms for a
+    1,024-token prompt): three sweeps at 64, 256 and 512 tokens recover every term within 5%, and TTFT at
+    concurrency 1 for 1,024 tokens, run on the true law, is predicted within 5%; two sweeps say they took
+    prefill as linear and warn that the longer prompt may prefill slower."""
+    law = dict(base_ms=15.0, per_seq_ms=0.3, per_kv_ms=1.0, prefill_ms_per_token=0.02, prefill_attention_ms=20.0)
+    calibrations = [(f"calib-{p}.json", _calibrate(law, None, p)) for p in (64, 256, 512)]
+    request = PlanRequest(
+        slos=(SloTarget(Metric.TPOT, 50, 60.0),), prompt_tokens=1024, output_tokens=64, simulate=False
+    )
+    plan = plan_for_mix(calibrations, request)
+    assert plan.mix is not None
+    model = plan.mix.model
+    for name, value in law.items():
+        assert model.coefficient(name).value == pytest.approx(value, rel=0.05), name
+    truth = _calibrate(law, None, 1024).levels[0]
+    predicted = model.predict(ttft_idle_features(Mix(1024, 64), None))
+    assert predicted is not None
+    assert predicted.value_ms == pytest.approx(truth.percentile_ms(Metric.TTFT_SENT, 50), rel=0.05)
+    two = plan_for_mix(calibrations[:2], request)
+    assert two.mix is not None and two.mix.model.coefficient("prefill_attention_ms").note
+    assert any("may prefill slower than predicted" in w for w in two.warnings)
+
+
+def test_the_recommended_budget_prices_the_chunk_where_attention_costs_most() -> None:
+    law = StepModel.given(20.0, 0.5)  # batch 10: a 25 ms step, 15 ms of room under 40 ms
+    linear = EngineConfig(base_ms=20.0, per_seq_ms=0.5, prefill_ms_per_token=0.01)
+    assert recommended_budget(law, linear, 10, 40.0, 4096)[0] == 10 + 1500
+    square = EngineConfig(base_ms=20.0, per_seq_ms=0.5, prefill_ms_per_token=0.01, prefill_attention_ms=10.0)
+    budget, why = recommended_budget(law, square, 10, 40.0, 4096)
+    assert budget is not None and "the prompt's last" in why
+    c = budget - 10
+
+    def cost(n: int) -> float:  # the last n tokens of a 4,096-token prompt attend 4096*n - n(n-1)/2 pairs
+        return 0.01 * n + 10.0 * (4096 * n - n * (n - 1) / 2) / 1e6
+
+    assert cost(c) <= 15.0 < cost(c + 1)
