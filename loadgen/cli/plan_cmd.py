@@ -272,6 +272,7 @@ def plan(
     if (not results_files) == (law is None):
         raise UsageError("give a RESULTS file or --law (what-if), not both")
     slos = parse_slos(slo or [])
+    concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
     calibrations = [(path.name, load(path)) for path in results_files or []]
     results = calibrations[0][1] if calibrations else None
     targets: dict[str, Any] = stored_plan(results) if results is not None else {}
@@ -335,7 +336,6 @@ def plan(
         capacity = plan_from_law(parse_law(law), request)
     predicted: tuple[PredictedLevel, ...] = ()
     if predict_levels is not None:
-        concurrencies = parse_levels(predict_levels)
         if capacity.mix is None:
             raise UsageError("--predict-levels predicts a mix not measured: give two or more calibration RESULTS")
         predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)

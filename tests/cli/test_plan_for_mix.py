@@ -135,7 +135,7 @@ def test_a_dataset_of_one_length_plans_as_that_length_and_says_where_its_lengths
     dataset.write_text(
         "".join(json.dumps({"prompt": " ".join(["w"] * 1024), "max_tokens": 128}) + "\n" for _ in range(20))
     )
-    slos = ["--slo", "tpot_p50<60ms", "--slo", "ttft_p95<1s", "--json"]
+    slos = ["--slo", "tpot_p50<60ms", "--slo", "ttft_p95<1s", "--json", "--no-simulate"]
     by_means = json.loads(
         runner.invoke(
             app, ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", *slos]
@@ -148,10 +148,10 @@ def test_a_dataset_of_one_length_plans_as_that_length_and_says_where_its_lengths
     by_dataset = json.loads(result.stdout)
     assert by_dataset["mix"]["predicted_for"]["prompt_tokens"] == pytest.approx(1024)
     assert by_dataset["max_batch"] == by_means["max_batch"]
-    assert by_dataset["mix"]["max_rate_rps_per_replica"] == pytest.approx(by_means["mix"]["max_rate_rps_per_replica"])
-    assert (
-        "lengths drawn from lengths.jsonl (20 entries; words x 1 tokens/word, --tokens-per-word)"
-        in by_dataset["mix"]["max_rate_method"]
+    # the simulation's draws from the sample are checked against fixed lengths in tests/planner/test_length_sample.py
+    assert any(
+        "lengths from lengths.jsonl (20 entries; words x 1 tokens/word, --tokens-per-word)" in w
+        for w in by_dataset["warnings"]
     )
     no_answer = tmp_path / "prompts.jsonl"
     no_answer.write_text(json.dumps({"prompt": "a b c"}) + "\n")
@@ -173,7 +173,7 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
                 "target": "sim",
                 "api": "completions",
                 "workload": {"prompt_tokens": 1024, "output_tokens": 128},
-                "load": {"mode": "closed", "levels": [1, 8], "duration_s": 40, "warmup_s": 5},
+                "load": {"mode": "closed", "levels": [1, 8], "duration_s": 20, "warmup_s": 5},
                 "seed": 9,
             },
             "test",
@@ -184,7 +184,7 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
         c = round(level.load.value)
         for key, metric in (("ttft_p50_ms", Metric.TTFT), ("tpot_p50_ms", Metric.TPOT)):
             assert predicted[c][key] == pytest.approx(level.percentile_ms(metric, 50), rel=0.05), (c, key)
-    text = runner.invoke(app, [*args, "--predict-levels", "1,8"]).stdout
+    text = runner.invoke(app, [*args, "--predict-levels", "1"]).stdout
     assert "PREDICTED levels for prompt 1024 / output 128 tokens" in " ".join(text.split())
     bad = runner.invoke(app, [*args, "--predict-levels", "0,8"])
     assert bad.exit_code == 2 and "--predict-levels '0,8': expected concurrencies from 1" in bad.output
