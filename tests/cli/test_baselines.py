@@ -18,7 +18,7 @@ def write(path: Path, output_tokens: int, api: str = "chat") -> Path:
     levels = tuple(
         closed_level(c, law_tpots(25, 0.4, c, 300, cv=0.01, seed=c), output_tokens=output_tokens) for c in (4, 16)
     )
-    settings = {
+    settings: dict[str, object] = {
         "api": api,
         "prompt_tokens": {"mean": 64, "dist": "fixed", "spread": 0.0},
         "output_tokens": {"mean": output_tokens, "dist": "fixed", "spread": 0.0},

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import typer
 import yaml
+from typer.core import TyperGroup
 
 from loadgen.cli import app
 
@@ -46,6 +47,7 @@ def loadgen_commands(text: str) -> list[list[str]]:
 @pytest.mark.parametrize("recipe", sorted(EXAMPLES.glob("*.yml")), ids=lambda p: p.name)
 def test_every_loadgen_command_in_a_recipe_exists(recipe: Path) -> None:
     group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
     context = typer.Context(group)
     commands = loadgen_commands(recipe.read_text())
     assert {c[0] for c in commands} >= {"serve-sim", "sweep", "gate", "report"}

@@ -44,7 +44,7 @@ def joining(template: int) -> Tokenizer:
 
 def prompt_text(prepared: PreparedRequest) -> str:
     body = json.loads(prepared.body)
-    return body["prompt"] if "prompt" in body else body["messages"][-1]["content"]
+    return str(body["prompt"] if "prompt" in body else body["messages"][-1]["content"])
 
 
 def calibrated(workload: Workload, tokenizer: Tokenizer) -> Workload:

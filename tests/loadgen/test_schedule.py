@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -55,7 +57,7 @@ def test_offsets_within_a_duration() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"), [({"rate": 0.0}, "rate"), ({"rate": 1.0, "arrival": "gamma", "burstiness": 0.0}, "burstiness")]
 )
-def test_bad_parameters(kwargs: dict, match: str) -> None:
+def test_bad_parameters(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         arrival_offsets(n=3, rng=np.random.default_rng(0), **kwargs)
 

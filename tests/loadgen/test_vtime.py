@@ -59,10 +59,15 @@ def test_bytes_on_a_socket_arrive_before_the_clock_moves() -> None:
     assert echoed == b"hello" and elapsed == 0.0
 
 
+def _sleep_then_done() -> str:
+    time.sleep(0.2)
+    return "done"
+
+
 def test_a_threads_answer_is_waited_for_in_real_time_not_jumped_over() -> None:
     async def slow_thread() -> str:
         async with asyncio.timeout(10):  # the clock would jump here if it did not wait for the thread
-            return await asyncio.get_running_loop().run_in_executor(None, lambda: time.sleep(0.2) or "done")
+            return await asyncio.get_running_loop().run_in_executor(None, _sleep_then_done)
 
     assert in_virtual_time(slow_thread()) == "done"
 

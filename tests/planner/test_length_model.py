@@ -121,7 +121,7 @@ def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_bat
     assert plan.mix is not None
     for name in law:
         assert plan.mix.model.coefficient(name).value == pytest.approx(law[name], rel=0.05), name
-    truth = EngineConfig(**law)
+    truth = EngineConfig(**law)  # type: ignore[arg-type]  # every key a float field
     slope = truth.per_seq_ms + truth.per_kv_ms * mix.context_tokens / 1000 + truth.prefill_ms_per_token * 1024 / 128
     true_batch = math.floor((60.0 - (truth.base_ms - truth.prefill_ms_per_token * 1024 / 128)) / slope)
     (limit,) = plan.limits

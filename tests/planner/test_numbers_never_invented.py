@@ -46,6 +46,7 @@ def test_what_if_prefill_is_in_every_tpot_and_throughput_figure_and_the_engine_a
     law = EngineConfig(base_ms=25, per_seq_ms=0.25, prefill_ms_per_token=0.5, max_num_seqs=43)
     # arrivals evenly spaced 2% faster than the replica completes them: the batch stays full and its
     # admissions spread over the steps, as in a steady serving state
+    assert plan.step_ms_at_max_batch is not None
     capacity_rps = 43 * 1000 / (plan.step_ms_at_max_batch * 200)
     timeline = simulate(law, np.arange(4000) * 1000 / (1.02 * capacity_rps), 200, 128)
     steady = timeline.tpot_ms[1000:3000]

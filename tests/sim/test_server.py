@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
+from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 import httpx
@@ -18,7 +20,7 @@ from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess, SimServer
 from tests.sim.streaming import Stream, stream
 
-CHAT = {"model": "sim-model", "messages": [{"role": "user", "content": "one two three four"}]}
+CHAT: dict[str, Any] = {"model": "sim-model", "messages": [{"role": "user", "content": "one two three four"}]}
 COMPLETION = {"model": "sim-model", "prompt": "one two three four five"}
 
 
@@ -34,14 +36,16 @@ def metric(base_url: str, name: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def sim() -> SimServer:
+def sim() -> Iterator[SimServer]:
     with SimServer() as server:
         yield server
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("api", "body", "prompt_tokens"), [("chat", CHAT, 4), ("completions", COMPLETION, 5)])
-async def test_stream_has_20_chunks_usage_then_done(sim: SimServer, api: str, body: dict, prompt_tokens: int) -> None:
+async def test_stream_has_20_chunks_usage_then_done(
+    sim: SimServer, api: str, body: dict[str, Any], prompt_tokens: int
+) -> None:
     async with session() as s:
         out = await stream(s, sim.base_url, api, {**body, "max_tokens": 20, "stream_options": {"include_usage": True}})
     assert out.status == 200

@@ -42,7 +42,7 @@ def test_each_turn_sends_the_whole_history_back() -> None:
     by_turn = {r.turn: r.prompt_tokens for r in rows}
     # turn k: k prompts and k-1 answers (the server's own count of what it was sent)
     assert by_turn == {1: PROMPT, 2: 2 * PROMPT + OUTPUT, 3: 3 * PROMPT + 2 * OUTPUT}
-    assert sorted({r.turn for r in rows}) == [1, 2, 3] and all(r.error is None for r in rows)
+    assert sorted({r.turn or 0 for r in rows}) == [1, 2, 3] and all(r.error is None for r in rows)
 
 
 def test_the_prefix_cache_keeps_later_turns_as_fast_as_the_first() -> None:

@@ -80,9 +80,10 @@ def test_levels_past_max_num_seqs_are_saturated_and_the_sweep_stops(tmp_path: Pa
     assert [v.state for v in judge(results.levels).levels] == ["unsaturated", "knee", "saturated"]
     assert "saturated" in stdout and "stopped after c=64" in stderr
     c32, c64 = results.levels[1], results.levels[2]
-    ttft = [lv.percentile_ms(Metric.TTFT, 50) for lv in (c32, c64)]
-    assert ttft[1] > 2 * ttft[0]  # the extra clients only queue
-    assert c64.server is not None and c64.server.waiting_mean > 20  # type: ignore[operator]
+    ttft32, ttft64 = (lv.percentile_ms(Metric.TTFT, 50) for lv in (c32, c64))
+    assert ttft32 is not None and ttft64 is not None and ttft64 > 2 * ttft32  # the extra clients only queue
+    waiting = c64.server.waiting_mean if c64.server is not None else None
+    assert waiting is not None and waiting > 20
 
 
 def test_continuous_batching_beats_static_on_variable_lengths(tmp_path: Path) -> None:
@@ -94,7 +95,8 @@ def test_continuous_batching_beats_static_on_variable_lengths(tmp_path: Path) ->
         )
         assert code == 0, stderr
         tok_s[mode] = load(out).levels[0].output_tokens_per_s
-    assert tok_s["continuous"] > 1.5 * tok_s["static"]
+    continuous, static = tok_s["continuous"], tok_s["static"]
+    assert continuous is not None and static is not None and continuous > 1.5 * static
 
 
 @pytest.mark.slow
