@@ -13,7 +13,16 @@ from loadgen.errors import ProfileError
 from loadgen.profile import find_profile, load_profile, parse_profile
 
 PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*.yaml"))
-SHIPPED = {"quickstart", "chat", "long-context", "long-output", "bursty", "ci-gate", "static-vs-continuous"}
+SHIPPED = {
+    "quickstart",
+    "chat",
+    "long-context",
+    "long-output",
+    "bursty",
+    "ci-gate",
+    "static-vs-continuous",
+    "calibration",
+}
 
 
 def test_the_shipped_profiles_are_all_there() -> None:

@@ -40,7 +40,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
-from loadgen.limits import MAX_LEVELS, MAX_RETRIES
+from loadgen.limits import MAX_LEVELS, MAX_RETRIES, MAX_TOKENS
 from loadgen.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.session import SessionHooks
@@ -115,6 +115,15 @@ def sweep(
             "percentiles need, e.g. 59 for a p95).",
         ),
     ] = None,
+    prompt_tokens: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=LOAD,
+            help="Override the profile's mean prompt length (its distribution kept): one calibration profile "
+            "swept at several prompt lengths, for `plan A.json B.json --prompt-tokens`.",
+        ),
+    ] = None,
     model: ModelOpt = None,
     seed: Annotated[
         int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Override the profile's seed.")
@@ -166,6 +175,12 @@ def sweep(
         model=model,
         seed=seed,
     )
+    if prompt_tokens is not None:
+        bounded("--prompt-tokens", prompt_tokens, minimum=1, maximum=MAX_TOKENS)
+        if prof.workload.dataset is not None:
+            raise UsageError(f"--prompt-tokens: profile {prof.name} takes its prompts from a dataset")
+        lengths = replace(prof.workload.prompt_tokens, mean=prompt_tokens)
+        prof = prof.with_overrides(workload=replace(prof.workload, prompt_tokens=lengths))
     if sim_mode is not None:
         if prof.sim is None:
             raise UsageError("--sim-mode: the profile's target is not the built-in simulator")

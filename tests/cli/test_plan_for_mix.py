@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.profile import parse_profile
-from loadgen.results import Metric, SloTarget, save_atomic
+from loadgen.results import Metric, SloTarget, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix
@@ -203,3 +203,15 @@ def test_the_calibration_servers_token_budget_is_for_a_mix_plan_and_chunks_its_p
         app, [*args, "--max-num-batched-tokens", "16", "--predict-levels", "8", "--current-batch", "32"]
     )
     assert low.exit_code == 2 and "below the batch cap 32" in low.output
+
+
+def test_the_calibration_profile_sweeps_at_the_prompt_length_asked(tmp_path: Path) -> None:
+    out = tmp_path / "calib-256.json"
+    args = ["sweep", "--profile", "calibration", "--levels", "1,8", "--virtual-time", "--quiet"]
+    result = runner.invoke(app, [*args, "--prompt-tokens", "256", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    results = load(out)
+    assert [lv.load.value for lv in results.levels] == [1, 8]
+    assert mean_prompt_tokens(results.levels) == pytest.approx(256, rel=0.02)
+    bad = runner.invoke(app, [*args, "--prompt-tokens", "0", "-o", str(tmp_path / "x.json")])
+    assert bad.exit_code == 2 and "--prompt-tokens" in bad.output
