@@ -46,6 +46,17 @@ class MixForecast:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PredictedLevel:
+    """One closed-loop level of a sweep not run, at a forecast's mix (``loadgen.cli.predict`` runs it)."""
+
+    concurrency: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
+
+
 def calibration_budget(calibrations: Sequence[tuple[str, Results]], given: int | None = None) -> int | None:
     """The token budget per step the calibration ran under: ``given`` (a real server's is not in its
     results), else where its files say (the simulator's profile); None: unchunked."""

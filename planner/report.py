@@ -19,7 +19,7 @@ from typing import Any
 from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
 from planner.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.markdown import md_text
-from planner.mixplan import MixForecast
+from planner.mixplan import MixForecast, PredictedLevel
 from planner.plan import CapacityPlan
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
@@ -271,6 +271,24 @@ def _prediction_text(p: Prediction | None) -> str:
     return "not estimable" if p is None else f"{p.value_ms:,.2f} ({p.low_ms:,.2f}..{p.high_ms:,.2f})"
 
 
+def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -> Section:
+    """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
+    overhead = max(forecast.model.coefficient("overhead_ms").value or 0.0, 0.0)
+    rows = tuple(
+        (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
+        for lv in levels
+    )
+    return Section(
+        f"PREDICTED levels for {forecast.mix.label} tokens",
+        paragraphs=(
+            "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix; "
+            f"TTFT plus the fitted overhead {overhead:.1f} ms; TPOT p95 from the model fitted on TPOT p95. "
+            "Re-measure these levels on the server before acting on the plan.",
+        ),
+        table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
+    )
+
+
 def surface_table(forecast: MixForecast) -> Table:
     """The fitted surface in numbers: every calibration row, measured beside what the model says, then the
     asked mix, predicted at batch 1, at each batch the plan acts on and at the largest batch calibrated."""
@@ -478,9 +496,11 @@ def build_mix_report(
     plan: CapacityPlan,
     slos: Sequence[SloTarget],
     plots: tuple[Plot, ...] = (),
+    predicted: Sequence[PredictedLevel] = (),
 ) -> Report:
     """The report of a plan for a mix not measured: each calibration sweep's levels, the fitted surface
-    beside what was measured, the prediction for the asked mix, and the plan acted on."""
+    beside what was measured, the prediction for the asked mix (and the sweep not run, where asked for),
+    and the plan acted on."""
     assert plan.mix is not None
     first = calibrations[0][1]
     meta = (
@@ -505,6 +525,8 @@ def build_mix_report(
             table=surface_table(plan.mix),
         )
     )
+    if predicted:
+        sections.append(predicted_section(predicted, plan.mix))
     sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
     if plan.findings:
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))

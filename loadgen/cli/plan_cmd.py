@@ -10,12 +10,12 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.table import Table
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice, consoles, friendly_errors
 from loadgen.cli.plan_view import render_plan
-from loadgen.cli.predict import PredictedLevel, predict_levels
+from loadgen.cli.predict import predict_levels
+from loadgen.cli.render import rich_section
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
@@ -23,8 +23,8 @@ from loadgen.results import Load, Results, SloTarget, load
 from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, fit_calibration
-from planner.report import fmt
+from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
+from planner.report import predicted_section
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
@@ -141,23 +141,6 @@ def predicted_sweep(
     overhead = forecast.model.coefficient("overhead_ms").value or 0.0
     p95 = fit_calibration(calibrations, 95.0, budget, seed)
     return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
-
-
-def predicted_table(levels: tuple[PredictedLevel, ...], forecast: MixForecast) -> Table:
-    overhead = forecast.model.coefficient("overhead_ms").value or 0.0
-    table = Table(
-        title=f"PREDICTED levels for {forecast.mix.label} tokens (a sweep not run: the fitted engine in the "
-        f"simulator, virtual time; TTFT plus the fitted overhead {max(overhead, 0.0):.1f} ms; TPOT p95 from the "
-        "model fitted on TPOT p95)",
-        title_justify="left",
-    )
-    for col in ("load", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95"):
-        table.add_column(col, justify="right")
-    for lv in levels:
-        table.add_row(
-            f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms))
-        )
-    return table
 
 
 def mix_plan(calibrations: list[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
@@ -347,7 +330,8 @@ def plan(
     else:
         consoles().out.print(render_plan(capacity))
         if predicted and capacity.mix is not None:
-            consoles().out.print(predicted_table(predicted, capacity.mix))
+            for part in rich_section(predicted_section(predicted, capacity.mix)):
+                consoles().out.print(part)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from loadgen.cli.execute import execute
 from loadgen.profile import parse_profile
@@ -23,18 +22,10 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sweep import TargetOptions, session_from_profile
 from planner.lengthmodel import LengthModel, Mix, tpot_features
+from planner.mixplan import PredictedLevel
 
 LIFETIMES = 12  # measured window per level, in request lifetimes at that level's batch
 WARMUP_LIFETIMES = 2
-
-
-@dataclass(frozen=True, slots=True)
-class PredictedLevel:
-    concurrency: int
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    tpot_p50_ms: float | None
-    tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
 
 
 def predict_levels(

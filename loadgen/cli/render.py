@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
-from planner.report import fmt, goodput_rule
+from planner.report import Section, fmt, goodput_rule
 from planner.verdicts import Verdicts
 
 LATENCY_ROWS = (
@@ -19,6 +21,18 @@ LATENCY_ROWS = (
     (Metric.QUEUE, "slot queue"),
     (Metric.LAG, "generator lag"),
 )
+
+
+def rich_section(section: Section) -> list[RenderableType]:
+    """One report section for the terminal: its title, paragraphs, table (a FAIL cell in red) and bullets."""
+    parts: list[RenderableType] = [Text(f"\n{section.title}", style="bold underline")]
+    parts += [Text(p) for p in section.paragraphs]
+    if section.table is not None:
+        table = Table(*section.table.columns)
+        for row in section.table.rows:
+            table.add_row(*[f"[red]{c}[/]" if c.startswith("FAIL") else c for c in row])
+        parts.append(table)
+    return parts + [Text(f"- {b}") for b in section.bullets]
 
 
 def level_table(level: LevelResult) -> Table:

@@ -14,7 +14,16 @@ from rich.text import Text
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
-from loadgen.cli.plan_cmd import mix_plan, parse_slos, profile_gate_levels, profile_slos, stored_plan
+from loadgen.cli.plan_cmd import (
+    mix_plan,
+    parse_levels,
+    parse_slos,
+    predicted_sweep,
+    profile_gate_levels,
+    profile_slos,
+    stored_plan,
+)
+from loadgen.cli.render import rich_section
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
@@ -25,6 +34,7 @@ from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
 from planner.gate_report import to_markdown as gate_markdown
+from planner.mixplan import PredictedLevel
 from planner.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = ".md", ".html", ".csv"
@@ -41,14 +51,7 @@ def rich_report(report: Report) -> RenderableType:
     parts: list[RenderableType] = [Text(report.title, style="bold"), Text(report.headline)]
     parts += [Text(f"{k}: {v}") for k, v in report.meta]
     for section in report.sections:
-        parts.append(Text(f"\n{section.title}", style="bold underline"))
-        parts += [Text(p) for p in section.paragraphs]
-        if section.table is not None:
-            table = RichTable(*section.table.columns)
-            for row in section.table.rows:
-                table.add_row(*[f"[red]{c}[/]" if c.startswith("FAIL") else c for c in row])
-            parts.append(table)
-        parts += [Text(f"- {b}") for b in section.bullets]
+        parts += rich_section(section)
     return Group(*parts)
 
 
@@ -95,6 +98,20 @@ def report(
         float | None,
         typer.Option(metavar="NUMBER", help="With several RESULTS: prompt tokens per request of the mix to plan for."),
     ] = None,
+    predict_levels: Annotated[
+        str | None,
+        typer.Option(
+            metavar="C,C,...",
+            help="With several RESULTS: add the sweep not run at the mix (as `plan --predict-levels`).",
+        ),
+    ] = None,
+    current_batch: Annotated[
+        int | None, typer.Option(metavar="N", help="With --predict-levels: the batch cap (--max-num-seqs).")
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="With several RESULTS: the calibration server's token budget per step."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
@@ -105,6 +122,9 @@ def report(
     bounded("--qps", qps, minimum=0, exclusive=True)
     bounded("--output-tokens", output_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
     bounded("--prompt-tokens", prompt_tokens, minimum=0, maximum=MAX_TOKENS)
+    bounded("--current-batch", current_batch, minimum=1)
+    bounded("--max-num-batched-tokens", max_num_batched_tokens, minimum=1, maximum=MAX_TOKENS)
+    concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
     calibrations = [(path.name, load(path)) for path in results_files]
     results = calibrations[0][1]
     if output is not None and output.suffix == ".csv":
@@ -120,7 +140,10 @@ def report(
     )
     html_out = output is not None and output.suffix == ".html"
     if len(calibrations) > 1:
-        doc = _mix_report(calibrations, dataclasses.replace(request, prompt_tokens=prompt_tokens), html_out)
+        mix_request = dataclasses.replace(request, prompt_tokens=prompt_tokens, token_budget=max_num_batched_tokens)
+        doc = _mix_report(calibrations, mix_request, html_out, concurrencies, current_batch)
+    elif concurrencies or max_num_batched_tokens is not None:
+        raise UsageError("--predict-levels and --max-num-batched-tokens are for a mix plan: give two or more RESULTS")
     else:
         capacity = plan_from_results(results, request) if results.levels else None
         plots = html_plots(capacity) if capacity is not None and html_out else ()
@@ -135,11 +158,20 @@ def report(
     consoles().err.print(f"report written to {output}", highlight=False)
 
 
-def _mix_report(calibrations: list[tuple[str, Results]], request: PlanRequest, html_out: bool) -> Report:
-    """The report of a plan for a mix not measured, from several calibration sweeps."""
+def _mix_report(
+    calibrations: list[tuple[str, Results]],
+    request: PlanRequest,
+    html_out: bool,
+    concurrencies: tuple[int, ...],
+    cap: int | None,
+) -> Report:
+    """The report of a plan for a mix not measured, from several calibration sweeps (and the sweep not run)."""
     capacity = mix_plan(calibrations, request)
+    predicted: tuple[PredictedLevel, ...] = ()
+    if concurrencies and capacity.mix is not None:
+        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, cap, request.seed)
     plots = html_plots(capacity) if html_out else ()
-    return build_mix_report(calibrations, capacity, request.slos, plots)
+    return build_mix_report(calibrations, capacity, request.slos, plots, predicted)
 
 
 @friendly_errors

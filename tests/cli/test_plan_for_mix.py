@@ -97,7 +97,7 @@ def test_the_report_shows_the_surface_measured_beside_the_model_and_the_mix_pred
 ) -> None:
     args = ["report", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128"]
     md = tmp_path / "mix.md"
-    result = runner.invoke(app, [*args, "--slo", "tpot_p50<60ms", "-o", str(md)])
+    result = runner.invoke(app, [*args, "--slo", "tpot_p50<60ms", "--predict-levels", "1,8", "-o", str(md)])
     assert result.exit_code == 0, result.output
     text = md.read_text()
     assert text.startswith("# Capacity plan for a mix not measured")
@@ -114,6 +114,8 @@ def test_the_report_shows_the_surface_measured_beside_the_model_and_the_mix_pred
     # the asked mix, at batch 1, the batch acted on and the largest calibrated, and its TTFT at c=1
     assert {r[2] for r in asked} == {"1,024"} and len(asked) >= 3
     assert all(r[5] == "-" and "(" in r[6] for r in asked)
+    predicted = text.split("## PREDICTED levels for prompt 1024 / output 128 tokens")[1].split("## ")[0]
+    assert "| c=1 |" in predicted and "| c=8 |" in predicted  # the sweep not run, beside the plan
     html = tmp_path / "mix.html"
     result = runner.invoke(app, [*args, "--slo", "tpot_p50<60ms", "-o", str(html)])
     assert result.exit_code == 0, result.output
@@ -126,6 +128,8 @@ def test_a_report_of_several_files_needs_the_mix(calibration: list[Path], tmp_pa
     assert result.exit_code == 2 and "give --prompt-tokens and --output-tokens" in result.output
     result = runner.invoke(app, ["report", *map(str, calibration), "-o", str(tmp_path / "r.csv")])
     assert result.exit_code == 2 and "give one RESULTS" in result.output
+    result = runner.invoke(app, ["report", str(calibration[0]), "--predict-levels", "1,8"])
+    assert result.exit_code == 2 and "for a mix plan: give two or more RESULTS" in result.output
 
 
 def test_a_dataset_of_one_length_plans_as_that_length_and_says_where_its_lengths_came_from(
