@@ -143,6 +143,13 @@ def predicted_sweep(
     return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
 
 
+def require_mix(files: int, **flags: object) -> None:
+    """A one-line error where flags that only a mix plan reads (``None``: not given) come with one RESULTS."""
+    given = ["--" + name.replace("_", "-") for name, value in flags.items() if value is not None]
+    if given and files < 2:
+        raise UsageError(f"{', '.join(given)}: for a mix plan: give two or more RESULTS")
+
+
 def mix_plan(calibrations: list[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
     """The plan for a mix not measured from several calibration sweeps, or a one-line error saying why not."""
     if request.length_sample is None and (request.prompt_tokens is None or request.output_tokens is None):
@@ -296,16 +303,13 @@ def plan(
         prompt_tokens=prompt_tokens,
         token_budget=max_num_batched_tokens,
     )
+    require_mix(
+        len(calibrations), dataset=dataset, max_num_batched_tokens=max_num_batched_tokens, predict_levels=predict_levels
+    )
     if dataset is not None:
-        if len(calibrations) < 2:
-            raise UsageError("--dataset plans for a mix not measured: give two or more calibration RESULTS")
         fmt = choice("--dataset-format", dataset_format, DATASET_FORMATS)
         sample = dataset_lengths(dataset, fmt, calibrations, tokens_per_word, output_tokens)
         request = dataclasses.replace(request, length_sample=sample)
-    if len(calibrations) < 2 and max_num_batched_tokens is not None:
-        raise UsageError(
-            "--max-num-batched-tokens is the calibration server's, for a mix plan: give two or more RESULTS"
-        )
     if len(calibrations) > 1:
         capacity = mix_plan(calibrations, request)
     elif results is not None:
@@ -318,9 +322,7 @@ def plan(
             raise UsageError("--qps needs --output-tokens in what-if mode")
         capacity = plan_from_law(parse_law(law), request)
     predicted: tuple[PredictedLevel, ...] = ()
-    if predict_levels is not None:
-        if capacity.mix is None:
-            raise UsageError("--predict-levels predicts a mix not measured: give two or more calibration RESULTS")
+    if concurrencies and capacity.mix is not None:
         predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)
     if json_out:
         doc = capacity.to_json()

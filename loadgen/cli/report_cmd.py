@@ -21,6 +21,7 @@ from loadgen.cli.plan_cmd import (
     predicted_sweep,
     profile_gate_levels,
     profile_slos,
+    require_mix,
     stored_plan,
 )
 from loadgen.cli.render import rich_section
@@ -125,6 +126,7 @@ def report(
     bounded("--current-batch", current_batch, minimum=1)
     bounded("--max-num-batched-tokens", max_num_batched_tokens, minimum=1, maximum=MAX_TOKENS)
     concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
+    require_mix(len(results_files), predict_levels=predict_levels, max_num_batched_tokens=max_num_batched_tokens)
     calibrations = [(path.name, load(path)) for path in results_files]
     results = calibrations[0][1]
     if output is not None and output.suffix == ".csv":
@@ -142,8 +144,6 @@ def report(
     if len(calibrations) > 1:
         mix_request = dataclasses.replace(request, prompt_tokens=prompt_tokens, token_budget=max_num_batched_tokens)
         doc = _mix_report(calibrations, mix_request, html_out, concurrencies, current_batch)
-    elif concurrencies or max_num_batched_tokens is not None:
-        raise UsageError("--predict-levels and --max-num-batched-tokens are for a mix plan: give two or more RESULTS")
     else:
         capacity = plan_from_results(results, request) if results.levels else None
         plots = html_plots(capacity) if capacity is not None and html_out else ()
