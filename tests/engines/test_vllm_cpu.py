@@ -11,7 +11,6 @@ so in the summary.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from loadgen.cli import app
 from loadgen.quantity import Metric
 from loadgen.results import Results, load
 from planner.verdicts import judge
-from tests.engines.vllm_cpu import CLIENT_CPUS, EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
+from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
@@ -42,14 +41,8 @@ def vllm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     if early is not None and not early.promote():  # measured at nice 19 it would lose its core to anything
         early.__exit__(None, None, None)
         early = None
-    mine = os.sched_getaffinity(0)
-    if CLIENT_CPUS is not None:  # the load generator (this process) off the engine's core
-        os.sched_setaffinity(0, CLIENT_CPUS)
-    try:
-        with early or VllmCpuServer(python, tmp_path_factory.mktemp("vllm")) as server:
-            yield server
-    finally:
-        os.sched_setaffinity(0, mine)
+    with early or VllmCpuServer(python, tmp_path_factory.mktemp("vllm")) as server:
+        yield server
 
 
 def run(vllm: VllmCpuServer, out: Path, *args: str) -> Results:

@@ -20,19 +20,6 @@ HERE = Path(__file__).parent
 MODEL = "tiny"
 #: vLLM compiles its CPU kernels and warms up on first start: allow for a busy machine.
 START_TIMEOUT_S = 600.0
-#: The engine's core, and the test process's (the load generator's) the rest, where there are two or more.
-#: vLLM's worker binds its OpenMP threads to cores; sharing them, the generator waited for a core 79-97% of
-#: the time it was ready to run (even with the engine at nice 10) and every level read client-bound.
-_CPUS = sorted(os.sched_getaffinity(0))
-ENGINE_CPUS, CLIENT_CPUS = ({_CPUS[0]}, set(_CPUS[1:])) if len(_CPUS) >= 2 else (None, None)
-
-
-def _engine_process_setup(background: bool) -> None:
-    """Run in the engine's process before it starts: its core, and (in the background) nice 19."""
-    if ENGINE_CPUS is not None:
-        os.sched_setaffinity(0, ENGINE_CPUS)
-    if background:
-        os.nice(19)
 
 
 def engine_python() -> str | None:
@@ -80,7 +67,7 @@ class VllmCpuServer:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                preexec_fn=lambda: _engine_process_setup(background),  # inherited by all it starts
+                preexec_fn=(lambda: os.nice(19)) if background else None,  # inherited by all it starts
             )
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
