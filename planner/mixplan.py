@@ -15,17 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loadgen.results import Metric, Results, SloTarget
-from loadgen.schedule import Arrival
 from loadgen.sim.engine import EngineConfig
 from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
-from planner.lengthsample import LengthSample
-from planner.sizing import capacity_rps, simulate_replicas
 from planner.slo import BatchLimit, floor_note
 from planner.stepmodel import StepModel, fit_statistic, prompt_pairs
 
-RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
-RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
-RATE_SEARCH_REPLICATIONS = 10
 MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
 
 
@@ -44,6 +38,9 @@ class MixForecast:
     budget: int | None = None  # recommended --max-num-batched-tokens
     budget_note: str = ""
     warnings: tuple[str, ...] = ()
+    tpot_p95: LengthModel | None = (
+        None  # fitted on TPOT p95, where a p95 SLO asked for it (a predicted sweep reuses it)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +98,13 @@ def forecast_mix(
     if law is None:
         return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
     limits = []
+    fitted: dict[float | None, LengthModel] = {50.0: model}
     for slo in slos:
         if slo.metric != Metric.TPOT:
             continue
-        own = model if slo.percentile == 50 else fit_calibration(calibrations, slo.percentile, budget, seed)
-        limits.append(_limit(own, mix, slo))
+        if slo.percentile not in fitted:
+            fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
+        limits.append(_limit(fitted[slo.percentile], mix, slo))
     coef = {c.name: c.value for c in model.coefficients}
     engine: EngineConfig | None = EngineConfig(
         base_ms=max(coef["base_ms"] or 0.0, 0.0),
@@ -119,7 +118,9 @@ def forecast_mix(
         warnings.append(
             "no sizing simulation: it runs every term of the step, and the calibration did not fit them all"
         )
-    return MixForecast(mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings))
+    return MixForecast(
+        mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings), tpot_p95=fitted.get(95.0)
+    )
 
 
 def _limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
@@ -142,59 +143,6 @@ def _limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     if batch < 1:
         return BatchLimit(slo, None, None, point, None, "below the floor", model=law, note=note)
     return BatchLimit(slo, None, None, point, batch, "predicted", model=law, note=note)
-
-
-def max_rate_per_replica(
-    engine: EngineConfig,
-    mix: Mix,
-    slos: Sequence[SloTarget],
-    *,
-    lengths: LengthSample | None = None,
-    arrival: Arrival = "poisson",
-    burstiness: float = 1.0,
-    seed: int = 0,
-) -> tuple[float | None, str]:
-    """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
-    limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found.
-    ``lengths``: requests drawn from this sample (``mix`` is then its ``mix``)."""
-    judged = tuple(s for s in slos if s.metric in (Metric.TTFT, Metric.E2E))
-    if not judged:
-        return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
-    output = max(1, round(mix.output_tokens))
-    capacity = (
-        capacity_rps(engine, output, mix.prompt_tokens)
-        if lengths is None
-        else capacity_rps(engine, mix.output_tokens, mix.prompt_tokens, mix.context)
-    )
-
-    def holds(fraction: float) -> bool:
-        return simulate_replicas(
-            engine,
-            1,
-            fraction * capacity,
-            output,
-            judged,
-            prompt_tokens=mix.prompt_tokens,
-            lengths=lengths,
-            arrival=arrival,
-            burstiness=burstiness,
-            seed=seed,
-            max_replications=RATE_SEARCH_REPLICATIONS,
-            size=RATE_SEARCH_SIZE,
-        ).passed
-
-    if not holds(RATE_PRECISION):
-        return None, f"even {RATE_PRECISION * capacity:.3g} requests/s breaks {', '.join(s.key for s in judged)}"
-    low, high = RATE_PRECISION, 1.0
-    while high - low > RATE_PRECISION:
-        mid = (low + high) / 2
-        low, high = (mid, high) if holds(mid) else (low, mid)
-    rate = low * capacity
-    drawn = f", lengths drawn from {lengths.source}" if lengths is not None else ""
-    return rate, (
-        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}{drawn}): {low:.0%} of the "
-        f"{capacity:.3g} requests/s a full batch completes"
-    )
 
 
 def recommended_budget(

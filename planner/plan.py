@@ -24,9 +24,16 @@ from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
 from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
 from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, forecast_mix, max_rate_per_replica, recommended_budget
+from planner.mixplan import MixForecast, forecast_mix, recommended_budget
 from planner.observations import Observations
-from planner.sizing import SIMULATED_METRICS, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for
+from planner.sizing import (
+    SIMULATED_METRICS,
+    ReplicaPlan,
+    SimOutcome,
+    max_rate_per_replica,
+    replicas_by_simulation,
+    replicas_for,
+)
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_statistic, fit_step_model, prefill_share_ms
 from planner.verdicts import Verdicts, judge
@@ -98,6 +105,7 @@ class CapacityPlan:
     warnings: tuple[str, ...]
     fit_statistic: str = "tpot_p50"  # what ``fit`` was fitted on ("law": stated by hand)
     mix: MixForecast | None = None  # source "mix": what the length model predicts for the asked mix
+    engine: EngineConfig | None = None  # the engine the sizing simulation runs, batch capped at max_batch
 
     @property
     def observations(self) -> Observations | None:
@@ -227,8 +235,9 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         if request.simulate:
             rate, how = max_rate_per_replica(
                 engine,
-                mix,
+                max(1, round(mix.output_tokens)),
                 request.slos,
+                prompt_tokens=mix.prompt_tokens,
                 lengths=sample,
                 arrival=request.arrival,
                 burstiness=request.burstiness,
@@ -377,6 +386,7 @@ def _finish(
         batch_utilization(request.lengths) if request.lengths else None,
         findings,
         tuple(warnings),
+        engine=dataclasses.replace(engine, max_num_seqs=max_batch) if engine is not None and max_batch else None,
     )
 
 

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -36,6 +37,9 @@ from planner.stepmodel import context_tokens, prefill_share_ms, prompt_pairs
 MIN_REQUESTS = 20_000  # measured per replication (more for large batches: see ``replication_size``)
 FIRST_REPLICATIONS = 5
 MAX_REPLICATIONS = 40
+RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
+RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
+RATE_SEARCH_REPLICATIONS = 10
 SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
 
 
@@ -150,6 +154,16 @@ def capacity_rps(
     return slots * 1000.0 / ((law.base_ms + per_slot * slots) * output_tokens)
 
 
+def load_capacity_rps(
+    law: EngineConfig, output_tokens: float, prompt_tokens: float = 0.0, lengths: LengthSample | None = None
+) -> float:
+    """``capacity_rps`` for fixed lengths, or for a sample's lengths as the steps see them (its ``mix``)."""
+    if lengths is None:
+        return capacity_rps(law, output_tokens, prompt_tokens)
+    mix = lengths.mix
+    return capacity_rps(law, mix.output_tokens, mix.prompt_tokens, mix.context_tokens)
+
+
 def replication_size(law: EngineConfig) -> tuple[int, int]:
     """(warm-up, measured) requests per replication: long against the batch, whose turnover sets the memory."""
     measured = max(MIN_REQUESTS, 250 * law.max_num_seqs)
@@ -177,11 +191,7 @@ def simulate_replicas(
     ``prompt_tokens`` / ``output_tokens``)."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
-    if lengths is None:
-        utilization = rate / capacity_rps(law, output_tokens, prompt_tokens)
-    else:
-        mix = lengths.mix
-        utilization = rate / capacity_rps(law, mix.output_tokens, mix.prompt_tokens, mix.context_tokens)
+    utilization = rate / load_capacity_rps(law, output_tokens, prompt_tokens, lengths)
     if utilization >= 1:
         return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
     warmup, measured = size or replication_size(law)
@@ -292,3 +302,51 @@ def replicas_by_simulation(
             return tried[r], below
         r -= 1
     return tried[r], None
+
+
+def max_rate_per_replica(
+    engine: EngineConfig,
+    output_tokens: int,
+    slos: Sequence[SloTarget],
+    *,
+    prompt_tokens: float = 0.0,
+    lengths: LengthSample | None = None,
+    arrival: Arrival = "poisson",
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> tuple[float | None, str]:
+    """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
+    limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found:
+    mu_slo, the per-replica rate a fleet is sized with. ``lengths``: requests drawn from this sample."""
+    judged = tuple(s for s in slos if s.metric in (Metric.TTFT, Metric.E2E))
+    if not judged:
+        return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
+    capacity = load_capacity_rps(engine, output_tokens, prompt_tokens, lengths)
+
+    def holds(fraction: float) -> bool:
+        return simulate_replicas(
+            engine,
+            1,
+            fraction * capacity,
+            output_tokens,
+            judged,
+            prompt_tokens=prompt_tokens,
+            lengths=lengths,
+            arrival=arrival,
+            burstiness=burstiness,
+            seed=seed,
+            max_replications=RATE_SEARCH_REPLICATIONS,
+            size=RATE_SEARCH_SIZE,
+        ).passed
+
+    if not holds(RATE_PRECISION):
+        return None, f"even {RATE_PRECISION * capacity:.3g} requests/s breaks {', '.join(s.key for s in judged)}"
+    low, high = RATE_PRECISION, 1.0
+    while high - low > RATE_PRECISION:
+        mid = (low + high) / 2
+        low, high = (mid, high) if holds(mid) else (low, mid)
+    drawn = f", lengths drawn from {lengths.source}" if lengths is not None else ""
+    return low * capacity, (
+        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}{drawn}): {low:.0%} of the "
+        f"{capacity:.3g} requests/s a full batch completes"
+    )

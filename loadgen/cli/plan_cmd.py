@@ -139,7 +139,7 @@ def predicted_sweep(
         )
     engine = dataclasses.replace(forecast.engine, max_num_seqs=seqs, max_num_batched_tokens=budget)
     overhead = forecast.model.coefficient("overhead_ms").value or 0.0
-    p95 = fit_calibration(calibrations, 95.0, budget, seed)
+    p95 = forecast.tpot_p95 or fit_calibration(calibrations, 95.0, budget, seed)
     return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
 
 

@@ -13,8 +13,7 @@ from loadgen.profile import parse_profile
 from loadgen.results import Metric, SloTarget, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
-from planner import Mix
-from planner.mixplan import max_rate_per_replica
+from planner.sizing import max_rate_per_replica
 from tests.virtual import run_virtual
 
 runner = CliRunner()
@@ -69,8 +68,9 @@ def test_the_plan_says_it_is_predicted_and_what_it_recommends(calibration: list[
     # the largest rate one replica holds under TTFT p95 < 1 s: within 5% of what the true law gives
     truth, _ = max_rate_per_replica(
         _at(as_json["max_batch"]),
-        Mix(1024, 128),
+        128,
         (SloTarget(Metric.TTFT, 95, 1000.0),),
+        prompt_tokens=1024,
     )
     assert truth is not None and mix["max_rate_rps_per_replica"] == pytest.approx(truth, rel=0.05)
 

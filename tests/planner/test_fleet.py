@@ -1,0 +1,120 @@
+"""The fleet plan: hand-checkable cases (tests/planner/test_fleet_trace.py holds the replayed diurnal trace)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from loadgen.results import Metric, SloTarget
+from planner import PlanRequest, StepModel, plan_from_law
+from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
+from planner.fleet import Variant, lag_buckets, plan_fleet, provision, variant_capacity
+
+TPOT_60 = SloTarget(Metric.TPOT, 50.0, 60.0)
+OUTPUT = 200
+
+
+def variant(
+    name: str, base: float, slope: float, cost: float | None = None, *, slos: tuple[SloTarget, ...] = (TPOT_60,)
+) -> Variant:
+    plan = plan_from_law(StepModel.given(base, slope), PlanRequest(slos=tuple(slos), output_tokens=OUTPUT))
+    return Variant(name, plan, OUTPUT, 0.0, f"law {base}+{slope}b", cost)
+
+
+def test_a_rate_series_is_averaged_over_each_bucket_exactly() -> None:
+    d = demand_from_series([0, 30, 90], [2, 6, 10], 60, "series")
+    # [0, 60): 30 s at 2 and 30 s at 6; [60, 120): 30 s at 6 and 30 s at 10 (the last row holds 60 s, its step)
+    assert d.rates == pytest.approx((4.0, 8.0, 10.0))
+    assert d.period_s == 180
+
+
+def test_arrivals_are_counted_per_bucket() -> None:
+    d = demand_from_arrivals([0.0, 0.5, 1.0, 59.9, 60.0, 125.0], 60, "trace")
+    assert d.rates == pytest.approx((4 / 60, 1 / 60, 1 / 60))
+    assert d.arrivals_s is not None and len(d.arrivals_s) == 6
+
+
+def test_mu_is_the_utilisation_targets_rate_without_a_queueing_slo() -> None:
+    # 20 + 0.5b under 60 ms: batch 80, 80,000/60 tok/s; 0.8 of it over 200 tokens = 16/3 requests/s
+    cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
+    assert cap.batch == 80 and cap.mu_rps is not None and float(cap.mu_rps) == pytest.approx(16 / 3)
+
+
+def test_a_two_level_step_needs_exactly_ceil_lambda_over_mu_in_each_bucket() -> None:
+    cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
+    demand = Demand(60.0, (2.0, 6.0, 16.0, 16.5, 2.0), "steps")
+    fleet = plan_fleet(demand, [cap], (TPOT_60,)).chosen
+    assert fleet is not None and fleet.held
+    mu = 16 / 3
+    assert fleet.replicas() == tuple(math.ceil(r / mu) for r in demand.rates) == (1, 2, 3, 4, 1)
+    assert fleet.gpu_hours == pytest.approx(11 / 60)
+
+
+def test_a_constant_qps_equals_todays_plan() -> None:
+    for qps in (7.3, 40.0, 46.4):
+        request = PlanRequest(slos=(TPOT_60,), output_tokens=OUTPUT, qps=qps)
+        today = plan_from_law(StepModel.given(20, 0.5), request)
+        cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
+        fleet = plan_fleet(constant_demand(qps), [cap], (TPOT_60,)).chosen
+        assert fleet is not None and fleet.replicas() == (today.recommended_replicas,)
+
+
+def test_a_twice_as_fast_variant_at_two_and_a_half_times_the_price_loses_until_the_slo_needs_its_batch() -> None:
+    demand = Demand(3600.0, (20.0,), "steady")
+    for slo, winner in ((SloTarget(Metric.TPOT, 50.0, 60.0), "slow"), (SloTarget(Metric.TPOT, 50.0, 25.0), "fast")):
+        slow = variant_capacity(variant("slow", 20, 0.5, 1.0, slos=(slo,)), (slo,))
+        fast = variant_capacity(variant("fast", 10, 0.25, 2.5, slos=(slo,)), (slo,))
+        plan = plan_fleet(demand, [slow, fast], (slo,))
+        assert plan.chosen is not None and plan.chosen.name == winner
+        assert plan.objective == "USD"
+    # under 25 ms the slow one runs batch 10 (20 + 0.5 x 10 = 25), the fast one 60 (10 + 0.25 x 60): six times
+    # the capacity at 2.5 times the price; under 60 ms it was 80 against 200, 2.5 times at 2.5 times
+    assert slow.batch == 10 and fast.batch == 60
+
+
+def test_with_a_scale_up_lag_of_one_bucket_the_ramp_bucket_pays_for_the_next_ones_replicas() -> None:
+    cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
+    demand = Demand(60.0, (2.0, 2.0, 12.0, 12.0, 2.0), "ramp")
+    assert lag_buckets(60.0, 60.0) == 1 and lag_buckets(61.0, 60.0) == 2 and lag_buckets(0.0, 60.0) == 0
+    none, lagged = (plan_fleet(demand, [cap], (TPOT_60,), scale_up_s=s).chosen for s in (0.0, 60.0))
+    assert none is not None and lagged is not None
+    assert none.replicas() == (1, 1, 3, 3, 1)
+    assert lagged.replicas() == (1, 3, 3, 3, 1)  # started in bucket 1 to serve from bucket 2
+    assert lagged.lag_objective == pytest.approx(2 / 60)  # two replica-minutes of one GPU
+    paid, serving = provision(np.asarray([[1, 1, 3, 3, 1]]), 1)
+    assert paid.tolist() == [[1, 3, 3, 3, 1]] and serving.tolist() == [[1, 1, 3, 3, 1]]  # scaling down is at once
+
+
+def test_spares_are_paid_in_every_bucket_and_said() -> None:
+    cap = variant_capacity(variant("l40", 20, 0.5, 3.0), (TPOT_60,))
+    plan = plan_fleet(Demand(60.0, (2.0, 6.0), "two"), [cap], (TPOT_60,), spare=1)
+    assert plan.chosen is not None and plan.chosen.replicas() == (2, 3)
+    assert plan.chosen.spare_objective == pytest.approx(2 * 3.0 / 60)
+
+
+def test_a_mix_uses_the_cheaper_kind_for_what_is_left_over() -> None:
+    big = variant_capacity(variant("big", 10, 0.25, 2.0), (TPOT_60,))  # 40/3 requests/s for 2 USD an hour
+    small = variant_capacity(variant("small", 20, 0.5, 1.0), (TPOT_60,))  # 16/3 for 1: dearer per request
+    rate = 2 * 40 / 3 + 2.0  # two big ones and a little more: a third big one (6) or six small (6) or 2 + 1 (5)
+    plan = plan_fleet(Demand(3600.0, (rate,), "x"), [big, small], (TPOT_60,), mix=True)
+    assert plan.chosen is not None and plan.chosen.name == "big + small"
+    assert [row[0] for row in plan.chosen.need] == [2, 1] and plan.chosen.objective == pytest.approx(5.0)
+    assert plan.runner_up is not None and plan.runner_up.objective == pytest.approx(6.0)
+
+
+def test_a_variant_that_no_batch_serves_says_why_and_is_not_chosen() -> None:
+    slo = SloTarget(Metric.TPOT, 50.0, 15.0)
+    slow = variant_capacity(variant("slow", 20, 0.5, slos=(slo,)), (slo,))
+    fast = variant_capacity(variant("fast", 10, 0.25, slos=(slo,)), (slo,))
+    assert slow.mu_rps is None and "no batch meets the SLOs" in slow.how and "floor" in slow.how
+    plan = plan_fleet(Demand(60.0, (5.0,), "x"), [slow, fast], (slo,))
+    assert [f.name for f in plan.fleets] == ["fast"] and plan.objective == "GPU-hours"
+
+
+def test_prices_for_some_variants_only_is_refused() -> None:
+    a = variant_capacity(variant("a", 20, 0.5, 1.0), (TPOT_60,))
+    b = variant_capacity(variant("b", 20, 0.5), (TPOT_60,))
+    with pytest.raises(ValueError, match="cost for every variant or for none"):
+        plan_fleet(Demand(60.0, (1.0,), "x"), [a, b], (TPOT_60,))
