@@ -71,40 +71,40 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def load_trace(path: Path, limit: int | None = None) -> Trace:
+def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> Trace:
     """Read a trace file; one line naming the file, line and column for anything wrong.
 
     With ``limit`` (``--requests``) only the ``limit`` earliest requests are
     kept, however long the file: a heap holds them, so a cut of a trace past
     ``MAX_TRACE_REQUESTS`` rows is replayed rather than refused.
     """
-    text = read_text(path, "--trace")
+    text = read_text(path, flag)
     rows: Iterable[tuple[int, Mapping[str, Any]]]
-    rows = _csv_rows(path, text) if path.suffix.lower() == ".csv" else _json_lines(path, text)
+    rows = _csv_rows(path, text, flag) if path.suffix.lower() == ".csv" else _json_lines(path, text, flag)
     kept: list[tuple[float, int, int, int]] = []  # (-time, -row, prompt, output): a max-heap on time
     fmt = None
     for line, row in rows:
         if fmt is None:
-            fmt = _detect(path, row)
+            fmt = _detect(path, row, flag)
         time_key, prompt_key, output_key = _FORMATS[fmt]
-        where = f"--trace {path}:{line}"
+        where = f"{flag} {path}:{line}"
         entry = (-_seconds(where, time_key, row.get(time_key), fmt), -line,
                  _tokens(where, prompt_key, row.get(prompt_key)), _tokens(where, output_key, row.get(output_key)))  # fmt: skip
         if limit is None:
             kept.append(entry)
             if len(kept) > MAX_TRACE_REQUESTS:
-                raise UsageError(f"--trace {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
+                raise UsageError(f"{flag} {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
         elif len(kept) < min(limit, MAX_TRACE_REQUESTS):
             heapq.heappush(kept, entry)
         else:
             heapq.heappushpop(kept, entry)  # drops the latest of the kept and the new one
     if not kept or fmt is None:
-        raise UsageError(f"--trace {path}: no requests")
+        raise UsageError(f"{flag} {path}: no requests")
     kept.sort(reverse=True)  # earliest first; equal times in file order
     start, (last_time, last_row, _, _) = -kept[0][0], kept[-1]
     if -last_time - start > MAX_TRACE_SPAN_S:
         raise UsageError(
-            f"--trace {path}:{-last_row}: {-last_time - start:,.0f} s after the first request; a replay spans at most "
+            f"{flag} {path}:{-last_row}: {-last_time - start:,.0f} s after the first request; a replay spans at most "
             f"{MAX_TRACE_SPAN_S / 86400:g} days (cut it with --requests, or fix the row's time)"
         )
     return Trace(
@@ -115,34 +115,34 @@ def load_trace(path: Path, limit: int | None = None) -> Trace:
     )
 
 
-def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+def _csv_rows(path: Path, text: str, flag: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text))
     try:
         for row in reader:
             yield reader.line_num, row
     except csv.Error as exc:  # a field past the csv module's 131,072-character limit, a NUL byte
-        raise UsageError(f"--trace {path}:{reader.line_num}: not a CSV row ({exc})") from None
+        raise UsageError(f"{flag} {path}:{reader.line_num}: not a CSV row ({exc})") from None
 
 
-def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Mapping[str, Any]]]:
+def _json_lines(path: Path, text: str, flag: str) -> Iterable[tuple[int, Mapping[str, Any]]]:
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
-            raise UsageError(f"--trace {path}:{no}: not a JSON object (JSON lines, or a .csv file)") from None
+            raise UsageError(f"{flag} {path}:{no}: not a JSON object (JSON lines, or a .csv file)") from None
         if not isinstance(row, dict):
-            raise UsageError(f"--trace {path}:{no}: not a JSON object")
+            raise UsageError(f"{flag} {path}:{no}: not a JSON object")
         yield no, row
 
 
-def _detect(path: Path, row: Mapping[str, Any]) -> str:
+def _detect(path: Path, row: Mapping[str, Any], flag: str) -> str:
     for fmt, (time_key, prompt_key, output_key) in _FORMATS.items():
         if {time_key, prompt_key, output_key} <= row.keys():
             return fmt
     known = "; ".join(", ".join(cols) for cols in _FORMATS.values())
-    raise UsageError(f"--trace {path}: unknown columns {sorted(row)}; expected one of: {known}")
+    raise UsageError(f"{flag} {path}: unknown columns {sorted(row)}; expected one of: {known}")
 
 
 def _seconds(where: str, key: str, raw: Any, fmt: str) -> float:

@@ -200,6 +200,12 @@ def provision(need: np.ndarray, lag: int) -> tuple[np.ndarray, np.ndarray]:
     return paid, serving
 
 
+def check_prices(costs: Sequence[float | None]) -> None:
+    """Variants are compared on one scale: USD where every one has a price, GPU-hours where none has."""
+    if len({c is None for c in costs}) > 1:
+        raise ValueError("give a cost for every variant or for none (they are compared on one scale)")
+
+
 def plan_fleet(
     demand: Demand,
     capacities: Sequence[VariantCapacity],
@@ -212,9 +218,8 @@ def plan_fleet(
     seed: int = 0,
 ) -> FleetPlan:
     """Every variant's fleet over ``demand`` (and every pair's, with ``mix``), cheapest first."""
+    check_prices([c.variant.cost_per_gpu_hour for c in capacities])
     priced = {c.variant.cost_per_gpu_hour is not None for c in capacities}
-    if len(priced) > 1:
-        raise ValueError("give a cost for every variant or for none (they are compared on one scale)")
     judged = tuple(s for s in slos if s.metric in REPLAYED_METRICS)
     arrivals = arrivals_for(demand, seed)
     feasible = [c for c in capacities if c.mu_rps is not None]

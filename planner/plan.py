@@ -60,6 +60,7 @@ class PlanRequest:
     prompt_tokens: float | None = None  # per request, for the prefill term; default: the sweep's mean
     length_sample: LengthSample | None = None  # a mix plan's lengths drawn per request (a dataset's), not means
     token_budget: int | None = None  # a mix plan's calibration server's tokens per step (chunked prefill)
+    queueing_simulated: bool = False  # TTFT/E2E SLOs are judged by a fleet's simulation (no QPS here), not the batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +140,13 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     # A TTFT or E2E promise is a queueing promise: at a target QPS the sizing simulation judges it on
     # open-loop arrivals per replica count, as what-if mode does. The closed-loop levels measured it at
     # another load shape, so there it would cap the batch beside a simulation that says otherwise.
-    by_simulation = bool(request.qps and request.simulate and (request.output_tokens or obs.output_tokens_mean))
+    simulated = bool(request.qps and request.simulate) or request.queueing_simulated
+    by_simulation = simulated and bool(request.output_tokens or obs.output_tokens_mean)
     queueing = [s for s in request.slos if by_simulation and s.metric in (Metric.TTFT, Metric.E2E)]
     if queueing:
+        where = f"at {request.qps:g} QPS" if request.qps else "of the fleet"
         warnings.append(
-            f"{', '.join(model_name(s) for s in queueing)}: judged by the sizing simulation at {request.qps:g} QPS, "
+            f"{', '.join(model_name(s) for s in queueing)}: judged by the sizing simulation {where}, "
             "not used to cap the batch (the sweep's closed loop measured it under another load shape)"
         )
     for slo in request.slos:

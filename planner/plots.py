@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadgen.results import Metric
+from planner.fleet import FleetPlan
 from planner.lengthmodel import tpot_features
 from planner.plan import CapacityPlan
 from planner.report import Plot
@@ -247,3 +248,33 @@ def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:
     if plan.observations is None or plan.saturation is None:
         return ()
     return (tpot_vs_batch(plan), ttft_vs_load(plan), throughput_vs_load(plan), pareto(plan), itl_distribution(plan))
+
+
+def fleet_over_time(plan: FleetPlan) -> Plot:
+    """Demand (requests/s, right axis) and each fleet's replicas paid for, bucket by bucket (steps)."""
+    d = plan.demand
+    edges = np.arange(len(d.rates) + 1) * d.bucket_s
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        for k, fleet in enumerate(plan.fleets):
+            replicas = fleet.replicas()
+            ax.stairs(replicas, edges, color=f"C{k % 10}", lw=2 if k == 0 else 1, label=f"{fleet.name} replicas")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("replicas")
+        demand = ax.twinx()
+        demand.stairs(d.rates, edges, color="k", ls="--", alpha=0.6, label="demand (requests/s)")
+        demand.set_ylabel("requests/s")
+        demand.grid(False)
+        handles = ax.get_legend_handles_labels()[0] + demand.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=7, loc="upper left")
+        ax.set_title("Demand and replicas over time (a perfect autoscaler)")
+        marks: list[Mark] = []
+        if plan.chosen is not None:
+            marks.append(("peak-replicas", ax, "y", max(plan.chosen.replicas())))
+        png, at = _png(fig, marks)
+        return Plot(
+            "fleet_over_time",
+            "Replicas paid for per bucket for each variant (the chosen one bold) and the demand they serve",
+            png,
+            at,
+        )

@@ -37,7 +37,8 @@ COMMANDS: dict[str, LazyCommand] = {
         "sweep_cmd", "Sweep load levels from a profile and write a results file (checkpointed after every level)."
     ),
     "plan": LazyCommand(
-        "plan_cmd", "Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."
+        "plan_cmd",
+        "Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet).",
     ),
     "report": LazyCommand(
         "report_cmd",

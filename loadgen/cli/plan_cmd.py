@@ -13,6 +13,18 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice, consoles, friendly_errors
+from loadgen.cli.fleet_cmd import demand_of, fleet_plan, parse_variant
+from loadgen.cli.plan_options import (
+    BucketOpt,
+    CurrentBatchOpt,
+    MaxNumBatchedTokensOpt,
+    MixOpt,
+    PredictLevelsOpt,
+    ScaleUpOpt,
+    SpareOpt,
+    TrafficOpt,
+    VariantOpt,
+)
 from loadgen.cli.plan_view import render_plan
 from loadgen.cli.predict import predict_levels
 from loadgen.cli.render import rich_section
@@ -22,6 +34,7 @@ from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
 from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
+from planner.fleet_report import fleet_sections
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
 from planner.report import predicted_section
@@ -192,9 +205,7 @@ def plan(
     max_utilization: Annotated[
         float, typer.Option(metavar="NUMBER", help="Utilization target per replica, in (0, 1].")
     ] = 0.8,
-    current_batch: Annotated[
-        int | None, typer.Option(metavar="N", help="The batch cap (--max-num-seqs) in use now.")
-    ] = None,
+    current_batch: CurrentBatchOpt = None,
     replicas: Annotated[int | None, typer.Option(metavar="N", help="Replicas running now.")] = None,
     arrival: Annotated[
         str, typer.Option(metavar="TEXT", help="Arrivals for the sizing simulation: poisson | gamma.")
@@ -240,30 +251,29 @@ def plan(
             "synthetic words; real text usually counts fewer).",
         ),
     ] = None,
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="With several RESULTS: the calibration server's token budget per step (vLLM's "
-            "--max-num-batched-tokens; its results do not hold it): a prompt longer than it prefills in chunks.",
-        ),
-    ] = None,
-    predict_levels: Annotated[
-        str | None,
-        typer.Option(
-            metavar="C,C,...",
-            help="With several RESULTS: the sweep not run, predicted: each closed-loop concurrency at the mix, "
-            "served by the fitted engine in the simulator in virtual time (batch capped at --current-batch).",
-        ),
-    ] = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    predict_levels: PredictLevelsOpt = None,
+    variant: VariantOpt = None,
+    traffic: TrafficOpt = None,
+    bucket: BucketOpt = "60s",
+    scale_up_s: ScaleUpOpt = 0.0,
+    spare: SpareOpt = 0,
+    mix: MixOpt = False,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
-    """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS."""
-    if (not results_files) == (law is None):
+    """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
+    if variant:
+        if results_files or law is not None:
+            raise UsageError("--variant plans a fleet from each variant's results: give no RESULTS or --law beside it")
+    elif (not results_files) == (law is None):
         raise UsageError("give a RESULTS file or --law (what-if), not both")
+    elif traffic is not None or mix or spare or scale_up_s:
+        raise UsageError("--traffic, --mix, --spare and --scale-up-s plan a fleet: give each variant with --variant")
     slos = parse_slos(slo or [])
     concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
     calibrations = [(path.name, load(path)) for path in results_files or []]
+    if variant:
+        calibrations = [(path.name, load(path)) for path in [parse_variant(variant[0])[1]]]
     results = calibrations[0][1] if calibrations else None
     targets: dict[str, Any] = stored_plan(results) if results is not None else {}
     if profile is not None:
@@ -272,7 +282,9 @@ def plan(
         targets = {"qps": prof.plan.qps, "output_tokens": prof.plan.output_tokens}
     if results is not None and not slos:
         slos = profile_slos(results)
-    qps = qps or targets.get("qps")
+    if variant and traffic is not None and qps is not None:
+        raise UsageError("a fleet plan needs the demand: give --traffic FILE or --qps, not both")
+    qps = qps or (targets.get("qps") if traffic is None else None)
     output_tokens = output_tokens or targets.get("output_tokens")
     for flag, value, low, exclusive, high in (
         ("--max-utilization", max_utilization, 0, True, 1),
@@ -285,8 +297,31 @@ def plan(
         ("--prompt-tokens", prompt_tokens, 0, False, MAX_TOKENS),
         ("--tokens-per-word", tokens_per_word, 0, True, None),
         ("--max-num-batched-tokens", max_num_batched_tokens, 1, False, MAX_TOKENS),
+        ("--scale-up-s", scale_up_s, 0, False, None),
+        ("--spare", spare, 0, False, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    if variant:
+        fleet = fleet_plan(
+            variant,
+            demand_of(traffic, qps, bucket),
+            slos,
+            output_tokens=output_tokens,
+            max_utilization=max_utilization,
+            scale_up_s=scale_up_s,
+            spare=spare,
+            mix=mix,
+            arrival=choice("--arrival", arrival, ("poisson", "gamma")),
+            burstiness=burstiness,
+            seed=seed,
+        )
+        if json_out:
+            typer.echo(json.dumps(fleet.to_json(), indent=2))
+        else:
+            for section in fleet_sections(fleet):
+                for part in rich_section(section):
+                    consoles().out.print(part)
+        return
     request = PlanRequest(
         slos=slos,
         qps=qps,

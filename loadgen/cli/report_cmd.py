@@ -14,6 +14,7 @@ from rich.text import Text
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
+from loadgen.cli.fleet_cmd import demand_of, fleet_plan, parse_variant
 from loadgen.cli.plan_cmd import (
     mix_plan,
     parse_levels,
@@ -24,6 +25,17 @@ from loadgen.cli.plan_cmd import (
     require_mix,
     stored_plan,
 )
+from loadgen.cli.plan_options import (
+    BucketOpt,
+    CurrentBatchOpt,
+    MaxNumBatchedTokensOpt,
+    MixOpt,
+    PredictLevelsOpt,
+    ScaleUpOpt,
+    SpareOpt,
+    TrafficOpt,
+    VariantOpt,
+)
 from loadgen.cli.render import rich_section
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
@@ -31,6 +43,8 @@ from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.compare import Delta, compare_results, fingerprint_differences
+from planner.fleet import FleetPlan
+from planner.fleet_report import build_fleet_report
 from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
@@ -39,6 +53,9 @@ from planner.mixplan import PredictedLevel
 from planner.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = ".md", ".html", ".csv"
+MATPLOTLIB_MISSING = (
+    "-o *.html draws plots with matplotlib, which is not installed: pip install 'loadgen[html]' (or write .md or .csv)"
+)
 
 
 def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple[SloTarget, ...]:
@@ -61,23 +78,20 @@ def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
     try:
         from planner.plots import all_plots
     except ImportError:
-        raise UsageError(
-            "-o *.html draws plots with matplotlib, which is not installed: "
-            "pip install 'loadgen[html]' (or write .md or .csv)"
-        ) from None
+        raise UsageError(MATPLOTLIB_MISSING) from None
     return all_plots(capacity)
 
 
 @friendly_errors
 def report(
     results_files: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
-            metavar="RESULTS...",
+            metavar="[RESULTS]...",
             help="Results of `run` or `sweep`; several (sweeps at different prompt lengths) report the plan for "
-            "the mix given by --prompt-tokens and --output-tokens.",
+            "the mix given by --prompt-tokens and --output-tokens. None with --variant (a fleet report).",
         ),
-    ],
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -99,20 +113,18 @@ def report(
         float | None,
         typer.Option(metavar="NUMBER", help="With several RESULTS: prompt tokens per request of the mix to plan for."),
     ] = None,
-    predict_levels: Annotated[
-        str | None,
-        typer.Option(
-            metavar="C,C,...",
-            help="With several RESULTS: add the sweep not run at the mix (as `plan --predict-levels`).",
-        ),
-    ] = None,
-    current_batch: Annotated[
-        int | None, typer.Option(metavar="N", help="With --predict-levels: the batch cap (--max-num-seqs).")
-    ] = None,
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option(metavar="N", help="With several RESULTS: the calibration server's token budget per step."),
-    ] = None,
+    predict_levels: PredictLevelsOpt = None,
+    current_batch: CurrentBatchOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    variant: VariantOpt = None,
+    traffic: TrafficOpt = None,
+    bucket: BucketOpt = "60s",
+    scale_up_s: ScaleUpOpt = 0.0,
+    spare: SpareOpt = 0,
+    mix: MixOpt = False,
+    max_utilization: Annotated[
+        float, typer.Option(metavar="NUMBER", help="Utilization target per replica, in (0, 1] (a fleet report).")
+    ] = 0.8,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
@@ -125,6 +137,33 @@ def report(
     bounded("--prompt-tokens", prompt_tokens, minimum=0, maximum=MAX_TOKENS)
     bounded("--current-batch", current_batch, minimum=1)
     bounded("--max-num-batched-tokens", max_num_batched_tokens, minimum=1, maximum=MAX_TOKENS)
+    bounded("--scale-up-s", scale_up_s, minimum=0)
+    bounded("--spare", spare, minimum=0)
+    bounded("--max-utilization", max_utilization, minimum=0, exclusive=True, maximum=1)
+    if variant:
+        if results_files:
+            raise UsageError("--variant reports a fleet from each variant's results: give no RESULTS beside it")
+        if output is not None and output.suffix == ".csv":
+            raise UsageError("-o *.csv holds one results file's levels: a fleet report is .md or .html")
+        slos = _slos(load(parse_variant(variant[0])[1]), slo, profile)
+        fleet = fleet_plan(
+            variant,
+            demand_of(traffic, qps, bucket),
+            slos,
+            output_tokens=output_tokens,
+            max_utilization=max_utilization,
+            scale_up_s=scale_up_s,
+            spare=spare,
+            mix=mix,
+            arrival="poisson",
+            burstiness=1.0,
+            seed=0,
+        )
+        html_out = output is not None and output.suffix == ".html"
+        _write(build_fleet_report(fleet, _fleet_plots(fleet) if html_out else ()), output, json_out)
+        return
+    if not results_files:
+        raise UsageError("give one or more RESULTS (or --variant for a fleet report)")
     concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
     require_mix(len(results_files), predict_levels=predict_levels, max_num_batched_tokens=max_num_batched_tokens)
     calibrations = [(path.name, load(path)) for path in results_files]
@@ -148,6 +187,10 @@ def report(
         capacity = plan_from_results(results, request) if results.levels else None
         plots = html_plots(capacity) if capacity is not None and html_out else ()
         doc = build_report(results, capacity, slos, plots)
+    _write(doc, output, json_out)
+
+
+def _write(doc: Report, output: Path | None, json_out: bool) -> None:
     if json_out:
         typer.echo(json.dumps(doc.to_json(), indent=2))
     elif output is None:
@@ -156,6 +199,14 @@ def report(
         return
     output.write_text(to_html(doc) if output.suffix == ".html" else to_markdown(doc), encoding="utf-8")
     consoles().err.print(f"report written to {output}", highlight=False)
+
+
+def _fleet_plots(fleet: FleetPlan) -> tuple[Plot, ...]:
+    try:
+        from planner.plots import fleet_over_time
+    except ImportError:
+        raise UsageError(MATPLOTLIB_MISSING) from None
+    return (fleet_over_time(fleet),)
 
 
 def _mix_report(

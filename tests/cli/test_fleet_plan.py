@@ -1,0 +1,104 @@
+"""``loadgen plan --variant`` and ``report --variant``: the fleet plan from results files and imported tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parents[1] / "data"
+SLOS = ["--slo", "tpot_p50<60ms", "--slo", "ttft_p95<2s", "--output-tokens", "128"]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two variants from other tools' files: vLLM's benchmark and AIPerf, each imported by `loadgen import`."""
+    folder = tmp_path_factory.mktemp("variants")
+    out = {}
+    for name, files in (
+        ("vllm", sorted((DATA / "vllm_bench").glob("*.json"))),
+        ("aiperf", sorted((DATA / "aiperf").glob("*.json"))),
+    ):
+        out[name] = folder / f"{name}.json"
+        done = runner.invoke(app, ["import", *map(str, files), "-o", str(out[name])])
+        assert done.exit_code == 0, done.output
+    return out
+
+
+def test_imported_variants_plan_a_constant_qps_as_plan_does_for_each(imported: dict[str, Path]) -> None:
+    for qps in ("20",):
+        fleet = json.loads(
+            runner.invoke(
+                app,
+                ["plan", *(f"--variant={n}={p}" for n, p in imported.items()), "--qps", qps, *SLOS, "--json"],
+            ).stdout
+        )
+        for name, path in imported.items():
+            today = json.loads(runner.invoke(app, ["plan", str(path), "--qps", qps, *SLOS, "--json"]).stdout)
+            ours = next(f for f in fleet["fleets"] if f["variants"] == [name])
+            assert ours["replicas_paid"][name] == [today["replicas"]]
+            assert next(v for v in fleet["variants"] if v["name"] == name)["batch"] == today["max_batch"]
+        assert fleet["objective"] == "GPU-hours" and fleet["choice"] in imported
+
+
+def test_a_rate_series_with_prices_and_a_lag_reads_as_a_plan_and_a_report(
+    imported: dict[str, Path], tmp_path: Path
+) -> None:
+    series = tmp_path / "day.csv"
+    series.write_text("time_s,qps\n0,2\n60,6\n120,16\n180,16.5\n240,2\n", encoding="utf-8")
+    args = [
+        f"--variant=vllm={imported['vllm']},cost=2",
+        f"--variant=aiperf={imported['aiperf']},cost=3,gpus=2",
+        "--traffic",
+        str(series),
+        "--bucket",
+        "1m",
+        "--scale-up-s",
+        "60",
+        "--slo",
+        "tpot_p50<60ms",
+        "--output-tokens",
+        "128",
+    ]
+    doc = json.loads(runner.invoke(app, ["plan", *args, "--json"]).stdout)
+    assert doc["objective"] == "USD" and doc["demand"]["rates_rps"] == [2, 6, 16, 16.5, 2]
+    chosen = doc["fleets"][0]
+    assert doc["choice"] == chosen["variants"][0] == "vllm" and doc["runner_up"] == "aiperf"
+    paid, need = chosen["replicas_paid"]["vllm"], chosen["replicas_serving"]["vllm"]
+    assert paid == [max(need[k : k + 2]) for k in range(5)]  # one bucket of lag: the next bucket's in advance
+    shown = runner.invoke(app, ["plan", *args])
+    assert shown.exit_code == 0 and "Run vllm" in shown.stdout and "scale-up lag 60 s" in shown.stdout
+    report = tmp_path / "fleet.md"
+    done = runner.invoke(app, ["report", *args, "-o", str(report)])
+    assert done.exit_code == 0, done.output
+    text = report.read_text(encoding="utf-8")
+    assert "## Fleet plan" in text and "## Replicas over time" in text and "| vllm | 1 | 2 |" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "nameless"], "--variant 'nameless': expected NAME=RESULTS"),
+        (["--variant", "a={vllm},cost=cheap", "--qps", "1"], "cost: expected a price >= 0"),
+        (["--variant", "a={vllm},gpus=0", "--qps", "1"], "gpus: expected a whole number of GPUs >= 1"),
+        (["--variant", "a={vllm},colour=red", "--qps", "1"], "unknown option 'colour'"),
+        (["--variant", "a={vllm}"], "give --traffic FILE or --qps"),
+        (["--variant", "a={vllm}", "--variant", "a={aiperf}", "--qps", "1"], "the name 'a' is given twice"),
+        (
+            ["--variant", "a={vllm},cost=1", "--variant", "b={aiperf}", "--qps", "1"],
+            "a cost for every variant or for none",
+        ),
+        (["{vllm}", "--mix"], "give each variant with --variant"),
+        (["--variant", "a={vllm}", "--traffic", "{vllm}", "--bucket", "0s"], "--bucket '0s': expected a duration"),
+    ],
+)
+def test_fleet_mistakes_are_one_line_errors(imported: dict[str, Path], args: list[str], message: str) -> None:
+    filled = [a.format(**{k: str(v) for k, v in imported.items()}) for a in args]
+    result = runner.invoke(app, ["plan", *filled, *SLOS])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
