@@ -96,6 +96,7 @@ class PlanSpec:
     qps: float | None = None
     output_tokens: int | None = None
     max_utilization: float = 0.8
+    variants: tuple[str, ...] = ()  # a fleet plan's variants, as --variant spells each: NAME=RESULTS[,cost=][,gpus=]
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,11 +475,16 @@ def _stop(node: Node) -> StopSpec:
 
 def _plan(node: Node) -> PlanSpec:
     node.require_mapping()
-    node.known("qps", "output_tokens", "max_utilization")
+    node.known("qps", "output_tokens", "max_utilization", "variants")
+    variants = node.child("variants")
+    listed = variants.value if variants.value is not None else []
+    if not isinstance(listed, list) or not all(isinstance(v, str) and v.strip() for v in listed):
+        variants.fail("expected a list of NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N], as --variant takes")
     return PlanSpec(
         qps=node.optional_number("qps", minimum=0, exclusive=True),
         output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
         max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
+        variants=tuple(listed),
     )
 
 

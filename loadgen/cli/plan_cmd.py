@@ -262,6 +262,8 @@ def plan(
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
+    if profile is not None and not variant and not results_files and law is None:
+        variant = list(load_profile(find_profile(profile)).plan.variants) or None  # the profile's fleet
     if variant:
         if results_files or law is not None:
             raise UsageError("--variant plans a fleet from each variant's results: give no RESULTS or --law beside it")

@@ -102,3 +102,16 @@ def test_fleet_mistakes_are_one_line_errors(imported: dict[str, Path], args: lis
     result = runner.invoke(app, ["plan", *filled, *SLOS])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_profiles_plan_variants_are_the_fleet(imported: dict[str, Path], tmp_path: Path) -> None:
+    profile = tmp_path / "fleet.yaml"
+    variants = ", ".join(f'"{n}={p},cost={c}"' for (n, p), c in zip(imported.items(), (2, 3)))
+    profile.write_text(
+        f"slo:\n  tpot_p50_ms: 60\nplan:\n  qps: 20\n  output_tokens: 128\n  variants: [{variants}]\n", encoding="utf-8"
+    )
+    doc = json.loads(runner.invoke(app, ["plan", "--profile", str(profile), "--json"]).stdout)
+    assert [v["name"] for v in doc["variants"]] == list(imported) and doc["objective"] == "USD"
+    profile.write_text("plan:\n  variants: [3]\n", encoding="utf-8")
+    bad = runner.invoke(app, ["plan", "--profile", str(profile)])
+    assert bad.exit_code == 2 and "plan.variants: expected a list of NAME=RESULTS" in bad.output
