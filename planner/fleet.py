@@ -40,9 +40,9 @@ from loadgen.results import SloTarget
 from loadgen.schedule import Arrival
 from planner.demand import ONE_HOUR_S, Demand
 from planner.exact import exact
-from planner.fleet_replay import REPLAYED_METRICS, Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
+from planner.fleet_replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
 from planner.plan import CapacityPlan
-from planner.sizing import max_rate_per_replica
+from planner.sizing import max_rate_per_replica, queueing_slos
 
 MAX_REPLAY_ROUNDS = 30  # each round adds a replica to every failing bucket
 
@@ -103,7 +103,7 @@ def variant_capacity(
         f"utilization target {max_utilization:g} x {float(tokens):,.0f} tok/s at batch {plan.max_batch} / "
         f"{variant.output_tokens:g} output tokens = {float(by_utilization):.3g} requests/s"
     )
-    judged = [s for s in slos if s.metric in REPLAYED_METRICS]
+    judged = queueing_slos(slos)
     if not judged:
         return VariantCapacity(variant, by_utilization, how)
     if plan.engine is None:
@@ -220,7 +220,7 @@ def plan_fleet(
     """Every variant's fleet over ``demand`` (and every pair's, with ``mix``), cheapest first."""
     check_prices([c.variant.cost_per_gpu_hour for c in capacities])
     priced = {c.variant.cost_per_gpu_hour is not None for c in capacities}
-    judged = tuple(s for s in slos if s.metric in REPLAYED_METRICS)
+    judged = queueing_slos(slos)
     arrivals = arrivals_for(demand, seed)
     feasible = [c for c in capacities if c.mu_rps is not None]
     groups: list[tuple[VariantCapacity, ...]] = [(c,) for c in feasible]
@@ -326,6 +326,8 @@ def _tuples(a: np.ndarray) -> tuple[tuple[int, ...], ...]:
 
 
 def _to_json(p: FleetPlan) -> dict[str, Any]:
+    replayed = queueing_slos(p.slos)  # what each bucket's check holds a value for
+
     def fleet_json(f: Fleet) -> dict[str, Any]:
         return {
             "variants": [k.name for k in f.kinds],
@@ -344,7 +346,7 @@ def _to_json(p: FleetPlan) -> dict[str, Any]:
             "replay_rounds": f.rounds,
             "replay_added_replica_buckets": f.added,
             "replay": [
-                {"requests": c.requests, "passed": c.passed, **dict(zip((s.key for s in p.slos), c.values_ms))}
+                {"requests": c.requests, "passed": c.passed, **dict(zip((s.key for s in replayed), c.values_ms))}
                 for c in f.checks
             ],
         }

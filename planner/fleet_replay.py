@@ -26,8 +26,6 @@ from loadgen.sim.engine import EngineConfig
 from planner.demand import Demand
 from planner.replica_sim import simulate
 
-REPLAYED_METRICS = (Metric.TTFT, Metric.E2E)  # the batch cap holds TPOT; the queueing SLOs need the replay
-
 
 @dataclass(frozen=True, slots=True)
 class ReplicaKind:

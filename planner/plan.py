@@ -27,10 +27,10 @@ from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, forecast_mix, recommended_budget
 from planner.observations import Observations
 from planner.sizing import (
-    SIMULATED_METRICS,
     ReplicaPlan,
     SimOutcome,
     max_rate_per_replica,
+    queueing_slos,
     replicas_by_simulation,
     replicas_for,
 )
@@ -142,7 +142,7 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     # another load shape, so there it would cap the batch beside a simulation that says otherwise.
     simulated = bool(request.qps and request.simulate) or request.queueing_simulated
     by_simulation = simulated and bool(request.output_tokens or obs.output_tokens_mean)
-    queueing = [s for s in request.slos if by_simulation and s.metric in (Metric.TTFT, Metric.E2E)]
+    queueing = queueing_slos(request.slos) if by_simulation else ()
     if queueing:
         where = f"at {request.qps:g} QPS" if request.qps else "of the fleet"
         warnings.append(
@@ -515,7 +515,7 @@ def _size(
         e2e_s=e2e_s,
     )
     rule = f"utilization target {request.max_utilization:g}"
-    judged = tuple(s for s in request.slos if s.metric in SIMULATED_METRICS and s.metric != Metric.TPOT)
+    judged = queueing_slos(request.slos)
     if not request.simulate or not judged or engine is None:
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.sim.engine import EngineConfig
+from planner.stepmodel import prompt_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ def simulate(
     base, slope, cap = law.base_ms, law.per_seq_ms, law.max_num_seqs
     # each request's prefill, paid in the step that admits it (a prompt of P tokens attends P(P+1)/2 pairs)
     prefill_list: list[float] = (
-        law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompts * (prompts + 1) / 2e6
+        law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompt_pairs(prompts) / 1e6
     ).tolist()
     g = law.per_kv_ms / 1000.0  # ms per KV token a step reads
     first_list: list[float] = [0.0] * n

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -41,6 +41,7 @@ RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capaci
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
 RATE_SEARCH_REPLICATIONS = 10
 SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
+QUEUEING_METRICS = (Metric.TTFT, Metric.E2E)  # a queue decides them; the batch cap holds TPOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +163,11 @@ def load_capacity_rps(
         return capacity_rps(law, output_tokens, prompt_tokens)
     mix = lengths.mix
     return capacity_rps(law, mix.output_tokens, mix.prompt_tokens, mix.context_tokens)
+
+
+def queueing_slos(slos: Iterable[SloTarget]) -> tuple[SloTarget, ...]:
+    """The SLOs a queue decides (TTFT, E2E): judged by a sizing simulation at a load, never capping the batch."""
+    return tuple(s for s in slos if s.metric in QUEUEING_METRICS)
 
 
 def replication_size(law: EngineConfig) -> tuple[int, int]:
@@ -318,7 +324,7 @@ def max_rate_per_replica(
     """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
     limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found:
     mu_slo, the per-replica rate a fleet is sized with. ``lengths``: requests drawn from this sample."""
-    judged = tuple(s for s in slos if s.metric in (Metric.TTFT, Metric.E2E))
+    judged = queueing_slos(slos)
     if not judged:
         return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
     capacity = load_capacity_rps(engine, output_tokens, prompt_tokens, lengths)

@@ -13,11 +13,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.exact import exact
+
+Tokens = TypeVar("Tokens", float, npt.NDArray[np.float64])  # one count, or one per request
 
 MIN_LEVELS = 2
 CURVATURE_RATIO = 1.5  # slope of the upper half vs the lower half beyond this: the data bend
@@ -144,7 +147,7 @@ def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: f
     return ms_per_token * prompt_tokens / output_tokens
 
 
-def prompt_pairs(prompt_tokens: float) -> float:
+def prompt_pairs(prompt_tokens: Tokens) -> Tokens:
     """The (token, earlier token) pairs a prompt's prefill attends, itself included: ``P * (P + 1) / 2``,
     however it is chunked (attention's share of prefill, DESIGN.md's step model with lengths)."""
     return prompt_tokens * (prompt_tokens + 1) / 2

@@ -44,6 +44,8 @@ def test_imported_variants_plan_a_constant_qps_as_plan_does_for_each(imported: d
             assert ours["replicas_paid"][name] == [today["replicas"]]
             assert next(v for v in fleet["variants"] if v["name"] == name)["batch"] == today["max_batch"]
         assert fleet["objective"] == "GPU-hours" and fleet["choice"] in imported
+        replayed = fleet["fleets"][0]["replay"][0]  # each bucket's check names the SLO its value is for
+        assert "ttft_p95_ms" in replayed and "tpot_p50_ms" not in replayed
 
 
 def test_a_rate_series_with_prices_and_a_lag_reads_as_a_plan_and_a_report(
