@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
-from loadgen.results import SloTarget, load
+from loadgen.results import Results, SloTarget, load
 from loadgen.schedule import Arrival
 from loadgen.traffic import load_traffic, parse_bucket
 from planner import PlanRequest, plan_from_results
@@ -66,8 +67,39 @@ def demand_of(traffic: Path | None, qps: float | None, bucket: str) -> Demand:
         raise UsageError(f"--traffic {traffic}: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class VariantFile:
+    """One ``--variant``: its name, results (read once) and price."""
+
+    spec: str
+    name: str
+    path: Path
+    results: Results
+    cost_per_gpu_hour: float | None
+    gpus: int
+
+
+def read_variants(specs: list[str]) -> list[VariantFile]:
+    """Every ``--variant`` parsed and checked (names, prices) before any file is read, then read once each."""
+    parsed = [parse_variant(spec) for spec in specs]
+    names = [name for name, _, _, _ in parsed]
+    if twice := next((n for n in names if names.count(n) > 1), None):
+        raise UsageError(f"--variant: the name {twice!r} is given twice")
+    try:
+        check_prices([cost for _, _, cost, _ in parsed])
+    except ValueError as exc:
+        raise UsageError(f"--variant: {exc}") from None
+    variants = []
+    for spec, (name, path, cost, gpus) in zip(specs, parsed):
+        results = load(path)
+        if not results.levels:
+            raise UsageError(f"--variant {spec!r}: {path} has no levels to plan from")
+        variants.append(VariantFile(spec, name, path, results, cost, gpus))
+    return variants
+
+
 def fleet_plan(
-    specs: list[str],
+    variants: list[VariantFile],
     demand: Demand,
     slos: tuple[SloTarget, ...],
     *,
@@ -80,20 +112,9 @@ def fleet_plan(
     burstiness: float,
     seed: int,
 ) -> FleetPlan:
-    """Each ``--variant`` planned under ``slos`` and its mu_slo found, then the fleets over ``demand``."""
-    parsed = [parse_variant(spec) for spec in specs]
-    names = [name for name, _, _, _ in parsed]
-    if twice := next((n for n in names if names.count(n) > 1), None):
-        raise UsageError(f"--variant: the name {twice!r} is given twice")
-    try:
-        check_prices([cost for _, _, cost, _ in parsed])  # before any variant is simulated
-    except ValueError as exc:
-        raise UsageError(f"--variant: {exc}") from None
+    """Each variant planned under ``slos`` and its mu_slo found, then the fleets over ``demand``."""
     capacities = []
-    for spec, (name, path, cost, gpus) in zip(specs, parsed):
-        results = load(path)
-        if not results.levels:
-            raise UsageError(f"--variant {spec!r}: {path} has no levels to plan from")
+    for v in variants:
         request = PlanRequest(
             slos=slos,
             output_tokens=output_tokens,
@@ -101,12 +122,12 @@ def fleet_plan(
             seed=seed,
             queueing_simulated=True,
         )
-        plan = plan_from_results(results, request)
+        plan = plan_from_results(v.results, request)
         output = output_tokens or (plan.observations.output_tokens_mean if plan.observations else None)
         if not output:
-            raise UsageError(f"--variant {spec!r}: {path} holds no output length; give --output-tokens")
+            raise UsageError(f"--variant {v.spec!r}: {v.path} holds no output length; give --output-tokens")
         prompt = plan.prefill.prompt_tokens if plan.prefill else 0.0
-        variant = Variant(name, plan, output, prompt, str(path), cost, gpus)
+        variant = Variant(v.name, plan, output, prompt, str(v.path), v.cost_per_gpu_hour, v.gpus)
         capacities.append(
             variant_capacity(
                 variant, slos, max_utilization=max_utilization, arrival=arrival, burstiness=burstiness, seed=seed

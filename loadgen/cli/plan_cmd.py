@@ -13,7 +13,7 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice, consoles, friendly_errors
-from loadgen.cli.fleet_cmd import demand_of, fleet_plan, parse_variant
+from loadgen.cli.fleet_cmd import demand_of, fleet_plan, read_variants
 from loadgen.cli.plan_options import (
     BucketOpt,
     CurrentBatchOpt,
@@ -262,8 +262,9 @@ def plan(
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
-    if profile is not None and not variant and not results_files and law is None:
-        variant = list(load_profile(find_profile(profile)).plan.variants) or None  # the profile's fleet
+    prof = load_profile(find_profile(profile)) if profile is not None else None
+    if prof is not None and not variant and not results_files and law is None:
+        variant = list(prof.plan.variants) or None  # the profile's fleet
     if variant:
         if results_files or law is not None:
             raise UsageError("--variant plans a fleet from each variant's results: give no RESULTS or --law beside it")
@@ -273,19 +274,17 @@ def plan(
         raise UsageError("--traffic, --mix, --spare and --scale-up-s plan a fleet: give each variant with --variant")
     slos = parse_slos(slo or [])
     concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
+    variants = read_variants(variant) if variant else []
     calibrations = [(path.name, load(path)) for path in results_files or []]
-    if variant:
-        calibrations = [(path.name, load(path)) for path in [parse_variant(variant[0])[1]]]
+    if variants:  # the first variant's file stands for the sweep: its profile's SLOs and plan targets
+        calibrations = [(variants[0].path.name, variants[0].results)]
     results = calibrations[0][1] if calibrations else None
     targets: dict[str, Any] = stored_plan(results) if results is not None else {}
-    if profile is not None:
-        prof = load_profile(find_profile(profile))
+    if prof is not None:
         slos = slos or prof.slo
         targets = {"qps": prof.plan.qps, "output_tokens": prof.plan.output_tokens}
     if results is not None and not slos:
         slos = profile_slos(results)
-    if variant and traffic is not None and qps is not None:
-        raise UsageError("a fleet plan needs the demand: give --traffic FILE or --qps, not both")
     qps = qps or (targets.get("qps") if traffic is None else None)
     output_tokens = output_tokens or targets.get("output_tokens")
     for flag, value, low, exclusive, high in (
@@ -303,9 +302,9 @@ def plan(
         ("--spare", spare, 0, False, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
-    if variant:
+    if variants:
         fleet = fleet_plan(
-            variant,
+            variants,
             demand_of(traffic, qps, bucket),
             slos,
             output_tokens=output_tokens,

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
-from loadgen.cli.fleet_cmd import demand_of, fleet_plan, parse_variant
+from loadgen.cli.fleet_cmd import demand_of, fleet_plan, read_variants
 from loadgen.cli.plan_cmd import (
     mix_plan,
     parse_levels,
@@ -140,14 +140,16 @@ def report(
     bounded("--scale-up-s", scale_up_s, minimum=0)
     bounded("--spare", spare, minimum=0)
     bounded("--max-utilization", max_utilization, minimum=0, exclusive=True, maximum=1)
+    html_out = output is not None and output.suffix == ".html"
     if variant:
         if results_files:
             raise UsageError("--variant reports a fleet from each variant's results: give no RESULTS beside it")
         if output is not None and output.suffix == ".csv":
             raise UsageError("-o *.csv holds one results file's levels: a fleet report is .md or .html")
-        slos = _slos(load(parse_variant(variant[0])[1]), slo, profile)
+        variants = read_variants(variant)
+        slos = _slos(variants[0].results, slo, profile)
         fleet = fleet_plan(
-            variant,
+            variants,
             demand_of(traffic, qps, bucket),
             slos,
             output_tokens=output_tokens,
@@ -159,7 +161,6 @@ def report(
             burstiness=1.0,
             seed=0,
         )
-        html_out = output is not None and output.suffix == ".html"
         _write(build_fleet_report(fleet, _fleet_plots(fleet) if html_out else ()), output, json_out)
         return
     if not results_files:
@@ -179,7 +180,6 @@ def report(
     request = PlanRequest(
         slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens")
     )
-    html_out = output is not None and output.suffix == ".html"
     if len(calibrations) > 1:
         mix_request = dataclasses.replace(request, prompt_tokens=prompt_tokens, token_budget=max_num_batched_tokens)
         doc = _mix_report(calibrations, mix_request, html_out, concurrencies, current_batch)
