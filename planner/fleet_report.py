@@ -1,7 +1,7 @@
 """The fleet plan as report sections: the answer, the variants, replicas over time, the assumptions (pure).
 
-``loadgen plan --variant`` prints these sections in the terminal; ``loadgen report --variant``
-writes them as Markdown or HTML (with ``planner.plots.fleet_over_time``).
+``loadgen plan --variant`` prints this report in the terminal; ``loadgen report --variant``
+writes it as Markdown or HTML (with ``planner.plots.fleet_over_time``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def fleet_answer(plan: FleetPlan) -> str:
             f"{chosen.name} ({money(plan, chosen.objective)})"
         )
     replicas = chosen.replicas()
+    count = f"{min(replicas)}" if min(replicas) == max(replicas) else f"{min(replicas)} to {max(replicas)}"
     text = (
-        f"Run {chosen.name}: {min(replicas)} to {max(replicas)} replicas over the period, "
+        f"Run {chosen.name}: {count} replicas over the period, "
         f"{money(plan, chosen.objective)} ({chosen.gpu_hours:,.2f} GPU-hours) with a perfect autoscaler"
     )
     if runner is not None:
@@ -140,9 +141,7 @@ def caveats(plan: FleetPlan) -> list[str]:
 
 
 def fleet_sections(plan: FleetPlan) -> list[Section]:
-    sections = [
-        Section("Fleet plan", paragraphs=(fleet_answer(plan),), table=variants_table(plan)),
-    ]
+    sections = [Section("Fleet plan", table=variants_table(plan))]  # the answer is the report's headline
     table = over_time_table(plan)
     if table is not None:
         sections.append(Section("Replicas over time", table=table))

@@ -27,14 +27,14 @@ from loadgen.cli.plan_options import (
 )
 from loadgen.cli.plan_view import render_plan
 from loadgen.cli.predict import predict_levels
-from loadgen.cli.render import rich_section
+from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
 from loadgen.results import Load, Results, SloTarget, load
 from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
-from planner.fleet_report import fleet_sections
+from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
 from planner.report import predicted_section
@@ -319,9 +319,7 @@ def plan(
         if json_out:
             typer.echo(json.dumps(fleet.to_json(), indent=2))
         else:
-            for section in fleet_sections(fleet):
-                for part in rich_section(section):
-                    consoles().out.print(part)
+            consoles().out.print(rich_report(build_fleet_report(fleet)))
         return
     request = PlanRequest(
         slos=slos,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
-from planner.report import Section, fmt, goodput_rule
+from planner.report import Report, Section, fmt, goodput_rule
 from planner.verdicts import Verdicts
 
 LATENCY_ROWS = (
@@ -33,6 +33,14 @@ def rich_section(section: Section) -> list[RenderableType]:
             table.add_row(*[f"[red]{c}[/]" if c.startswith("FAIL") else c for c in row])
         parts.append(table)
     return parts + [Text(f"- {b}") for b in section.bullets]
+
+
+def rich_report(report: Report) -> RenderableType:
+    parts: list[RenderableType] = [Text(report.title, style="bold"), Text(report.headline)]
+    parts += [Text(f"{k}: {v}") for k, v in report.meta]
+    for section in report.sections:
+        parts += rich_section(section)
+    return Group(*parts)
 
 
 def level_table(level: LevelResult) -> Table:

@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
-from rich.text import Text
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
@@ -36,7 +34,7 @@ from loadgen.cli.plan_options import (
     TrafficOpt,
     VariantOpt,
 )
-from loadgen.cli.render import rich_section
+from loadgen.cli.render import rich_report
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.profile import find_profile, load_profile
@@ -63,14 +61,6 @@ def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple
     if not slos and profile is not None:
         slos = load_profile(find_profile(profile)).slo
     return slos or profile_slos(results)
-
-
-def rich_report(report: Report) -> RenderableType:
-    parts: list[RenderableType] = [Text(report.title, style="bold"), Text(report.headline)]
-    parts += [Text(f"{k}: {v}") for k, v in report.meta]
-    for section in report.sections:
-        parts += rich_section(section)
-    return Group(*parts)
 
 
 def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
