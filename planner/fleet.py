@@ -165,11 +165,15 @@ class FleetPlan:
     slos: tuple[SloTarget, ...]
     capacities: tuple[VariantCapacity, ...]
     fleets: tuple[Fleet, ...]  # cheapest first: the choice, then the runner-up
-    objective: str  # "USD" or "GPU-hours"
     scale_up_s: float
     spare: int
     max_utilization: float
     arrivals: str  # what the replay served
+
+    @property
+    def objective(self) -> str:
+        """What the fleets are compared on: USD where every variant has a price (``check_prices``), else GPU-hours."""
+        return "USD" if self.capacities and self.capacities[0].variant.cost_per_gpu_hour is not None else "GPU-hours"
 
     @property
     def chosen(self) -> Fleet | None:
@@ -219,7 +223,6 @@ def plan_fleet(
 ) -> FleetPlan:
     """Every variant's fleet over ``demand`` (and every pair's, with ``mix``), cheapest first."""
     check_prices([c.variant.cost_per_gpu_hour for c in capacities])
-    priced = {c.variant.cost_per_gpu_hour is not None for c in capacities}
     judged = queueing_slos(slos)
     arrivals = arrivals_for(demand, seed)
     feasible = [c for c in capacities if c.mu_rps is not None]
@@ -233,7 +236,6 @@ def plan_fleet(
         tuple(slos),
         tuple(capacities),
         tuple(fleets),
-        "USD" if priced == {True} else "GPU-hours",
         scale_up_s,
         spare,
         max_utilization,
