@@ -25,6 +25,7 @@ from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner.demand import Demand
 from planner.replica_sim import simulate
+from planner.sizing import slo_statistic
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +106,7 @@ def replay(
     checks = []
     for b in range(n_buckets):
         cut = slice(edges[b], edges[b + 1])
-        values = tuple(_statistic(by_metric[s.metric][cut], s) for s in slos)
+        values = tuple(slo_statistic(by_metric[s.metric][cut], s) for s in slos)
         passed = all(math.isnan(v) or v <= s.limit for v, s in zip(values, slos))
         checks.append(BucketCheck(int(edges[b + 1] - edges[b]), values, passed))
     return tuple(checks)
-
-
-def _statistic(values: np.ndarray, slo: SloTarget) -> float:
-    if not len(values):
-        return math.nan
-    return float(np.mean(values)) if slo.percentile is None else float(np.percentile(values, slo.percentile))

@@ -229,6 +229,11 @@ def _percentile(timeline: Timeline, slo: SloTarget, warmup: int) -> float:
         Metric.TPOT: timeline.tpot_ms,
         Metric.E2E: timeline.last_ms - timeline.arrival_ms,
     }[slo.metric][warmup:]
+    return slo_statistic(values, slo)
+
+
+def slo_statistic(values: np.ndarray, slo: SloTarget) -> float:
+    """The SLO's statistic (its percentile, or the mean) of simulated latencies; NaN (no value) where none is."""
     values = values[~np.isnan(values)]
     if not len(values):
         return math.nan
