@@ -39,7 +39,7 @@ from planner.stepmodel import StepModel, context_tokens, prompt_pairs
 from planner.verdicts import judge
 
 TERMS = ("base_ms", "per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "prefill_attention_ms", "overhead_ms")
-COEFFICIENTS = TERMS[:5]  # the engine's; overhead_ms is what TTFT holds beyond it
+COEFFICIENTS = TERMS[: TERMS.index("overhead_ms")]  # the engine's; overhead_ms is what TTFT holds beyond it
 ATTENTION = TERMS.index("prefill_attention_ms")
 #: prompt lengths (each 10% apart) before prefill's square term is fitted: with two, a line and a square
 #: through two TTFT points are exactly determined, and the fit takes the noise (vLLM's CPU build gave
@@ -145,11 +145,11 @@ class LengthModel:
 
     @property
     def separated(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.coefficients[:5] if c.value is not None)
+        return tuple(c.name for c in self.coefficients[: len(COEFFICIENTS)] if c.value is not None)
 
     @property
     def not_separated(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.coefficients[:5] if c.value is None and not c.note)
+        return tuple(c.name for c in self.coefficients[: len(COEFFICIENTS)] if c.value is None and not c.note)
 
     def estimable(self, features: np.ndarray) -> bool:
         """Whether the calibration determines ``features . coefficients`` (whatever the inseparable split)."""
