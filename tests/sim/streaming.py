@@ -6,9 +6,9 @@ bug in the other.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ import aiohttp
 class Stream:
     status: int = 0
     events: list[Any] = field(default_factory=list)  # parsed JSON events, "[DONE]" kept as a string
-    content_times: list[float] = field(default_factory=list)  # perf_counter of each text chunk
+    content_times: list[float] = field(default_factory=list)  # the loop's clock at each text chunk
 
     @property
     def texts(self) -> list[str]:
@@ -44,7 +44,7 @@ async def stream(session: aiohttp.ClientSession, base_url: str, api: str, body: 
         out.status = resp.status
         buf = b""
         async for chunk in resp.content.iter_any():
-            now = time.perf_counter()
+            now = asyncio.get_running_loop().time()  # monotonic; virtual on a virtual-time loop
             buf += chunk
             while b"\n\n" in buf:
                 frame, buf = buf.split(b"\n\n", 1)
