@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from loadgen.cli import app
@@ -14,7 +17,7 @@ from loadgen.errors import ProfileError, UsageError
 from loadgen.profile import parse_profile
 from loadgen.results import load
 from loadgen.sim.server import SimProcess
-from loadgen.trace import load_trace
+from loadgen.trace import Trace, load_trace
 
 runner = CliRunner()
 # (offset s, prompt tokens, output tokens): bursts and gaps, as production traffic has
@@ -145,3 +148,39 @@ def test_a_trace_profile_refuses_what_contradicts_the_trace(
     doc = yaml.safe_load(f"load: {load.replace('TRACE', str(trace))}\nworkload: {workload}\n")
     with pytest.raises(ProfileError, match=message):
         parse_profile(doc, "p.yaml")
+
+
+@settings(max_examples=40)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.5, 1.25, 3.0, 1e6]), st.integers(1, 5000), st.integers(1, 5000)),
+        min_size=1,
+        max_size=30,
+    ),
+    limit=st.one_of(st.none(), st.integers(1, 40)),
+    spoil=st.sampled_from(["", "1_0", "0", "2.5", "nan", " 7 "]),
+)
+def test_numpys_csv_reader_and_the_row_reader_accept_and_read_the_same(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[float, int, int]], limit: int | None, spoil: str
+) -> None:
+    # a CSV is parsed by numpy when clean and row by row otherwise; JSON lines always row by row. A spoiled
+    # prompt length in the first row (one float() reads and numpy does not, or one out of range) must read
+    # or fail alike on both paths.
+    folder = tmp_path_factory.mktemp("trace")
+    prompts: list[object] = [p for _, p, _ in rows]
+    if spoil:
+        prompts[0] = spoil
+    csv_path, json_path = folder / "t.csv", folder / "t.jsonl"
+    csv_path.write_text("time_s,prompt_tokens,output_tokens\n" + "".join(
+        f"{t},{p},{o}\n" for (t, _, o), p in zip(rows, prompts)))  # fmt: skip
+    json_path.write_text("".join(json.dumps({"time_s": t, "prompt_tokens": p, "output_tokens": o}) + "\n"
+                                 for (t, _, o), p in zip(rows, prompts)))  # fmt: skip
+    outcomes: list[Trace | str] = []
+    for path in (csv_path, json_path):
+        try:
+            outcomes.append(load_trace(path, limit))
+        except UsageError as exc:
+            outcomes.append(re.sub(r":\d+:", ":LINE:", str(exc).replace(str(path), "FILE")))  # CSV has a header
+    if spoil in ("", " 7 ", "1_0"):  # float() reads these (JSON holds them as strings)
+        assert all(isinstance(o, Trace) for o in outcomes), outcomes
+    assert outcomes[0] == outcomes[1]
