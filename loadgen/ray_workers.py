@@ -28,10 +28,11 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from loadgen.errors import LoadgenError, UsageError
+from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.loops import loop_factory, running_loop_name
 from loadgen.metrics import LiveSnapshot
@@ -81,6 +82,48 @@ class RayOutcome:
     outcome: SplitOutcome
     clocks: tuple[ClockReading, ...]
     loops: tuple[str, ...] = ()  # per worker: the event loop its share ran on
+
+
+@dataclass(slots=True)
+class OnRayActors:
+    """The executor for ``--ray``: each level split over Ray actors (``LevelExecutor``). It keeps each level's
+    worker clocks for the results and says when a clock, a worker's niceness or its event loop is not what
+    the measurement assumes."""
+
+    target: SplitTarget
+    options: RayOptions
+    event_loop: str  # the loop asked for: a node without it runs another, and that is said
+    clocks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by level label
+
+    async def run(self, plan: LevelPlan, workload: Workload, observer: LevelObserver, stop: asyncio.Event) -> LevelRun:
+        on_ray = await run_level_on_ray(plan, workload, self.target, stop=stop, options=self.options, observer=observer)
+        self.clocks[plan.load.label] = [asdict(c) for c in on_ray.clocks]
+        return LevelRun(on_ray.outcome.result, level_notes(plan, [*self._notes(on_ray), *on_ray.outcome.lost_workers]))
+
+    def _notes(self, on_ray: RayOutcome) -> list[str]:
+        return [
+            *(
+                f"worker {c.worker} on {c.node}: its clock is {c.offset_ms:+.1f} ms from the driver's "
+                f"(+-{c.rtt_ms / 2:.1f} ms); the start was corrected, but hosts are assumed NTP-synchronised to a few ms"
+                for c in on_ray.clocks
+                if c.suspect
+            ),
+            *(
+                f"worker {c.worker} on {c.node} ran at nice {c.niceness} (Ray starts its workers at 15 and this one "
+                "could not lower it): any busy process on that node takes its core first; start Ray with "
+                "RAY_worker_niceness=0"
+                for c in on_ray.clocks
+                if c.niceness > 0
+            ),
+            *(
+                f"worker {i} ran on {ran}'s event loop, not {self.event_loop} (not installed on its node)"
+                for i, ran in enumerate(on_ray.loops)
+                if ran and ran != self.event_loop  # "": no loop was made (that worker is reported lost)
+            ),
+        ]
+
+    def settings(self) -> dict[str, Any]:
+        return {"ray": {**self.options.describe(), "clocks": self.clocks}} if self.clocks else {}
 
 
 def require_ray() -> Any:

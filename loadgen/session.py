@@ -25,17 +25,18 @@ from typing import Any, Literal, get_args
 from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
+from loadgen.executors import InProcess, LevelExecutor
 from loadgen.loops import loop_name, running_loop_name
 from loadgen.observe import LevelObserver, NullObserver
-from loadgen.ray_workers import RayOptions
+from loadgen.ray_workers import OnRayActors, RayOptions
 from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
 from loadgen.run_settings import RunSettings
-from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan, run_level
-from loadgen.scrape import MetricsScraper, metrics_url, probe
+from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan
+from loadgen.scrape import metrics_url, probe
 from loadgen.secrets import scrub
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
-from loadgen.workers import SplitTarget, run_level_in_processes
+from loadgen.workers import InWorkerProcesses, SplitTarget
 from loadgen.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]
@@ -141,14 +142,12 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         )
         target = Target(base_url=shown, model=workload.model, api=workload.api)
         settings = _settings(session, workload, scrape)
-        clocks: dict[str, list[dict[str, Any]]] = {}  # each Ray level's worker clocks, by level label
+        executor = _executor(session, http, headers, scrape, hooks)
         done: list[LevelResult] = []
         retried: list[RetriedLevel] = []
 
         def results(complete: bool) -> Results:
-            # Ray's worker clocks arrive level by level
-            ray = {"ray": {**session.ray.describe(), "clocks": clocks}} if session.ray is not None and clocks else {}
-            stored = RunSettings.from_json({**settings, **ray})
+            stored = RunSettings.from_json({**settings, **executor.settings()})  # Ray's clocks arrive level by level
             return Results(
                 info, target, stored, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
             )
@@ -165,7 +164,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
-            level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, clocks)
+            level = await _one_level(executor, plan, workload, hooks, stop)
             while (retry := _retry(level, session, hooks, stop)) is not None:
                 why, lengthen = retry
                 with contextlib.suppress(TimeoutError):
@@ -178,7 +177,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 if hooks.on_level_plan is not None:
                     hooks.on_level_plan(plan)
                 attempt = level.attempt + 1
-                level = await _one_level(plan, workload, session, http, headers, scrape, hooks, stop, clocks)
+                level = await _one_level(executor, plan, workload, hooks, stop)
                 level = replace(level, attempt=attempt)
             done.append(level)
             if hooks.checkpoint is not None:
@@ -215,63 +214,25 @@ async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload,
     return workload, probe_s, scrape
 
 
-async def _one_level(
-    plan: LevelPlan,
-    workload: Workload,
-    session: Session,
-    http: Any,
-    headers: Mapping[str, str],
-    scrape: bool,
-    hooks: SessionHooks,
-    stop: asyncio.Event,
-    clocks: dict[str, list[dict[str, Any]]],
-) -> LevelResult:
+def _executor(
+    session: Session, http: Any, headers: Mapping[str, str], scrape: bool, hooks: SessionHooks
+) -> LevelExecutor:
+    """Where every level of this session runs: picked once."""
     if not session.split:
-        scraper = MetricsScraper(http, metrics_url(session.base_url)) if scrape else None
-        return await run_level(
-            plan,
-            workload,
-            http,
-            clock=session.clock(),
-            observer=hooks.observer,
-            stop=stop,
-            scraper=scraper,
-            on_record=hooks.on_record,
-            real_time=not session.virtual_time,
-        )
+        scraped = metrics_url(session.base_url) if scrape else None
+        return InProcess(http, scraped, session.clock(), real_time=not session.virtual_time, on_record=hooks.on_record)
     target = SplitTarget(session.base_url, headers, session.http, session.workers, scrape)
     if session.ray is not None:
-        from loadgen.ray_workers import run_level_on_ray
+        return OnRayActors(target, session.ray, _event_loop(session))
+    return InWorkerProcesses(target)
 
-        on_ray = await run_level_on_ray(plan, workload, target, stop=stop, options=session.ray, observer=hooks.observer)
-        clocks[plan.load.label] = [dataclasses.asdict(c) for c in on_ray.clocks]
-        event_loop = _event_loop(session)
-        hooks.notes.extend(
-            f"{plan.load.label}: worker {c.worker} on {c.node}: its clock is {c.offset_ms:+.1f} ms from the "
-            f"driver's (+-{c.rtt_ms / 2:.1f} ms); the start was corrected, but hosts are assumed NTP-synchronised "
-            "to a few ms"
-            for c in on_ray.clocks
-            if c.suspect
-        )
-        hooks.notes.extend(
-            f"{plan.load.label}: worker {c.worker} on {c.node} ran at nice {c.niceness} (Ray starts its workers "
-            "at 15 and this one could not lower it): any busy process on that node takes its core first; start "
-            "Ray with RAY_worker_niceness=0"
-            for c in on_ray.clocks
-            if c.niceness > 0
-        )
-        hooks.notes.extend(
-            f"{plan.load.label}: worker {i} ran on {ran}'s event loop, not {event_loop} (not installed on its node)"
-            for i, ran in enumerate(on_ray.loops)
-            if ran and ran != event_loop  # "": no loop was made (that worker is reported lost)
-        )
-        outcome = on_ray.outcome
-    else:
-        hooks.observer.on_level_start(plan.load, plan.planned_s)
-        outcome = await run_level_in_processes(plan, workload, target, stop=stop)
-        hooks.observer.on_level_end(outcome.result)
-    hooks.notes.extend(f"{plan.load.label}: {line}" for line in outcome.lost_workers)
-    return outcome.result
+
+async def _one_level(
+    executor: LevelExecutor, plan: LevelPlan, workload: Workload, hooks: SessionHooks, stop: asyncio.Event
+) -> LevelResult:
+    run = await executor.run(plan, workload, hooks.observer, stop)
+    hooks.notes.extend(run.notes)
+    return run.result
 
 
 PROBE_ATTEMPTS = 3

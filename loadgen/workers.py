@@ -27,6 +27,7 @@ from typing import Any
 
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
+from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.loops import loop_factory
 from loadgen.observe import LevelObserver
@@ -210,6 +211,22 @@ async def run_level_in_processes(
         for worker in workers:
             worker.close()
     return merge_shares(plan, [LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts], lost)
+
+
+@dataclass(frozen=True, slots=True)
+class InWorkerProcesses:
+    """The executor for ``--workers N``: each level split over N fresh processes (``LevelExecutor``)."""
+
+    target: SplitTarget
+
+    async def run(self, plan: LevelPlan, workload: Workload, observer: LevelObserver, stop: asyncio.Event) -> LevelRun:
+        observer.on_level_start(plan.load, plan.planned_s)
+        outcome = await run_level_in_processes(plan, workload, self.target, stop=stop)
+        observer.on_level_end(outcome.result)
+        return LevelRun(outcome.result, level_notes(plan, outcome.lost_workers))
+
+    def settings(self) -> dict[str, Any]:
+        return {}
 
 
 @dataclass(slots=True)
