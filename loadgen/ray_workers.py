@@ -1,6 +1,6 @@
 """Splits one level across Ray actors, on one host or many: the same per-worker loop as ``--workers``.
 
-Each actor runs ``loadgen.workers.run_share`` (its own event loop and
+Each actor runs ``loadgen.split.run_share`` (its own event loop and
 connection pool) on a share from ``split_plan``; the driver merges the
 shares with ``merge_shares``, exactly as for local processes. Ray is
 imported only here, and this module only when ``--ray`` is given.
@@ -39,7 +39,7 @@ from loadgen.metrics import LiveSnapshot
 from loadgen.observe import LevelObserver, LoadSnapshot
 from loadgen.results import LevelResult, Load
 from loadgen.runner import PROGRESS_INTERVAL_S, LevelPlan
-from loadgen.workers import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
+from loadgen.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.workload import Workload
 
 Placement = Literal["spread", "pack"]

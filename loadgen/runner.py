@@ -82,7 +82,7 @@ def open_loop_offsets(plan: LevelPlan) -> np.ndarray:
     """An open-loop level's send offsets (s from its start): replayed, or drawn from its seed.
 
     A pure function of the plan, so a level split across workers or hosts
-    can deal one schedule out in interleaved shares (``loadgen.workers.split_plan``).
+    can deal one schedule out in interleaved shares (``loadgen.split.split_plan``).
     """
     if plan.arrivals_s is not None:  # a trace: its own times (its load names the arrival "trace")
         return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)

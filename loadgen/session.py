@@ -35,8 +35,9 @@ from loadgen.run_settings import RunSettings
 from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan
 from loadgen.scrape import metrics_url, probe
 from loadgen.secrets import scrub
+from loadgen.split import SplitTarget
 from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
-from loadgen.workers import InWorkerProcesses, SplitTarget
+from loadgen.workers import InWorkerProcesses
 from loadgen.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
 
 Scrape = Literal["auto", "on", "off"]

@@ -23,7 +23,7 @@ from loadgen.ray_workers import RayOptions, connect, require_ray, run_level_on_r
 from loadgen.results import Load, Metric, load
 from loadgen.runner import LevelPlan, open_loop_offsets
 from loadgen.sim.server import SimProcess
-from loadgen.workers import SplitTarget
+from loadgen.split import SplitTarget
 from loadgen.workload import Lengths, Workload
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,8 @@ from loadgen.client import HttpOptions
 from loadgen.results import Load, load
 from loadgen.runner import LevelPlan
 from loadgen.sim.server import SimProcess
-from loadgen.workers import SplitTarget, run_level_in_processes
+from loadgen.split import SplitTarget
+from loadgen.workers import run_level_in_processes
 from loadgen.workload import Lengths, Workload
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from loadgen.results import Load
 from loadgen.runner import LevelPlan, open_loop_offsets
-from loadgen.workers import split_plan
+from loadgen.split import split_plan
 
 
 @settings(max_examples=60, deadline=None)
