@@ -31,11 +31,11 @@ import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
+from loadgen.limits import MAX_EVENT_CHARS
 from loadgen.loops import EventLoop
 from loadgen.records import Clock, RequestRecord
 from loadgen.sse import (
     DONE,
-    MAX_EVENT_CHARS,
     Api,
     Convention,
     MalformedChunk,

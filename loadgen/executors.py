@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 import httpx
 
+from loadgen.load import LevelPlan
 from loadgen.observe import LevelObserver
 from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult
-from loadgen.runner import LevelPlan, run_level
+from loadgen.runner import run_level
 from loadgen.scrape import MetricsScraper
 from loadgen.workload import Workload
 

@@ -46,8 +46,9 @@ from loadgen import __version__
 from loadgen.errors import UsageError
 from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
+from loadgen.load import Arrival, Load
 from loadgen.quantity import Aggregate, Metric, Quantity
-from loadgen.results import LevelResult, Load, Results, RunInfo, ServerSample, Target
+from loadgen.results import LevelResult, Results, RunInfo, ServerSample, Target
 from loadgen.run_settings import RunSettings
 from loadgen.textfiles import read_text
 
@@ -133,7 +134,7 @@ def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
     assert value is not None
     if not value > 0:
         raise UsageError(f"{where}: {loads[0]}: must be > 0")
-    load = Load("concurrency", value) if loads[0] == "concurrency" else Load("rate", value, "poisson", 1.0)
+    load = Load("concurrency", value) if loads[0] == "concurrency" else Load("rate", value, Arrival.POISSON, 1.0)
     latencies: dict[Quantity, float] = {}
     for key, raw in row.items():
         if key in LOAD_KEYS or key in OTHER_KEYS:
@@ -205,7 +206,7 @@ def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     if isinstance(concurrency, int | float) and concurrency > 0:
         load = Load("concurrency", float(concurrency))
     elif isinstance(rate, int | float) and math.isfinite(rate) and rate > 0:
-        load = Load("rate", float(rate), "poisson", float(doc.get("burstiness") or 1.0))
+        load = Load("rate", float(rate), Arrival.POISSON, float(doc.get("burstiness") or 1.0))
     else:
         raise UsageError(
             f"{where}: neither max_concurrency nor a finite request_rate: the load of this run is unknown "
@@ -322,7 +323,7 @@ def _guidellm(bench: Any, where: str) -> ImportedLevel:
     elif kind == "synchronous":
         load = Load("concurrency", 1.0)
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", float(rate), "poisson" if kind == "poisson" else "constant", 1.0)
+        load = Load("rate", float(rate), Arrival.POISSON if kind == "poisson" else Arrival.CONSTANT, 1.0)
     else:
         raise UsageError(f"{where}: no concurrency (strategy streams) or rate in its config: the load is unknown")
     latencies: dict[Quantity, float] = {}
@@ -367,7 +368,7 @@ def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     if isinstance(concurrency, int) and concurrency > 0:
         load = Load("concurrency", float(concurrency))
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", float(rate), "poisson", 1.0)
+        load = Load("rate", float(rate), Arrival.POISSON, 1.0)
     else:
         raise UsageError(
             f"{where}: no concurrency or request_rate in input_config (loadgen, or the profiling phase): "

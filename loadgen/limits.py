@@ -14,3 +14,4 @@ MAX_TOKENS = 1_000_000  # prompt or output tokens of one request
 MAX_LEVELS = 100  # levels in one sweep, listed or generated
 MAX_FILE_LEVELS = 5_000  # levels in one results file or one imported table (a 100,000-row import once took 4 GB)
 MAX_RETRIES = 10  # measurements of one level beyond the first (--retries): each is a whole level's time
+MAX_EVENT_CHARS = 4 << 20  # a line, or an event's data, longer than this fails the request (4 Mi characters)

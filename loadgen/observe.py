@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from loadgen.load import Load
 from loadgen.metrics import LiveSnapshot
-from loadgen.results import LevelResult, Load
+from loadgen.results import LevelResult
 
 
 class LevelObserver(Protocol):

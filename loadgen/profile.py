@@ -22,8 +22,8 @@ import yaml
 
 from loadgen.errors import ProfileError
 from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_RETRIES, MAX_TOKENS
+from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
-from loadgen.schedule import ARRIVALS, Arrival
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sse import APIS, Api
@@ -73,7 +73,7 @@ class LoadSpec:
     duration_s: float | None = 30.0
     requests: int | None = None
     warmup_s: float = 5.0
-    arrival: Arrival = "poisson"
+    arrival: Arrival = Arrival.POISSON
     burstiness: float = 1.0
     max_in_flight: int | None = None
     min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
@@ -440,7 +440,7 @@ def _load(node: Node) -> LoadSpec:
         duration_s=duration,
         requests=requests,
         warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
-        arrival=node.choice("arrival", d.arrival, ARRIVALS),
+        arrival=node.choice("arrival", d.arrival, DRAWN_ARRIVALS),
         burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
         max_in_flight=node.optional_integer("max_in_flight", minimum=1, maximum=MAX_CONCURRENCY),
         min_requests=node.optional_integer("min_requests", minimum=1),

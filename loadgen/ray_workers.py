@@ -34,11 +34,12 @@ from typing import Any, Literal, get_args
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.load import LevelPlan, Load
 from loadgen.loops import loop_factory, running_loop_name
 from loadgen.metrics import LiveSnapshot
 from loadgen.observe import LevelObserver, LoadSnapshot
-from loadgen.results import LevelResult, Load
-from loadgen.runner import PROGRESS_INTERVAL_S, LevelPlan
+from loadgen.results import LevelResult
+from loadgen.runner import PROGRESS_INTERVAL_S
 from loadgen.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.workload import Workload
 

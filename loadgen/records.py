@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from loadgen.errors import ErrorKind
-from loadgen.results import Load
+from loadgen.load import Load
 from loadgen.secrets import scrub
 
 Clock = Callable[[], float]  # monotonic seconds (time.monotonic): one clock for every timestamp

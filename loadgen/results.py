@@ -16,11 +16,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
+from loadgen.load import Load
 from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
 from loadgen.run_settings import RunSettings
@@ -47,41 +48,6 @@ CLIENT_WAIT_FLOOR: Final = 0.05  # ...and it waited at least this share of the w
 # core. Seen here at c=256 beside one CPU hog on its core: ran 49%, waited ~49%, TTFT p99 +75 ms (quiet:
 # +7 ms); at c=64 beside the same hog: ran 26%, waited ~26%, within 1 ms of quiet.
 WINDOW_LIFETIMES: Final = 3.0  # a measured window shorter than this many mean request lifetimes is quantised
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    """One load level: a closed-loop concurrency or an open-loop rate."""
-
-    kind: Literal["concurrency", "rate"]
-    value: float
-    arrival: str | None = None  # rate only: constant | poisson | gamma
-    burstiness: float | None = None  # rate only: gamma shape (1 = Poisson)
-    max_in_flight: int | None = None  # rate only: in-flight cap
-
-    @property
-    def label(self) -> str:
-        if self.kind == "concurrency":
-            return f"c={self.value:g}"
-        return f"r={self.value:g}/s"
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "value": self.value}
-        if self.kind == "rate":
-            out.update(arrival=self.arrival, burstiness=self.burstiness, max_in_flight=self.max_in_flight)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Load:
-        kind = raw["kind"]
-        if kind not in ("concurrency", "rate"):
-            raise ValueError(f"load.kind must be concurrency or rate, got {kind!r}")
-        value = float(raw["value"])
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"load.value must be a finite number > 0, got {raw['value']!r}")
-        if kind == "concurrency":
-            value = int(value)
-        return cls(kind, value, raw.get("arrival"), raw.get("burstiness"), raw.get("max_in_flight"))
 
 
 @dataclass(frozen=True, slots=True)

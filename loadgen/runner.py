@@ -23,7 +23,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -31,13 +31,12 @@ import numpy as np
 from loadgen.client import stream_request
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
+from loadgen.load import LevelPlan, open_loop_offsets
 from loadgen.metrics import LevelRecorder
 from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.records import Clock, RequestRecord
-from loadgen.results import WINDOW_LIFETIMES, LevelResult, Load, Metric
-from loadgen.schedule import arrival_named, arrival_offsets, offsets_within
+from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
 from loadgen.scrape import MetricsScraper
-from loadgen.sse import MAX_EVENT_CHARS
 from loadgen.workload import Conversation, RequestFactory, Workload
 
 PROGRESS_INTERVAL_S = 0.5
@@ -45,55 +44,6 @@ LOOP_PROBE_INTERVAL_S = 0.005  # the loop-lag probe's timer: 200 wake-ups a seco
 CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
 MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
-
-
-@dataclass(frozen=True, slots=True)
-class LevelPlan:
-    """Everything that shapes one level, besides where it is sent."""
-
-    load: Load
-    duration_s: float | None = None  # measured duration after warm-up
-    requests: int | None = None  # request budget (warm-up included)
-    warmup_s: float = 0.0
-    ramp_up_s: float = 0.0  # closed loop: workers start staggered over this span
-    drain_s: float = 10.0  # how long in-flight requests may finish after the level stops
-    interrupt_grace_s: float = 2.0  # after an interrupt: how long to let in-flight requests finish
-    timeout_s: float = 600.0  # per request
-    max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request
-    request_id_header: str | None = None  # a fresh id per request in this header (None: none sent)
-    arrivals_s: tuple[float, ...] | None = None  # open loop: replay these offsets (a trace) instead of drawing
-    lag_threshold_ms: float = 10.0
-    seed: int = 0
-    goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
-    min_requests: int | None = None  # request floor: the session lengthens the duration to reach it
-
-    def __post_init__(self) -> None:
-        if self.duration_s is None and self.requests is None:
-            raise ValueError("a level needs a duration, a request budget, or both")
-        if self.load.value <= 0:
-            raise ValueError(f"load value must be > 0, got {self.load.value}")
-
-    @property
-    def planned_s(self) -> float | None:
-        return None if self.duration_s is None else self.warmup_s + self.duration_s
-
-
-def open_loop_offsets(plan: LevelPlan) -> np.ndarray:
-    """An open-loop level's send offsets (s from its start): replayed, or drawn from its seed.
-
-    A pure function of the plan, so a level split across workers or hosts
-    can deal one schedule out in interleaved shares (``loadgen.split.split_plan``).
-    """
-    if plan.arrivals_s is not None:  # a trace: its own times (its load names the arrival "trace")
-        return np.asarray(plan.arrivals_s[: plan.requests], dtype=np.float64)
-    load, rng = plan.load, np.random.default_rng(plan.seed)
-    arrival = arrival_named(load.arrival or "poisson")
-    burstiness = load.burstiness or 1.0
-    if plan.duration_s is not None:
-        span = plan.warmup_s + plan.duration_s
-        offsets = offsets_within(load.value, span, arrival=arrival, burstiness=burstiness, rng=rng)
-        return offsets if plan.requests is None else offsets[: plan.requests]
-    return arrival_offsets(load.value, plan.requests or 0, arrival=arrival, burstiness=burstiness, rng=rng)
 
 
 async def run_level(

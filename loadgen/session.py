@@ -26,13 +26,14 @@ from loadgen import __version__
 from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
 from loadgen.executors import InProcess, LevelExecutor
+from loadgen.load import LevelPlan
 from loadgen.loops import loop_name, running_loop_name
 from loadgen.observe import LevelObserver, NullObserver
 from loadgen.ray_workers import OnRayActors, RayOptions
 from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
 from loadgen.run_settings import RunSettings
-from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S, LevelPlan
+from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S
 from loadgen.scrape import metrics_url, probe
 from loadgen.secrets import scrub
 from loadgen.split import SplitTarget

@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
+from loadgen.load import LevelPlan, split_plan
 from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult, merge_levels
-from loadgen.runner import LevelPlan, open_loop_offsets, run_level
+from loadgen.runner import run_level
 from loadgen.scrape import MetricsScraper, metrics_url
 from loadgen.workload import Workload
 
@@ -48,44 +49,6 @@ class SplitTarget:
             WorkerJob(i, part, workload, self.base_url, self.headers, self.http, self.scrape and i == 0)
             for i, part in enumerate(split_plan(plan, self.workers))
         ]
-
-
-def split_plan(plan: LevelPlan, n: int) -> list[LevelPlan]:
-    """Share a level among ``n`` workers; each gets a distinct seed (its prompts). Empty shares are dropped.
-
-    Closed loop: the clients and the request budget are divided. Open loop:
-    the level's one arrival schedule (``open_loop_offsets``, from the level's
-    seed) is dealt out in turn, worker ``i`` taking arrivals ``i, i+n, ...``,
-    so the union of the shares is exactly the schedule one process would send.
-    """
-    load = plan.load
-    schedule = open_loop_offsets(plan) if load.kind == "rate" else None
-    plans = []
-    for i in range(n):
-        arrivals = None
-        if schedule is None:
-            part_load = replace(load, value=_share(int(load.value), n, i))
-            requests = _share(plan.requests, n, i) if plan.requests is not None else None
-            if part_load.value == 0 or requests == 0:
-                continue
-        else:
-            arrivals = tuple(schedule[i::n].tolist())
-            if not arrivals:
-                continue
-            cap = max(1, _share(load.max_in_flight, n, i)) if load.max_in_flight else None
-            part_load = replace(load, value=load.value / n, max_in_flight=cap)
-            requests = len(arrivals) if plan.requests is not None else None
-        # the request floor was applied to the whole level's duration (session): each worker's window
-        # must end at the same instant, so none extends its own
-        seed = plan.seed * 1009 + i
-        plans.append(
-            replace(plan, load=part_load, requests=requests, seed=seed, min_requests=None, arrivals_s=arrivals)
-        )
-    return plans
-
-
-def _share(total: int, n: int, i: int) -> int:
-    return total // n + (1 if i < total % n else 0)
 
 
 async def run_share(

@@ -15,6 +15,8 @@ from typing import Any, Literal, NamedTuple, get_args
 
 import orjson
 
+from loadgen.limits import MAX_EVENT_CHARS
+
 Api = Literal["chat", "completions"]
 APIS: tuple[Api, ...] = get_args(Api)
 DONE = "[DONE]"
@@ -35,9 +37,6 @@ class SSEEvent(NamedTuple):
 
     data: str
     event: str = "message"
-
-
-MAX_EVENT_CHARS = 4 << 20  # a line, or an event's data, longer than this fails the request (4 Mi characters)
 
 
 class SSEDecoder:

@@ -16,11 +16,10 @@ from typing import Any
 
 from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
+from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.profile import Profile
 from loadgen.quantity import PER_REQUEST
 from loadgen.ray_workers import RayOptions
-from loadgen.results import Load
-from loadgen.runner import LevelPlan
 from loadgen.session import Scrape, Session, Start
 from loadgen.sse import Convention
 from loadgen.trace import Trace, load_trace
@@ -99,7 +98,7 @@ def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list
     for i, value in enumerate(ld.levels):
         replay = trace.scaled(value) if trace else None
         if replay is not None:
-            load = Load("rate", float(f"{replay.mean_rate:.4g}"), "trace", None, ld.max_in_flight)
+            load = Load("rate", float(f"{replay.mean_rate:.4g}"), Arrival.TRACE, None, ld.max_in_flight)
         elif ld.mode == "closed":
             load = Load("concurrency", int(value))
         else:

@@ -28,10 +28,10 @@ from typing import Any
 from loadgen.errors import LoadgenError
 from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.load import LevelPlan
 from loadgen.loops import loop_factory
 from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult
-from loadgen.runner import LevelPlan
 from loadgen.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.workload import Workload
 

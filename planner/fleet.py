@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.load import Arrival
 from loadgen.results import SloTarget
-from loadgen.schedule import Arrival
 from planner.demand import ONE_HOUR_S, Demand
 from planner.exact import exact
 from planner.fleet_replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
@@ -88,7 +88,7 @@ def variant_capacity(
     slos: Sequence[SloTarget],
     *,
     max_utilization: float = 0.8,
-    arrival: Arrival = "poisson",
+    arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
 ) -> VariantCapacity:

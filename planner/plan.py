@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.load import Arrival
 from loadgen.results import Metric, Results, SloTarget
-from loadgen.schedule import Arrival
 from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
@@ -51,7 +51,7 @@ class PlanRequest:
     max_utilization: float = 0.8
     current_batch: int | None = None
     current_replicas: int | None = None
-    arrival: Arrival = "poisson"
+    arrival: Arrival = Arrival.POISSON
     burstiness: float = 1.0
     lengths: tuple[int, ...] | None = None  # static vs continuous demonstration
     simulate: bool = True

@@ -25,8 +25,8 @@ from typing import Literal
 
 import numpy as np
 
+from loadgen.load import Arrival, arrival_offsets
 from loadgen.results import Metric, SloTarget
-from loadgen.schedule import Arrival, arrival_offsets
 from loadgen.sim.engine import EngineConfig
 from planner.exact import exact
 from planner.lengthsample import LengthSample
@@ -185,7 +185,7 @@ def simulate_replicas(
     *,
     prompt_tokens: float = 0.0,
     lengths: LengthSample | None = None,
-    arrival: Arrival = "poisson",
+    arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
     max_replications: int = MAX_REPLICATIONS,
@@ -275,7 +275,7 @@ def replicas_by_simulation(
     start: int,
     prompt_tokens: float = 0.0,
     lengths: LengthSample | None = None,
-    arrival: Arrival = "poisson",
+    arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
     max_replicas: int = 10_000,
@@ -322,7 +322,7 @@ def max_rate_per_replica(
     *,
     prompt_tokens: float = 0.0,
     lengths: LengthSample | None = None,
-    arrival: Arrival = "poisson",
+    arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
 ) -> tuple[float | None, str]:

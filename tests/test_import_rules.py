@@ -16,7 +16,7 @@ PLANNER_ALLOWED_LOADGEN = {
     "loadgen.quantity",
     "loadgen.histogram",
     "loadgen.errors",
-    "loadgen.schedule",
+    "loadgen.load",
     "loadgen.sim.engine",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
@@ -100,3 +100,66 @@ def test_the_parts_nevers_hold() -> None:
         assert "loadgen.metrics" not in imports_of(path), f"{path.name} computes metrics"
     for path in parts["simulator"]:
         assert not any(n.split(".")[0] == "planner" for n in imports_of(path)), f"{path.name} imports the planner"
+
+
+# The parts from the bottom up: a module imports only from its own part or one below. The results
+# contract (with the load modes) is pure; the wire and the simulator stand on it; inputs read files
+# into its types; the planner is pure math over it; a run drives the wire with inputs; the command
+# line wires everything.
+LAYERS = ("results contract", "wire", "simulator", "inputs", "planner", "run", "command line")
+
+
+def module_parts() -> dict[str, str]:
+    """Each module's dotted name -> the part docs/architecture.md puts it in."""
+    owner = {}
+    for part, globs in architecture_parts().items():
+        for path in (p for g in globs for p in ROOT.glob(g)):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            owner[name.removesuffix(".__init__")] = part
+    return owner
+
+
+def test_the_architecture_lists_every_part_in_a_layer() -> None:
+    assert sorted(architecture_parts()) == sorted(LAYERS)
+
+
+def test_no_part_imports_from_a_part_above_it() -> None:
+    owner = module_parts()
+    rank = {part: i for i, part in enumerate(LAYERS)}
+    upward = []
+    for module, part in owner.items():
+        path = ROOT / (
+            module.replace(".", "/") + ("/__init__.py" if (ROOT / module.replace(".", "/")).is_dir() else ".py")
+        )
+        for name in imports_of(path):
+            target = owner.get(name) or owner.get(name.rpartition(".")[0])  # a module, or a name in a package
+            if target is not None and rank[target] > rank[part]:
+                upward.append(f"{module} ({part}) imports {name} ({target})")
+    assert not upward, upward
+
+
+def test_the_module_import_graph_has_no_cycle() -> None:
+    owner = module_parts()
+    graph = {m: set() for m in owner}
+    for module in owner:
+        path = ROOT / (
+            module.replace(".", "/") + ("/__init__.py" if (ROOT / module.replace(".", "/")).is_dir() else ".py")
+        )
+        for name in imports_of(path):
+            target = name if name in owner else name.rpartition(".")[0]
+            if target in owner and target != module:
+                graph[module].add(target)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for nxt in sorted(graph[module]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(nxt) :], nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])

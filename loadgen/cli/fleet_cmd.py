@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
+from loadgen.load import Arrival
 from loadgen.results import Results, SloTarget, load
-from loadgen.schedule import Arrival
 from loadgen.traffic import load_traffic, parse_bucket
 from planner import PlanRequest, plan_from_results
 from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series

@@ -30,8 +30,9 @@ from loadgen.cli.predict import predict_levels
 from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
+from loadgen.load import Arrival, Load
 from loadgen.profile import find_profile, load_profile
-from loadgen.results import Load, Results, SloTarget, load
+from loadgen.results import Results, SloTarget, load
 from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.fleet_report import build_fleet_report
@@ -312,7 +313,7 @@ def plan(
             scale_up_s=scale_up_s,
             spare=spare,
             mix=mix,
-            arrival=choice("--arrival", arrival, ("poisson", "gamma")),
+            arrival=choice("--arrival", arrival, (Arrival.POISSON, Arrival.GAMMA)),
             burstiness=burstiness,
             seed=seed,
         )
@@ -328,7 +329,7 @@ def plan(
         max_utilization=max_utilization,
         current_batch=current_batch,
         current_replicas=replicas,
-        arrival=choice("--arrival", arrival, ("poisson", "gamma")),
+        arrival=choice("--arrival", arrival, (Arrival.POISSON, Arrival.GAMMA)),
         burstiness=burstiness,
         lengths=parse_lengths(lengths),
         simulate=not no_simulate,

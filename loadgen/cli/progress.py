@@ -6,8 +6,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from loadgen.load import Load
 from loadgen.observe import LoadSnapshot
-from loadgen.results import LevelResult, Load, Metric
+from loadgen.results import LevelResult, Metric
 
 
 def _ms(value: float | None) -> str:

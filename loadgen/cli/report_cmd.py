@@ -37,8 +37,9 @@ from loadgen.cli.plan_options import (
 from loadgen.cli.render import rich_report
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
+from loadgen.load import Arrival, Load
 from loadgen.profile import find_profile, load_profile
-from loadgen.results import Load, Results, SloTarget, load
+from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.compare import Delta, compare_results, fingerprint_differences
 from planner.fleet import FleetPlan
@@ -147,7 +148,7 @@ def report(
             scale_up_s=scale_up_s,
             spare=spare,
             mix=mix,
-            arrival="poisson",
+            arrival=Arrival.POISSON,
             burstiness=1.0,
             seed=0,
         )

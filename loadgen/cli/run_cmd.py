@@ -52,10 +52,10 @@ from loadgen.cli.options import (
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
+from loadgen.load import DRAWN_ARRIVALS
 from loadgen.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.records import RecordsWriter
 from loadgen.results import Metric
-from loadgen.schedule import ARRIVALS
 from loadgen.session import Session, SessionHooks
 from loadgen.sim.engine import EngineConfig
 from loadgen.sse import APIS
@@ -397,7 +397,7 @@ def _load(
     assert rate is not None
     return LoadSpec(
         mode="open", levels=(rate,), duration_s=duration, requests=requests, warmup_s=warmup,
-        arrival=choice("--arrival", arrival, ARRIVALS), burstiness=burstiness, max_in_flight=max_in_flight,
+        arrival=choice("--arrival", arrival, DRAWN_ARRIVALS), burstiness=burstiness, max_in_flight=max_in_flight,
     )  # fmt: skip
 
 

@@ -109,9 +109,6 @@ def serve_sim(
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", metavar="", help="Allow binding a non-loopback address.")
     ] = False,
-    until_stdin_closes: Annotated[
-        bool, typer.Option("--until-stdin-closes", hidden=True, help="Exit when standard input ends (a parent's pipe).")
-    ] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
     if not is_loopback(host) and not allow_remote:
@@ -155,20 +152,18 @@ def serve_sim(
         typer.echo(f"http://{host}:{bound}/v1")
 
     try:
-        asyncio.run(_serve(options, host, port, ready, until_stdin_closes))
+        asyncio.run(_serve(options, host, port, ready))
     except (KeyboardInterrupt, StopRequested):
         err.print("simulator stopped")
     except OSError as exc:
         raise fail(f"--host {host} --port {port}: cannot bind ({exc.strerror})", EXIT_USAGE) from None
 
 
-async def _serve(
-    options: SimOptions, host: str, port: int, ready: Callable[[int], None], until_stdin_closes: bool
-) -> None:
-    """Serve until a stop signal (Ctrl-C, TERM, HUP: the server closes cleanly) or the parent's pipe ends."""
+async def _serve(options: SimOptions, host: str, port: int, ready: Callable[[int], None]) -> None:
+    """Serve until a stop signal (Ctrl-C, TERM, HUP: the server closes cleanly)."""
     stop = asyncio.Event()
     with SIGNALS.steering(asyncio.get_running_loop(), stop):
-        await serve_forever(options, host, port, ready, until_stdin_closes=until_stdin_closes, done=stop)
+        await serve_forever(options, host, port, ready, done=stop)
     consoles().err.print("simulator stopped")
 
 

@@ -16,8 +16,9 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -62,6 +63,15 @@ class SimOptions:
             raise ValueError(f"merge_prob must be in [0, 1), got {self.merge_prob}")
         if self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+
+    def to_json(self) -> dict[str, Any]:
+        """Every option, as the simulator child reads them (``python -m loadgen.sim``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SimOptions:
+        nested = {"engine": EngineConfig, "faults": FaultConfig, "tokenizer": Tokenizer}
+        return cls(**{key: nested[key](**value) if key in nested else value for key, value in raw.items()})
 
 
 DRIVER_KEY = web.AppKey("driver", EngineDriver)

@@ -8,8 +8,8 @@ and event loop, on an ephemeral port, so tests and commands such as
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -133,62 +133,6 @@ class SimServer:
             await runner.cleanup()
 
 
-def serve_sim_argv(options: SimOptions, host: str = "127.0.0.1", port: int = 0) -> list[str]:
-    """The ``loadgen serve-sim`` flags that reproduce ``options``."""
-    e, f = options.engine, options.faults
-    argv = [
-        "serve-sim",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--model",
-        options.model,
-        "--base-ms",
-        repr(e.base_ms),
-        "--per-seq-ms",
-        repr(e.per_seq_ms),
-        "--prefill-ms-per-token",
-        repr(e.prefill_ms_per_token),
-        "--max-num-seqs",
-        str(e.max_num_seqs),
-        "--mode",
-        e.mode,
-        "--static-batch",
-        str(e.static_batch),
-        "--static-wait-ms",
-        repr(e.static_wait_ms),
-        "--noise-cv",
-        repr(e.noise_cv),
-        "--merge-prob",
-        repr(options.merge_prob),
-        "--seed",
-        str(e.seed),
-    ]
-    if e.per_kv_ms:
-        argv += ["--per-kv-ms", repr(e.per_kv_ms)]
-    if e.max_num_batched_tokens is not None:
-        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
-    if e.kv_capacity_tokens is not None:
-        argv += ["--kv-capacity-tokens", str(e.kv_capacity_tokens)]
-    if options.api_key:
-        argv += ["--require-api-key", options.api_key]
-    argv += ["--stall-ms", repr(options.stall_ms), "--max-model-len", str(options.max_model_len)]
-    argv += [
-        "--tokens-per-word",
-        repr(options.tokenizer.per_word),
-        "--template-tokens",
-        str(options.tokenizer.template),
-    ]
-    if not options.prefix_cache:
-        argv.append("--no-prefix-cache")
-    for field in dataclasses.fields(f):
-        p = getattr(f, field.name)
-        if p:
-            argv += ["--fault", f"{field.name}={p!r}"]
-    return argv
-
-
 class SimProcess:
     """The simulator in its own process, so it never competes with the caller for the GIL.
 
@@ -205,14 +149,15 @@ class SimProcess:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> SimProcess:
-        argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(self.options, self.host, self.port)]
-        argv.append("--until-stdin-closes")
+        argv = [sys.executable, "-m", "loadgen.sim", "--host", self.host, "--port", str(self.port)]
         # it ends when we end, however we end (its stdin pipe closes), so it never outlives a killed run
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
-            assert self._proc.stdout is not None
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            self._proc.stdin.write(json.dumps(self.options.to_json()) + "\n")  # its options: one line
+            self._proc.stdin.flush()
             line = self._proc.stdout.readline().strip()
             if not line.startswith("http://"):
                 self._proc.kill()

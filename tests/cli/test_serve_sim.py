@@ -60,7 +60,7 @@ def test_serve_sim_serves_on_an_ephemeral_port() -> None:
 def test_clients_that_leave_mid_request_leave_no_traceback_in_the_log() -> None:
     # Half a request body then a close, or a reset (SO_LINGER 0), before or during the stream.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.sim", "serve-sim", "--port", "0"],
+        [sys.executable, "-m", "loadgen", "serve-sim", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

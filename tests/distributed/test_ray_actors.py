@@ -18,10 +18,10 @@ from loadgen.cli import app
 from loadgen.cli.execute import local_ray_environment
 from loadgen.client import HttpOptions
 from loadgen.histogram import LatencyHistogram
+from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
 from loadgen.observe import NullObserver
 from loadgen.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
-from loadgen.results import Load, Metric, load
-from loadgen.runner import LevelPlan, open_loop_offsets
+from loadgen.results import Metric, load
 from loadgen.sim.server import SimProcess
 from loadgen.split import SplitTarget
 from loadgen.workload import Lengths, Workload
@@ -123,7 +123,7 @@ def test_two_actors_measure_what_two_processes_do(local_ray: None, sim: SimProce
 async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_one_schedule(
     local_ray: None, sim: SimProcess
 ) -> None:
-    plan = LevelPlan(Load("rate", 12.0, "poisson"), duration_s=2.0, warmup_s=0.5, seed=7)
+    plan = LevelPlan(Load("rate", 12.0, Arrival.POISSON), duration_s=2.0, warmup_s=0.5, seed=7)
     on_ray = await run_level_on_ray(
         plan,
         WORKLOAD,

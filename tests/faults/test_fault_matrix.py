@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.client import TRANSPORTS, HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
-from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.load import LevelPlan, Load
+from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
 from loadgen.run_settings import RunSettings
-from loadgen.runner import LevelPlan, run_level
+from loadgen.runner import run_level
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions

@@ -242,8 +242,8 @@ async def test_https_to_a_plain_http_port_says_so_in_seconds(transport: str) -> 
 async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
     import socket
 
-    from loadgen.results import Load
-    from loadgen.runner import LevelPlan, run_level
+    from loadgen.load import LevelPlan, Load
+    from loadgen.runner import run_level
     from loadgen.workload import Workload
 
     with socket.socket() as s:  # a port nothing listens on
@@ -267,8 +267,9 @@ async def test_an_html_page_with_status_200_is_a_malformed_answer(transport: str
 
 @pytest.mark.asyncio
 async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
+    from loadgen.load import Load
     from loadgen.metrics import LevelRecorder
-    from loadgen.results import Load, Results, RunInfo, Target
+    from loadgen.results import Results, RunInfo, Target
     from planner.report import caveats
 
     empty = SSE_HEAD + chunked(b'data: {"choices":[{"text":null,"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
@@ -289,8 +290,8 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
 async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(transport: str) -> None:
     """Issue 31, item 15: usage 0 with one empty delta counted as completed with a TTFT and one token of
     throughput (``output_tokens or len(times)`` read 0 as missing): 291.6 tok/s from 0-token answers."""
+    from loadgen.load import Load
     from loadgen.metrics import LevelRecorder
-    from loadgen.results import Load
 
     zero = SSE_HEAD + chunked(
         b'data: {"choices":[{"text":""}]}\n\n'
@@ -348,9 +349,10 @@ def test_the_sse_cap_is_a_flag(tmp_path) -> None:  # type: ignore[no-untyped-def
 
 def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
     # A server that stops at end-of-sequence answers fewer tokens than max_tokens asked.
+    from loadgen.load import Load
     from loadgen.metrics import LevelRecorder
     from loadgen.records import RequestRecord
-    from loadgen.results import Load, Results, RunInfo, Target
+    from loadgen.results import Results, RunInfo, Target
     from planner.report import caveats
 
     recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)

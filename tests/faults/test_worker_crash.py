@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from loadgen.client import HttpOptions
-from loadgen.results import Load, load
-from loadgen.runner import LevelPlan
+from loadgen.load import LevelPlan, Load
+from loadgen.results import load
 from loadgen.sim.server import SimProcess
 from loadgen.split import SplitTarget
 from loadgen.workers import run_level_in_processes

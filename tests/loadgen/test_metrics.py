@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from loadgen.errors import ErrorKind
+from loadgen.load import Load
 from loadgen.metrics import LevelRecorder
 from loadgen.records import RequestRecord
-from loadgen.results import Load, Metric
+from loadgen.results import Metric
 
 
 def record(

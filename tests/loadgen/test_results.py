@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, LatencyHistogram
+from loadgen.load import Arrival, Load
 from loadgen.results import (
     SCHEMA_VERSION,
     LevelResult,
-    Load,
     Metric,
     Results,
     RunInfo,
@@ -99,7 +99,7 @@ metric_values = st.dictionaries(st.sampled_from(list(Metric)), st.lists(st.integ
 @given(metric_values, st.integers(0, 50), st.dictionaries(st.sampled_from(list(ErrorKind)), st.integers(1, 9)))
 def test_round_trip(values: dict[Metric, list[int]], completed: int, errors: dict[ErrorKind, int]) -> None:
     original = results(
-        (level(values, completed=completed, errors=errors), level({}, load=Load("rate", 2.5, "gamma", 0.5, 8)))
+        (level(values, completed=completed, errors=errors), level({}, load=Load("rate", 2.5, Arrival.GAMMA, 0.5, 8)))
     )
     assert Results.from_json(original.to_json()) == original
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadgen.schedule import arrival_offsets, offsets_within
+from loadgen.load import Arrival, arrival_offsets, offsets_within
 
 
 @given(
@@ -30,7 +30,7 @@ def test_offsets_sorted_nonnegative_and_reproducible(
 
 
 def test_constant_arrivals_are_exact() -> None:
-    assert arrival_offsets(4.0, 5, arrival="constant", rng=np.random.default_rng(0)).tolist() == [
+    assert arrival_offsets(4.0, 5, arrival=Arrival.CONSTANT, rng=np.random.default_rng(0)).tolist() == [
         0,
         0.25,
         0.5,

@@ -6,9 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.results import Load
-from loadgen.runner import LevelPlan, open_loop_offsets
-from loadgen.split import split_plan
+from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets, split_plan
 
 
 @settings(max_examples=60, deadline=None)
@@ -22,7 +20,9 @@ from loadgen.split import split_plan
 def test_the_union_of_open_loop_shares_is_the_one_process_schedule(
     rate: float, workers: int, seed: int, arrival: str, budget: int | None
 ) -> None:
-    plan = LevelPlan(Load("rate", rate, arrival, 0.5 if arrival == "gamma" else None), 5.0, budget, 1.0, seed=seed)
+    plan = LevelPlan(
+        Load("rate", rate, Arrival(arrival), 0.5 if arrival == "gamma" else None), 5.0, budget, 1.0, seed=seed
+    )
     whole = open_loop_offsets(plan)
     shares = split_plan(plan, workers)
     union = np.sort(np.concatenate([open_loop_offsets(p) for p in shares])) if shares else np.array([])

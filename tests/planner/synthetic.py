@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 
 from loadgen.histogram import LatencyHistogram
-from loadgen.results import LevelResult, Load, Metric, Results, RunInfo, ServerSample, Target
+from loadgen.load import Load
+from loadgen.results import LevelResult, Metric, Results, RunInfo, ServerSample, Target
 from loadgen.run_settings import RunSettings
 
 

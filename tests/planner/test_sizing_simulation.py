@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.load import arrival_offsets
 from loadgen.results import Metric, SloTarget
-from loadgen.schedule import arrival_offsets
 from loadgen.sim.engine import Engine, EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
 from planner.sizing import replicas_for, t975

@@ -8,8 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from loadgen.load import Load
 from loadgen.quantity import Quantity
-from loadgen.results import LevelResult, Load, Metric, SloTarget, Trend
+from loadgen.results import LevelResult, Metric, SloTarget, Trend
 from planner.stop import stop_reason
 from planner.verdicts import judge
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots

@@ -15,8 +15,9 @@ import pytest
 
 from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
-from loadgen.results import LevelResult, Load, Metric
-from loadgen.runner import LevelPlan, run_level
+from loadgen.load import Arrival, LevelPlan, Load
+from loadgen.results import LevelResult, Metric
+from loadgen.runner import run_level
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
@@ -73,7 +74,7 @@ async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c
 @pytest.mark.asyncio
 async def test_coordinated_omission_queue_is_in_ttft_not_in_ttft_sent(sim: SimProcess) -> None:
     # 16 tokens at batch 2 take ~16 * 25.8 ms = 0.41 s, so 2 slots serve ~4.8 req/s; 10 req/s must queue.
-    load = Load("rate", 10.0, arrival="constant", max_in_flight=2)
+    load = Load("rate", 10.0, arrival=Arrival.CONSTANT, max_in_flight=2)
     result = await measure(sim.base_url, LevelPlan(load, duration_s=2.5), workload(16))
     ttft = result.percentile_ms(Metric.TTFT, 50)
     ttft_sent = result.percentile_ms(Metric.TTFT_SENT, 50)
@@ -148,7 +149,7 @@ def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
 def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float, steady: bool) -> None:
     # 4 slots, 8 tokens of 26.6 ms: each slot serves a request per 0.213 s, so capacity is ~18.8 requests/s.
     capacity = 4 / (8 * (25 + 0.4 * 4) / 1000)
-    load = Load("rate", round(load_factor * capacity, 2), arrival="poisson")
+    load = Load("rate", round(load_factor * capacity, 2), arrival=Arrival.POISSON)
     plan = LevelPlan(load, duration_s=5.0, warmup_s=0.5, seed=2)
     result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(8))
     from planner.verdicts import judge

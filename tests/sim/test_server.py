@@ -236,22 +236,30 @@ async def test_merged_chunks_carry_every_token() -> None:
     assert len(out.texts) < 40
 
 
-def test_the_simulator_process_serves_the_step_model_with_lengths_it_was_given() -> None:
-    # SimProcess passes the engine on as serve-sim flags: the child says the law it runs when it is ready
+def test_the_simulator_child_takes_every_option_as_json_and_says_the_law_it_runs() -> None:
+    # SimProcess hands the child its options as one JSON line on stdin (no flags to keep in step with the
+    # options; no required API key in a process listing): it says the law it runs once it listens.
+    import json
     import subprocess
     import sys
 
-    from loadgen.sim.server import serve_sim_argv
-
-    engine = EngineConfig(per_kv_ms=0.5, max_num_batched_tokens=256, kv_capacity_tokens=5000, max_num_seqs=16)
-    argv = [sys.executable, "-m", "loadgen.sim", *serve_sim_argv(SimOptions(engine=engine)), "--until-stdin-closes"]
+    engine = EngineConfig(per_kv_ms=0.5, max_num_batched_tokens=256, kv_capacity_tokens=5000, max_num_seqs=16,
+                          prefill_attention_ms=20.0)  # fmt: skip
+    options = SimOptions(engine=engine, api_key="sk-child", faults=FaultConfig(http_429=0.1))
+    assert SimOptions.from_json(json.loads(json.dumps(options.to_json()))) == options
+    argv = [sys.executable, "-m", "loadgen.sim", "--port", "0"]
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as child:
         assert child.stdout is not None and child.stderr is not None and child.stdin is not None
+        assert "sk-child" not in " ".join(argv)
+        child.stdin.write(json.dumps(options.to_json()) + "\n")
+        child.stdin.flush()
         url = child.stdout.readline()  # the bare URL once it listens: a readiness signal
-        child.stdin.close()
-        said = " ".join(child.stderr.read().split())  # the console wraps long lines
-        child.wait(timeout=30)
-    assert url.startswith("http://127.0.0.1:")
+        unauthorised = httpx.get(url.strip() + "/models").status_code
+        child.stdin.close()  # the parent's pipe ends: the child follows
+        said = " ".join(child.stderr.read().split())
+        assert child.wait(timeout=30) == 0
+    assert url.startswith("http://127.0.0.1:") and unauthorised == 401
     assert "+ 0.5*kv_tokens/1000" in said and "256 tokens a step" in said and "KV 5000 tokens" in said, said
+    assert "+ 20*prefill_token_pairs/1e6" in said, said  # the flags the child once took had no attention term
