@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READ = (
-    "import sys; from pathlib import Path; from loadgen.workload import load_dataset; "
+    "import sys; from pathlib import Path; from loadgen.inputs.workload import load_dataset; "
     "print(len(load_dataset(Path(sys.argv[1]))))"
 )
 

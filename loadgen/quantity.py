@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 
 class Metric(enum.StrEnum):
-    """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.metrics``)."""
+    """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.run.metrics``)."""
 
     TTFT = "ttft"  # t_first - t_intended
     TTFT_SENT = "ttft_sent"  # t_first - t_sent

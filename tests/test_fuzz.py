@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.errors import ProfileError, ResultsError
-from loadgen.profile import load_profile, parse_profile
+from loadgen.inputs.profile import load_profile, parse_profile
 from loadgen.results import Results
 from planner.gate import parse_check
 from planner.slo import parse_slo
@@ -169,7 +169,7 @@ def _only_usage_errors(write: str, name: str, read: object) -> None:
 
 
 def _import(path: Path) -> None:
-    from loadgen.imports import read_levels, to_results
+    from loadgen.inputs.imports import read_levels, to_results
 
     levels, fmt = read_levels(path)
     to_results(levels, source=path.name, fmt=fmt, model="m")
@@ -201,7 +201,7 @@ def test_random_import_tables_raise_only_usage_errors(columns: list[str], rows: 
                         ("TIMESTAMP", "ContextTokens", "GeneratedTokens")]),
        st.lists(st.lists(cells, min_size=3, max_size=3), max_size=4), st.booleans())  # fmt: skip
 def test_random_traces_raise_only_usage_errors(columns: tuple[str, ...], rows: list[list[str]], as_csv: bool) -> None:
-    from loadgen.trace import load_trace
+    from loadgen.inputs.trace import load_trace
 
     if as_csv:
         text = ",".join(columns) + "\n" + "".join(",".join(row) + "\n" for row in rows)
@@ -224,7 +224,7 @@ dataset_documents = st.recursive(
 @settings(max_examples=80, deadline=None)
 @given(st.lists(dataset_documents, max_size=4), st.booleans())
 def test_random_datasets_raise_only_usage_errors(lines: list[object], sharegpt: bool) -> None:
-    from loadgen.workload import load_dataset
+    from loadgen.inputs.workload import load_dataset
 
     def safe(value: object) -> str:
         return json.dumps(value, allow_nan=True)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.errors import ProfileError
-from loadgen.profile import find_profile, load_profile, parse_profile
+from loadgen.inputs.profile import find_profile, load_profile, parse_profile
 
 PROFILES = sorted((Path(__file__).resolve().parents[1] / "profiles").glob("*.yaml"))
 SHIPPED = {

@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from loadgen.cli.execute import execute
-from loadgen.profile import Profile
-from loadgen.records import RequestRecord
+from loadgen.inputs.profile import Profile
 from loadgen.results import Results
-from loadgen.session import SessionHooks
+from loadgen.run.session import SessionHooks
+from loadgen.run.sweep import TargetOptions, session_from_profile
+from loadgen.run.vtime import VirtualTimeLoop
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import start_site
-from loadgen.sweep import TargetOptions, session_from_profile
-from loadgen.vtime import VirtualTimeLoop
+from loadgen.wire.records import RequestRecord
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ def run_virtual(
 
 
 def in_virtual_time(main: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on a virtual-time loop (``loadgen.vtime``)."""
+    """Run a coroutine on a virtual-time loop (``loadgen.run.vtime``)."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as loop:
         return loop.run(main)
 

@@ -18,20 +18,20 @@ from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice
 from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
-from loadgen.client import TRANSPORTS, HttpOptions
 from loadgen.errors import UsageError
-from loadgen.loops import EVENT_LOOPS, loop_factory
-from loadgen.observe import LevelObserver, NullObserver
-from loadgen.ray_workers import PLACEMENTS, RayOptions, check_reachable, require_ray
+from loadgen.inputs.workload import owned_key_problem
 from loadgen.results import Results
-from loadgen.session import SCRAPES, STARTS, Session, SessionHooks, run_session
+from loadgen.run.observe import LevelObserver, NullObserver
+from loadgen.run.ray_workers import PLACEMENTS, RayOptions, check_reachable, require_ray
+from loadgen.run.session import SCRAPES, STARTS, Session, SessionHooks, run_session
+from loadgen.run.sweep import TargetOptions
+from loadgen.run.vtime import VirtualTimeLoop
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess, start_site
-from loadgen.sse import CONVENTIONS
-from loadgen.sweep import TargetOptions
-from loadgen.target import normalize_base_url, parse_headers
-from loadgen.vtime import VirtualTimeLoop
-from loadgen.workload import owned_key_problem
+from loadgen.wire.client import TRANSPORTS, HttpOptions
+from loadgen.wire.loops import EVENT_LOOPS, loop_factory
+from loadgen.wire.sse import CONVENTIONS
+from loadgen.wire.target import normalize_base_url, parse_headers
 
 SIM_URL = "sim"
 

@@ -1,7 +1,7 @@
 """``loadgen plan --variant`` (and ``report --variant``): the fleet plan over traffic, variants and prices.
 
 This module wires: it reads each variant's results, plans it (``planner.plan``), reads the traffic
-(``loadgen.traffic``) and hands both to ``planner.fleet``; the math is there.
+(``loadgen.inputs.traffic``) and hands both to ``planner.fleet``; the math is there.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
+from loadgen.inputs.traffic import load_traffic, parse_bucket
 from loadgen.load import Arrival
 from loadgen.results import Results, SloTarget, load
-from loadgen.traffic import load_traffic, parse_bucket
 from planner import PlanRequest, plan_from_results
 from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
 from planner.fleet import FleetPlan, Variant, check_prices, plan_fleet, variant_capacity

@@ -10,7 +10,7 @@ import typer
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
 from loadgen.errors import UsageError
-from loadgen.imports import ImportedLevel, PerRequest, read_levels, to_results
+from loadgen.inputs.imports import ImportedLevel, PerRequest, read_levels, to_results
 from loadgen.limits import MAX_TOKENS
 from loadgen.results import save_atomic
 

@@ -29,11 +29,11 @@ from loadgen.cli.plan_view import render_plan
 from loadgen.cli.predict import predict_levels
 from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import find_profile, load_profile
+from loadgen.inputs.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
-from loadgen.profile import find_profile, load_profile
 from loadgen.results import Results, SloTarget, load
-from loadgen.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample

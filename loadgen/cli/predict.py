@@ -15,12 +15,12 @@ import math
 from collections.abc import Sequence
 
 from loadgen.cli.execute import execute
-from loadgen.profile import parse_profile
+from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results
-from loadgen.session import SessionHooks
+from loadgen.run.session import SessionHooks
+from loadgen.run.sweep import TargetOptions, session_from_profile
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sweep import TargetOptions, session_from_profile
 from planner.lengthmodel import LengthModel, Mix, tpot_features
 from planner.mixplan import PredictedLevel
 

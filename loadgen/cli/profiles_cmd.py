@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from loadgen.cli.common import consoles, friendly_errors
-from loadgen.profile import find_profile, list_profiles, load_profile
+from loadgen.inputs.profile import find_profile, list_profiles, load_profile
 
 app = typer.Typer(no_args_is_help=True, help="List, show and validate workload profiles.")
 

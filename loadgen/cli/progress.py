@@ -7,8 +7,8 @@ from rich.live import Live
 from rich.text import Text
 
 from loadgen.load import Load
-from loadgen.observe import LoadSnapshot
 from loadgen.results import LevelResult, Metric
+from loadgen.run.observe import LoadSnapshot
 
 
 def _ms(value: float | None) -> str:

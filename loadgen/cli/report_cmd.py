@@ -36,9 +36,9 @@ from loadgen.cli.plan_options import (
 )
 from loadgen.cli.render import rich_report
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import find_profile, load_profile
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
-from loadgen.profile import find_profile, load_profile
 from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.compare import Delta, compare_results, fingerprint_differences

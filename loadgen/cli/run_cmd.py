@@ -51,16 +51,16 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
+from loadgen.inputs.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
 from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
 from loadgen.load import DRAWN_ARRIVALS
-from loadgen.profile import LoadSpec, Profile, WorkloadSpec
-from loadgen.records import RecordsWriter
 from loadgen.results import Metric
-from loadgen.session import Session, SessionHooks
+from loadgen.run.session import Session, SessionHooks
+from loadgen.run.sweep import session_from_profile
 from loadgen.sim.engine import EngineConfig
-from loadgen.sse import APIS
-from loadgen.sweep import session_from_profile
-from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
+from loadgen.wire.records import RecordsWriter
+from loadgen.wire.sse import APIS
 from planner.report import caveats
 from planner.verdicts import retry_reason
 

@@ -40,13 +40,13 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.limits import MAX_LEVELS, MAX_RETRIES, MAX_TOKENS
-from loadgen.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.results import Results, SloTarget, save_atomic
-from loadgen.session import SessionHooks
+from loadgen.run.session import SessionHooks
+from loadgen.run.sweep import session_from_profile
 from loadgen.sim.engine import MODES
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sweep import session_from_profile
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason

@@ -37,7 +37,7 @@ from loadgen.sim.framing import (
     parse_request,
 )
 from loadgen.sim.prefix_cache import PrefixCache
-from loadgen.sse import Api
+from loadgen.wire.sse import Api
 
 METRIC_PREFIX = "loadgen_sim:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.errors import ProfileError
-from loadgen.profile import parse_profile
+from loadgen.inputs.profile import parse_profile
 from loadgen.results import load
 
 runner = CliRunner()

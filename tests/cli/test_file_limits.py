@@ -67,7 +67,7 @@ def test_a_trace_with_a_year_one_timestamp_an_oversized_field_or_a_far_row_is_on
 
 
 def test_a_cut_of_a_trace_longer_than_the_replay_limit_is_replayed(tmp_path: Path) -> None:
-    from loadgen.trace import MAX_TRACE_REQUESTS, load_trace
+    from loadgen.inputs.trace import MAX_TRACE_REQUESTS, load_trace
 
     trace = tmp_path / "long.csv"
     rows = "".join(f"{(MAX_TRACE_REQUESTS - i) * 0.001},4,4\n" for i in range(MAX_TRACE_REQUESTS + 1))

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.profile import parse_profile
+from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, SloTarget, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from loadgen.cli.progress import _status
 from loadgen.load import Load
-from loadgen.metrics import LiveSnapshot
-from loadgen.observe import LoadSnapshot
+from loadgen.run.metrics import LiveSnapshot
+from loadgen.run.observe import LoadSnapshot
 
 LIVE = LiveSnapshot(110, 0, 1, 5_000, 50.0, 60.0, 20.0, 25.0, window_output_tokens=2_490.0)
 

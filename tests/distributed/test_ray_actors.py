@@ -16,15 +16,15 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.cli.execute import local_ray_environment
-from loadgen.client import HttpOptions
 from loadgen.histogram import LatencyHistogram
+from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
-from loadgen.observe import NullObserver
-from loadgen.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
 from loadgen.results import Metric, load
+from loadgen.run.observe import NullObserver
+from loadgen.run.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
+from loadgen.run.split import SplitTarget
 from loadgen.sim.server import SimProcess
-from loadgen.split import SplitTarget
-from loadgen.workload import Lengths, Workload
+from loadgen.wire.client import HttpOptions
 
 pytestmark = pytest.mark.slow
 local_ray_environment()  # before Ray is imported, as --ray local does: one host, loopback only, no usage report
@@ -185,7 +185,7 @@ async def _running_actor(worker: int, deadline_s: float) -> object:
 
 
 def test_without_ray_nothing_imports_it_and_without_the_package_ray_is_one_line() -> None:
-    code = "import sys\nimport loadgen.cli.run_cmd, loadgen.cli.sweep_cmd, loadgen.session\nprint('ray' in sys.modules)"
+    code = "import sys\nimport loadgen.cli.run_cmd, loadgen.cli.sweep_cmd, loadgen.run.session\nprint('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
     code = (
         "import sys\nsys.modules['ray'] = None\nfrom loadgen.cli import main\n"

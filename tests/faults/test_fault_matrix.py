@@ -14,17 +14,17 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.client import TRANSPORTS, HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
+from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.run.runner import run_level
 from loadgen.run_settings import RunSettings
-from loadgen.runner import run_level
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
-from loadgen.workload import Lengths, Workload
+from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client
 from tests.virtual import in_virtual_time, serving
 
 REQUESTS = 16

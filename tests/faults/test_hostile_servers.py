@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from loadgen.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
-from loadgen.records import RequestRecord
 from loadgen.run_settings import RunSettings
-from loadgen.sse import SSEDecoder, SSEError
+from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
+from loadgen.wire.records import RequestRecord
+from loadgen.wire.sse import SSEDecoder, SSEError
 from tests.faults.rawserver import SSE_HEAD, Reply, chunked, keep_alive_server, raw_server, sends
 
 BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true}'
@@ -127,13 +127,13 @@ async def test_url_credentials_become_basic_auth_and_the_query_rides_on_every_pa
 
 
 def base_url_of(url: str) -> str:
-    from loadgen.target import normalize_base_url
+    from loadgen.wire.target import normalize_base_url
 
     return normalize_base_url(url)
 
 
 def test_stored_urls_hide_credentials_and_query_values() -> None:
-    from loadgen.target import redact_url, url_secrets
+    from loadgen.wire.target import redact_url, url_secrets
 
     url = "https://ann:s3cret-pw@gw.example/openai/v1?api-version=2024-06-01&key=k-123456"
     assert redact_url(url) == "https://gw.example/openai/v1?api-version=<redacted>&key=<redacted>"
@@ -148,9 +148,9 @@ def test_url_credentials_and_an_api_key_together_are_refused() -> None:
 
 
 def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from loadgen.records import RecordsWriter
-    from loadgen.session import Session
-    from loadgen.workload import Workload
+    from loadgen.inputs.workload import Workload
+    from loadgen.run.session import Session
+    from loadgen.wire.records import RecordsWriter
 
     session = Session(
         base_url="http://ann:pw-9876@127.0.0.1:9/v1/?key=q-55555",
@@ -178,7 +178,7 @@ def test_a_tls_verification_failure_is_named_as_such() -> None:
 
     import httpx
 
-    from loadgen.target import tls_failure
+    from loadgen.wire.target import tls_failure
 
     cause = ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")
     cause.verify_message = "self-signed certificate"
@@ -197,7 +197,7 @@ MODELS_ANSWER = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-l
 
 async def _models_error(url: str, transport: str) -> str:
     from loadgen.errors import EndpointError
-    from loadgen.target import resolve_model
+    from loadgen.wire.target import resolve_model
 
     async with make_http_client(url + "/", {}, HttpOptions(timeout_s=5, transport=transport)) as http:  # type: ignore[arg-type]
         with pytest.raises(EndpointError) as failure:
@@ -242,9 +242,9 @@ async def test_https_to_a_plain_http_port_says_so_in_seconds(transport: str) -> 
 async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
     import socket
 
+    from loadgen.inputs.workload import Workload
     from loadgen.load import LevelPlan, Load
-    from loadgen.runner import run_level
-    from loadgen.workload import Workload
+    from loadgen.run.runner import run_level
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -268,8 +268,8 @@ async def test_an_html_page_with_status_200_is_a_malformed_answer(transport: str
 @pytest.mark.asyncio
 async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     from loadgen.load import Load
-    from loadgen.metrics import LevelRecorder
     from loadgen.results import Results, RunInfo, Target
+    from loadgen.run.metrics import LevelRecorder
     from planner.report import caveats
 
     empty = SSE_HEAD + chunked(b'data: {"choices":[{"text":null,"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
@@ -291,7 +291,7 @@ async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(tra
     """Issue 31, item 15: usage 0 with one empty delta counted as completed with a TTFT and one token of
     throughput (``output_tokens or len(times)`` read 0 as missing): 291.6 tok/s from 0-token answers."""
     from loadgen.load import Load
-    from loadgen.metrics import LevelRecorder
+    from loadgen.run.metrics import LevelRecorder
 
     zero = SSE_HEAD + chunked(
         b'data: {"choices":[{"text":""}]}\n\n'
@@ -350,9 +350,9 @@ def test_the_sse_cap_is_a_flag(tmp_path) -> None:  # type: ignore[no-untyped-def
 def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
     # A server that stops at end-of-sequence answers fewer tokens than max_tokens asked.
     from loadgen.load import Load
-    from loadgen.metrics import LevelRecorder
-    from loadgen.records import RequestRecord
     from loadgen.results import Results, RunInfo, Target
+    from loadgen.run.metrics import LevelRecorder
+    from loadgen.wire.records import RequestRecord
     from planner.report import caveats
 
     recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
@@ -385,8 +385,8 @@ async def test_a_stream_that_ends_with_the_connection_is_complete(transport: str
 
 @pytest.mark.asyncio
 async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> None:
-    from loadgen.client import WiredClient
     from loadgen.sim.server import SimProcess
+    from loadgen.wire.client import WiredClient
 
     with SimProcess() as sim:
         async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=10, transport="native")) as http:
@@ -454,7 +454,7 @@ async def test_an_endless_response_head_is_refused_as_it_grows(transport: str, h
 def test_non_finite_gauges_and_an_unclosed_label_set_are_not_samples() -> None:
     """Issue 31, items 9 and 17: a /metrics line with '{' but no '}' was a traceback; NaN and +Inf gauges
     were written into results as NaN/Infinity (not JSON)."""
-    from loadgen.promtext import parse_samples, read_gauges
+    from loadgen.run.promtext import parse_samples, read_gauges
 
     text = (
         'vllm:num_requests_running{engine="0"} NaN\n'
@@ -484,7 +484,7 @@ async def test_models_ids_that_name_no_model_are_skipped_and_a_deep_list_is_refu
     import httpx
 
     from loadgen.errors import EndpointError
-    from loadgen.target import resolve_model
+    from loadgen.wire.target import resolve_model
 
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(models)
     async with raw_server(sends(head + models)) as url, httpx.AsyncClient(base_url=url + "/") as http:
@@ -502,8 +502,8 @@ async def test_endless_models_and_metrics_bodies_are_cut_at_their_cap(transport:
     """Issue 31, item 9: an endless /models reached 2.16 GB in 4.4 s, an endless /metrics 2.14 GB during the
     automatic probe (httpx reads a body whole). The server offers 256 MiB; the client stops at the cap."""
     from loadgen.errors import EndpointError
-    from loadgen.scrape import probe
-    from loadgen.target import resolve_model
+    from loadgen.run.scrape import probe
+    from loadgen.wire.target import resolve_model
 
     async def endless(writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")

@@ -42,7 +42,7 @@ def test_a_sweep_through_faults_counts_them_per_level(tmp_path: Path) -> None:
 
 def test_profile_fault_keys_are_validated() -> None:
     from loadgen.errors import ProfileError
-    from loadgen.profile import parse_profile
+    from loadgen.inputs.profile import parse_profile
 
     with pytest.raises(ProfileError, match=r"target.sim.faults.dorp: unknown key; did you mean 'drop'"):
         parse_profile({"target": {"sim": {"faults": {"dorp": 0.1}}}}, "p.yaml")

@@ -144,6 +144,6 @@ def _simulator_child(parent: int) -> int:
             cmdline = (entry / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"serve-sim" in cmdline:
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"loadgen.sim" in cmdline:
             return int(entry.name)
     raise AssertionError("no simulator child found")

@@ -11,9 +11,9 @@ import httpx
 import pytest
 import trustme
 
-from loadgen.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
 from loadgen.errors import ErrorKind
-from loadgen.records import RequestRecord
+from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
+from loadgen.wire.records import RequestRecord
 from tests.faults.rawserver import chunked, raw_server, sends, trickles
 
 BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 3, "stream": true}'

@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadgen.client import HttpOptions
+from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import LevelPlan, Load
 from loadgen.results import load
+from loadgen.run.split import SplitTarget
+from loadgen.run.workers import run_level_in_processes
 from loadgen.sim.server import SimProcess
-from loadgen.split import SplitTarget
-from loadgen.workers import run_level_in_processes
-from loadgen.workload import Lengths, Workload
+from loadgen.wire.client import HttpOptions
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.imports import synthesise
+from loadgen.inputs.imports import synthesise
 from loadgen.results import load
 
 runner = CliRunner()

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.errors import UsageError
+from loadgen.inputs.workload import RequestFactory, Workload, load_dataset
 from loadgen.results import load
 from loadgen.sim.server import SimProcess
-from loadgen.workload import RequestFactory, Workload, load_dataset
 
 
 def sharegpt(path: Path, n: int = 12) -> Path:
@@ -79,7 +79,7 @@ def test_a_sharegpt_run_sends_its_prompts_and_answers_their_recorded_lengths(tmp
 
 def test_a_profile_reads_the_dataset_format_and_answer_lengths(tmp_path: Path) -> None:
     from loadgen.errors import ProfileError
-    from loadgen.profile import parse_profile
+    from loadgen.inputs.profile import parse_profile
 
     data = sharegpt(tmp_path / "s.json")
     spec = parse_profile({"workload": {"dataset": str(data), "dataset_format": "sharegpt",

@@ -6,9 +6,9 @@ import pytest
 
 from loadgen.errors import ErrorKind
 from loadgen.load import Load
-from loadgen.metrics import LevelRecorder
-from loadgen.records import RequestRecord
 from loadgen.results import Metric
+from loadgen.run.metrics import LevelRecorder
+from loadgen.wire.records import RequestRecord
 
 
 def record(

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from loadgen.workload import VOCABULARY, Lengths, PreparedRequest, PromptCalibration, RequestFactory, Workload
+from loadgen.inputs.workload import VOCABULARY, Lengths, PreparedRequest, PromptCalibration, RequestFactory, Workload
 
 Tokenizer = Callable[[str], int]
 

@@ -70,8 +70,8 @@ def test_a_send_never_wakes_before_its_due_time(event_loop_name: str) -> None:
     import random
     import time
 
-    from loadgen.loops import loop_factory
-    from loadgen.runner import _sleep_until
+    from loadgen.run.runner import _sleep_until
+    from loadgen.wire.loops import loop_factory
 
     if event_loop_name == "uvloop":
         pytest.importorskip("uvloop")

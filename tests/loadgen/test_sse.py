@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk, plain_token_text
+from loadgen.wire.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk, plain_token_text
 
 
 def encode(events: list[str], newline: str) -> bytes:

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.errors import ProfileError, UsageError
-from loadgen.profile import parse_profile
+from loadgen.inputs.profile import parse_profile
+from loadgen.inputs.trace import Trace, load_trace
 from loadgen.results import load
 from loadgen.sim.server import SimProcess
-from loadgen.trace import Trace, load_trace
 
 runner = CliRunner()
 # (offset s, prompt tokens, output tokens): bursts and gaps, as production traffic has

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from loadgen.inputs.trace import load_trace
 from loadgen.results import Metric, SloTarget
-from loadgen.trace import load_trace
 from planner import PlanRequest, StepModel, plan_from_law
 from planner.demand import demand_from_arrivals
 from planner.fleet import Variant, VariantCapacity, plan_fleet, variant_capacity

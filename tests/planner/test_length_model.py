@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.profile import parse_profile
+from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results, SloTarget
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions

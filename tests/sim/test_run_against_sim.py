@@ -13,16 +13,16 @@ from dataclasses import replace
 
 import pytest
 
-from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import ErrorKind
+from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.results import LevelResult, Metric
-from loadgen.runner import run_level
+from loadgen.run.runner import run_level
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
-from loadgen.workload import Lengths, Workload
+from loadgen.wire.client import HttpOptions, make_http_client
 from tests.virtual import in_virtual_time, serving
 
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from loadgen.promtext import parse_samples
+from loadgen.run.promtext import parse_samples
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions

@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.profile import LoadSpec, Profile, WorkloadSpec
-from loadgen.records import RequestRecord
+from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
+from loadgen.inputs.workload import Lengths
 from loadgen.results import load
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.prefix_cache import PrefixCache
-from loadgen.workload import Lengths
+from loadgen.wire.records import RequestRecord
 from tests.virtual import run_virtual
 
 PROMPT, OUTPUT = 100, 8

@@ -20,7 +20,7 @@ import numpy as np
 
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
-from loadgen.sse import Api, Convention
+from loadgen.wire.sse import Api, Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
 LENGTH_DISTS: tuple[LengthDist, ...] = get_args(LengthDist)
@@ -343,7 +343,7 @@ class Workload:
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-    metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.sse.Convention)
+    metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.wire.sse.Convention)
     calibration: PromptCalibration | None = None  # set by the session's probes; None: one word a token
 
     @property

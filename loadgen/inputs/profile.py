@@ -21,15 +21,15 @@ from typing import Any, Final, Literal, get_args
 import yaml
 
 from loadgen.errors import ProfileError
+from loadgen.inputs.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
+from loadgen.inputs.yaml_node import Node
 from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_RETRIES, MAX_TOKENS
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
-from loadgen.sse import APIS, Api
-from loadgen.target import header_problem, redact_url
-from loadgen.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
-from loadgen.yaml_node import Node
+from loadgen.wire.sse import APIS, Api
+from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1
 #: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
@@ -38,8 +38,9 @@ SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "header
 
 def _shipped_profiles() -> Path:
     """The profiles that come with loadgen: ``profiles/`` in a checkout, ``loadgen/builtin_profiles`` in a wheel."""
-    installed = Path(__file__).resolve().parent / "builtin_profiles"
-    return installed if installed.is_dir() else Path(__file__).resolve().parents[1] / "profiles"
+    package = Path(__file__).resolve().parents[1]  # loadgen/ (this module is in loadgen/inputs/)
+    installed = package / "builtin_profiles"
+    return installed if installed.is_dir() else package.parent / "profiles"
 
 
 #: Searched in order: the user's own ``profiles/`` in the working directory, then the shipped ones.

@@ -8,7 +8,7 @@ a ``RequestRecord``. Failures are data: each ends as a record with an
 ``make_http_client`` builds the ``httpx.AsyncClient`` with limits and
 timeouts set explicitly (httpx's 5 s timeout and 100-connection pool are
 wrong for a load tester). Three transports carry the streams: ``native``
-(default; ``loadgen.wire``, llhttp on an asyncio protocol, the body decoded
+(default; ``loadgen.wire.native``, llhttp on an asyncio protocol, the body decoded
 and timed in the read callback: the cheapest and the most exact at high
 concurrency), ``aiohttp`` (aiohttp's pool under httpx's API) and ``httpx``
 (httpx's own h11 pool, which collapses past ~64 concurrent streams).
@@ -32,9 +32,10 @@ from httpx_aiohttp import AiohttpTransport
 
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.limits import MAX_EVENT_CHARS
-from loadgen.loops import EventLoop
-from loadgen.records import Clock, RequestRecord
-from loadgen.sse import (
+from loadgen.wire.loops import EventLoop
+from loadgen.wire.native import MAX_HEADER_BYTES, Wire, has_input
+from loadgen.wire.records import Clock, RequestRecord
+from loadgen.wire.sse import (
     DONE,
     Api,
     Convention,
@@ -46,8 +47,7 @@ from loadgen.sse import (
     parse_chunk,
     plain_token_text,
 )
-from loadgen.target import split_endpoint
-from loadgen.wire import MAX_HEADER_BYTES, Wire, has_input
+from loadgen.wire.target import split_endpoint
 
 Transport = Literal["native", "aiohttp", "httpx"]
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
@@ -64,14 +64,14 @@ class HttpOptions:
     transport: Transport = "native"
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
     request_id_header: str | None = "X-Request-Id"  # a unique id per request, to find it in the server's logs
-    event_loop: EventLoop = "auto"  # the loop the streams run on (loadgen.loops): uvloop where installed
+    event_loop: EventLoop = "auto"  # the loop the streams run on (loadgen.wire.loops): uvloop where installed
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` tuned for many long-lived concurrent streams (HTTP/1.1 keep-alive).
 
     The base URL's query rides on every request and its user info becomes
-    Basic auth (``loadgen.target.split_endpoint``).
+    Basic auth (``loadgen.wire.target.split_endpoint``).
     """
     endpoint = split_endpoint(base_url)
     if endpoint.auth_headers and any(k.lower() == "authorization" for k in headers):
@@ -150,7 +150,7 @@ class _NewestFirstConnector(aiohttp.TCPConnector):
 
 
 class WiredClient(httpx.AsyncClient):
-    """httpx for the control requests (``/models``, ``/metrics``); ``loadgen.wire`` for the streams."""
+    """httpx for the control requests (``/models``, ``/metrics``); ``loadgen.wire.native`` for the streams."""
 
     def __init__(self, wire: Wire, **kwargs: Any) -> None:
         super().__init__(**kwargs)

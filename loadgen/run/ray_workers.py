@@ -1,6 +1,6 @@
 """Splits one level across Ray actors, on one host or many: the same per-worker loop as ``--workers``.
 
-Each actor runs ``loadgen.split.run_share`` (its own event loop and
+Each actor runs ``loadgen.run.split.run_share`` (its own event loop and
 connection pool) on a share from ``split_plan``; the driver merges the
 shares with ``merge_shares``, exactly as for local processes. Ray is
 imported only here, and this module only when ``--ray`` is given.
@@ -32,16 +32,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from loadgen.errors import LoadgenError, UsageError
-from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan, Load
-from loadgen.loops import loop_factory, running_loop_name
-from loadgen.metrics import LiveSnapshot
-from loadgen.observe import LevelObserver, LoadSnapshot
 from loadgen.results import LevelResult
-from loadgen.runner import PROGRESS_INTERVAL_S
-from loadgen.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
-from loadgen.workload import Workload
+from loadgen.run.executors import LevelRun, level_notes
+from loadgen.run.metrics import LiveSnapshot
+from loadgen.run.observe import LevelObserver, LoadSnapshot
+from loadgen.run.runner import PROGRESS_INTERVAL_S
+from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
+from loadgen.wire.loops import loop_factory, running_loop_name
 
 Placement = Literal["spread", "pack"]
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)

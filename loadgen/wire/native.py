@@ -13,7 +13,7 @@ transport.
 
 This module knows HTTP framing only. What the body means (SSE events,
 timestamps, the record) is the ``Exchange``'s business
-(``loadgen.client``). The control requests (``/models``, ``/metrics``) stay
+(``loadgen.wire.client``). The control requests (``/models``, ``/metrics``) stay
 on httpx, where speed does not matter.
 """
 
@@ -52,7 +52,7 @@ class _HeadersTooLarge(Exception):
 def has_input(transport: asyncio.BaseTransport | None) -> bool:
     """Whether an idle connection's socket has something to read (one poll, no wait): the server's close
     that the event loop has not processed yet, or bytes nobody asked for. Either way it is no connection
-    to send a request on. This wire's pool and the aiohttp pool (``loadgen.client``) both ask."""
+    to send a request on. This wire's pool and the aiohttp pool (``loadgen.wire.client``) both ask."""
     sock = transport.get_extra_info("socket") if transport is not None else None
     if sock is None:
         return False

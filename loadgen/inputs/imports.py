@@ -45,12 +45,12 @@ import numpy as np
 from loadgen import __version__
 from loadgen.errors import UsageError
 from loadgen.histogram import HistogramConfig, LatencyHistogram
+from loadgen.inputs.textfiles import read_text
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.load import Arrival, Load
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Results, RunInfo, ServerSample, Target
 from loadgen.run_settings import RunSettings
-from loadgen.textfiles import read_text
 
 IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
 SYNTHESISED_POINTS = 1000  # histogram points per level when the source gives no request count (no rate follows)

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from loadgen.errors import UsageError
+from loadgen.inputs.textfiles import read_text
 from loadgen.limits import MAX_TOKENS
-from loadgen.textfiles import read_text
 
 MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
 MAX_TRACE_SPAN_S = 30 * 86400.0  # a row 10^15 s after the first once left a replay waiting silently forever

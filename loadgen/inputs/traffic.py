@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
-from loadgen.textfiles import read_text
-from loadgen.trace import load_trace
+from loadgen.inputs.textfiles import read_text
+from loadgen.inputs.trace import load_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}

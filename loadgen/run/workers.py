@@ -26,14 +26,14 @@ from multiprocessing.connection import wait as wait_for_any
 from typing import Any
 
 from loadgen.errors import LoadgenError
-from loadgen.executors import LevelRun, level_notes
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan
-from loadgen.loops import loop_factory
-from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult
-from loadgen.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
-from loadgen.workload import Workload
+from loadgen.run.executors import LevelRun, level_notes
+from loadgen.run.observe import LevelObserver
+from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
+from loadgen.wire.loops import loop_factory
 
 START_TIMEOUT_S = 60.0
 START_MARGIN_S = 0.05

@@ -28,16 +28,16 @@ from dataclasses import replace
 import httpx
 import numpy as np
 
-from loadgen.client import stream_request
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
+from loadgen.inputs.workload import Conversation, RequestFactory, Workload
 from loadgen.load import LevelPlan, open_loop_offsets
-from loadgen.metrics import LevelRecorder
-from loadgen.observe import LevelObserver, LoadSnapshot, NullObserver
-from loadgen.records import Clock, RequestRecord
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
-from loadgen.scrape import MetricsScraper
-from loadgen.workload import Conversation, RequestFactory, Workload
+from loadgen.run.metrics import LevelRecorder
+from loadgen.run.observe import LevelObserver, LoadSnapshot, NullObserver
+from loadgen.run.scrape import MetricsScraper
+from loadgen.wire.client import stream_request
+from loadgen.wire.records import Clock, RequestRecord
 
 PROGRESS_INTERVAL_S = 0.5
 LOOP_PROBE_INTERVAL_S = 0.005  # the loop-lag probe's timer: 200 wake-ups a second cost nothing measurable
@@ -62,7 +62,7 @@ async def run_level(
     """Run one level and return its result (``complete=False`` if ``stop`` was set).
 
     ``on_record`` sees every finished request (e.g. to write raw records). In
-    virtual time (``real_time=False``, ``loadgen.vtime``) the generator's own
+    virtual time (``real_time=False``, ``loadgen.run.vtime``) the generator's own
     CPU and core wait are not measured: its work takes no time there.
     """
     level = _Level(
@@ -139,7 +139,7 @@ class _Level:
         added), so no client leaves before the decision. The window stays
         open at most ``MAX_FLOOR_S``; a level still short is flagged by its
         trust verdict. Open loop and worker processes are sized before the
-        level instead (``loadgen.session.with_request_floor``): their
+        level instead (``loadgen.run.session.with_request_floor``): their
         schedules and windows are fixed in advance.
         """
         floor = self.plan.min_requests

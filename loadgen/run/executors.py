@@ -1,8 +1,8 @@
 """Where a level's requests are sent from: one seam, picked once per session.
 
 A level runs in this process (``InProcess``), split over worker processes
-(``loadgen.workers.InWorkerProcesses``) or over Ray actors
-(``loadgen.ray_workers.OnRayActors``). Each returns the level and the lines
+(``loadgen.run.workers.InWorkerProcesses``) or over Ray actors
+(``loadgen.run.ray_workers.OnRayActors``). Each returns the level and the lines
 it has for the user (a lost worker, a skewed clock), and says what it adds to
 the results' settings. The session knows none of their details, so another
 place to run from (a remote agent, Kubernetes jobs) is one new class that
@@ -18,13 +18,13 @@ from typing import Any, Protocol
 
 import httpx
 
+from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan
-from loadgen.observe import LevelObserver
-from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult
-from loadgen.runner import run_level
-from loadgen.scrape import MetricsScraper
-from loadgen.workload import Workload
+from loadgen.run.observe import LevelObserver
+from loadgen.run.runner import run_level
+from loadgen.run.scrape import MetricsScraper
+from loadgen.wire.records import Clock, RequestRecord
 
 
 @dataclass(frozen=True, slots=True)

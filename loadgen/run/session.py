@@ -23,23 +23,23 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from loadgen import __version__
-from loadgen.client import HttpOptions, make_http_client, stream_request
 from loadgen.errors import EndpointError
-from loadgen.executors import InProcess, LevelExecutor
+from loadgen.inputs.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
 from loadgen.load import LevelPlan
-from loadgen.loops import loop_name, running_loop_name
-from loadgen.observe import LevelObserver, NullObserver
-from loadgen.ray_workers import OnRayActors, RayOptions
-from loadgen.records import Clock, RequestRecord
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
+from loadgen.run.executors import InProcess, LevelExecutor
+from loadgen.run.observe import LevelObserver, NullObserver
+from loadgen.run.ray_workers import OnRayActors, RayOptions
+from loadgen.run.runner import FLOOR_MARGIN, MAX_FLOOR_S
+from loadgen.run.scrape import metrics_url, probe
+from loadgen.run.split import SplitTarget
+from loadgen.run.workers import InWorkerProcesses
 from loadgen.run_settings import RunSettings
-from loadgen.runner import FLOOR_MARGIN, MAX_FLOOR_S
-from loadgen.scrape import metrics_url, probe
-from loadgen.secrets import scrub
-from loadgen.split import SplitTarget
-from loadgen.target import redact_headers, redact_url, resolve_model, url_secrets
-from loadgen.workers import InWorkerProcesses
-from loadgen.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
+from loadgen.wire.client import HttpOptions, make_http_client, stream_request
+from loadgen.wire.loops import loop_name, running_loop_name
+from loadgen.wire.records import Clock, RequestRecord
+from loadgen.wire.secrets import scrub
+from loadgen.wire.target import redact_headers, redact_url, resolve_model, url_secrets
 
 Scrape = Literal["auto", "on", "off"]
 SCRAPES: tuple[Scrape, ...] = get_args(Scrape)
@@ -64,7 +64,7 @@ class Session:
     retries: int = 0  # measure a level again this often while ``SessionHooks.retry_policy`` gives a reason
     command: str = "run"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)
-    virtual_time: bool = False  # on a ``loadgen.vtime`` loop, with the simulator in it: the loop's clock
+    virtual_time: bool = False  # on a ``loadgen.run.vtime`` loop, with the simulator in it: the loop's clock
 
     def clock(self) -> Clock:
         """The clock every timestamp is read from: ``time.monotonic``, or the virtual loop's own."""

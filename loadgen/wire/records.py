@@ -21,7 +21,7 @@ from typing import IO
 
 from loadgen.errors import ErrorKind
 from loadgen.load import Load
-from loadgen.secrets import scrub
+from loadgen.wire.secrets import scrub
 
 Clock = Callable[[], float]  # monotonic seconds (time.monotonic): one clock for every timestamp
 

@@ -35,8 +35,8 @@ import numpy as np
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.load import Load
-from loadgen.records import RequestRecord
 from loadgen.results import TURN_METRICS, LevelResult, Metric, ServerSample, Trend, empty_histograms, independent_share
+from loadgen.wire.records import RequestRecord
 
 COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort
 GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from loadgen.load import Load
-from loadgen.metrics import LiveSnapshot
 from loadgen.results import LevelResult
+from loadgen.run.metrics import LiveSnapshot
 
 
 class LevelObserver(Protocol):

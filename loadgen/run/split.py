@@ -1,7 +1,7 @@
 """A level split among workers: who sends what, one worker's share, and the shares merged into one level.
 
-Shared by the two executors that split a level (worker processes, ``loadgen.workers``; Ray actors,
-``loadgen.ray_workers``), so a share is cut, run and merged the same way wherever it runs.
+Shared by the two executors that split a level (worker processes, ``loadgen.run.workers``; Ray actors,
+``loadgen.run.ray_workers``), so a share is cut, run and merged the same way wherever it runs.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from loadgen.client import HttpOptions, make_http_client
 from loadgen.errors import LoadgenError
+from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan, split_plan
-from loadgen.observe import LevelObserver
 from loadgen.results import LevelResult, merge_levels
-from loadgen.runner import run_level
-from loadgen.scrape import MetricsScraper, metrics_url
-from loadgen.workload import Workload
+from loadgen.run.observe import LevelObserver
+from loadgen.run.runner import run_level
+from loadgen.run.scrape import MetricsScraper, metrics_url
+from loadgen.wire.client import HttpOptions, make_http_client
 
 
 @dataclass(frozen=True, slots=True)

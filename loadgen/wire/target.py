@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from loadgen.control import CONNECT_TIMEOUT_S, OversizedBody, get_capped
 from loadgen.errors import EndpointError, UsageError
+from loadgen.wire.control import CONNECT_TIMEOUT_S, OversizedBody, get_capped
 
 
 def normalize_base_url(url: str) -> str:

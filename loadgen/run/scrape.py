@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import httpx
 
-from loadgen.control import OversizedBody, get_capped
-from loadgen.promtext import read_gauges
 from loadgen.results import ServerSample
-from loadgen.target import split_endpoint
+from loadgen.run.promtext import read_gauges
+from loadgen.wire.control import OversizedBody, get_capped
+from loadgen.wire.target import split_endpoint
 
 
 def metrics_url(base_url: str) -> str:

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.client import HttpOptions
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import Profile
+from loadgen.inputs.trace import Trace, load_trace
+from loadgen.inputs.workload import Workload, load_dataset
 from loadgen.load import Arrival, LevelPlan, Load
-from loadgen.profile import Profile
 from loadgen.quantity import PER_REQUEST
-from loadgen.ray_workers import RayOptions
-from loadgen.session import Scrape, Session, Start
-from loadgen.sse import Convention
-from loadgen.trace import Trace, load_trace
-from loadgen.workload import Workload, load_dataset
+from loadgen.run.ray_workers import RayOptions
+from loadgen.run.session import Scrape, Session, Start
+from loadgen.wire.client import HttpOptions
+from loadgen.wire.sse import Convention
 
 
 @dataclass(frozen=True, slots=True)
