@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from loadgen.api import Api
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import (
@@ -60,7 +61,6 @@ from loadgen.run.session import Session, SessionHooks
 from loadgen.run.sweep import session_from_profile
 from loadgen.sim.engine import EngineConfig
 from loadgen.wire.records import RecordsWriter
-from loadgen.wire.sse import APIS
 from planner.report import caveats
 from planner.verdicts import retry_reason
 
@@ -280,7 +280,7 @@ def run(
         name="run",
         url=None if on_sim else url,
         sim=EngineConfig() if on_sim else None,
-        api=choice("--api", api, APIS),
+        api=choice("--api", api, tuple(Api)),
         model=model,
         extra_body=parse_extra_body(extra_body),
         workload=WorkloadSpec(

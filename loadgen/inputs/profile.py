@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, get_args
 
 import yaml
 
+from loadgen.api import Api
 from loadgen.errors import ProfileError
 from loadgen.inputs.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
 from loadgen.inputs.yaml_node import Node
@@ -28,7 +29,6 @@ from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
 from loadgen.sim.engine import MODES, EngineConfig
 from loadgen.sim.faults import FaultConfig
-from loadgen.wire.sse import APIS, Api
 from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1
@@ -118,7 +118,7 @@ class Profile:
     url: str | None = None  # a real endpoint; None with ``sim`` set means the built-in simulator
     sim: EngineConfig | None = None
     sim_faults: FaultConfig = field(default_factory=FaultConfig)  # fault injection on the simulator target
-    api: Api = "chat"
+    api: Api = Api.CHAT
     model: str | None = None  # None: first id from /models
     headers: Mapping[str, str] = field(default_factory=dict)
     extra_body: Mapping[str, Any] = field(default_factory=dict)
@@ -241,7 +241,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         url=url,
         sim=sim,
         sim_faults=sim_faults,
-        api=root.choice("api", "chat", APIS),
+        api=root.choice("api", Api.CHAT, tuple(Api)),
         model=None if model == "auto" else model,
         headers=_headers(root.child("headers")),
         extra_body=_extra_body(root.child("extra_body")),

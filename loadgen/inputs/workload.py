@@ -18,9 +18,10 @@ from typing import Any, Literal, TextIO, get_args
 
 import numpy as np
 
+from loadgen.api import Api
 from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
-from loadgen.wire.sse import Api, Convention
+from loadgen.wire.sse import Convention
 
 LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
 LENGTH_DISTS: tuple[LengthDist, ...] = get_args(LengthDist)
@@ -348,7 +349,7 @@ class Workload:
 
     @property
     def path(self) -> str:
-        return "chat/completions" if self.api == "chat" else "completions"
+        return self.api.path
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,7 +438,7 @@ class RequestFactory:
                 body["prompt"] = entry.prompt if entry.prompt is not None else _flatten(entry.messages or ())
         else:
             text, words = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
-            body[_PROMPT_KEY[w.api]] = _prompt_field(w.api, text, history)
+            body[w.api.prompt_field] = _prompt_field(w.api, text, history)
             words = None if history else words  # a conversation's usage counts its history too
         return self._prepared(body, max_tokens, words)
 
@@ -448,7 +449,7 @@ class RequestFactory:
         first = self._nonce() if self._w.unique_prompts else VOCABULARY[0]
         words = [VOCABULARY[j] for _ in range(copies) for j in self._rng.permutation(len(VOCABULARY))]
         body = {"model": self._w.model, "max_tokens": 1}
-        body[_PROMPT_KEY[self._w.api]] = _prompt_field(self._w.api, " ".join([first, *words]), ())
+        body[self._w.api.prompt_field] = _prompt_field(self._w.api, " ".join([first, *words]), ())
         return self._prepared(body, 1, 1 + len(words))
 
     def observe(self, prepared: PreparedRequest, prompt_tokens: int | None) -> None:
@@ -513,11 +514,8 @@ class _Deck:
         return out
 
 
-_PROMPT_KEY: dict[Api, str] = {"chat": "messages", "completions": "prompt"}
-
-
 def _prompt_field(api: Api, text: str, history: tuple[Mapping[str, Any], ...]) -> Any:
-    return [*history, {"role": "user", "content": text}] if api == "chat" else text
+    return [*history, {"role": "user", "content": text}] if api == Api.CHAT else text
 
 
 def _flatten(messages: tuple[Mapping[str, Any], ...]) -> str:

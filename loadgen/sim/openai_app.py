@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from loadgen.api import Api
 from loadgen.sim.driver import EngineDriver
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import Fault, FaultConfig
@@ -37,7 +38,6 @@ from loadgen.sim.framing import (
     parse_request,
 )
 from loadgen.sim.prefix_cache import PrefixCache
-from loadgen.wire.sse import Api
 
 METRIC_PREFIX = "loadgen_sim:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -164,11 +164,11 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
-    return await _complete(request, "chat")
+    return await _complete(request, Api.CHAT)
 
 
 async def _completions(request: web.Request) -> web.StreamResponse:
-    return await _complete(request, "completions")
+    return await _complete(request, Api.COMPLETIONS)
 
 
 def _error(message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:

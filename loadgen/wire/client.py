@@ -30,6 +30,7 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport
 
+from loadgen.api import Api
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.limits import MAX_EVENT_CHARS
 from loadgen.wire.loops import EventLoop
@@ -37,7 +38,6 @@ from loadgen.wire.native import MAX_HEADER_BYTES, Wire, has_input
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.sse import (
     DONE,
-    Api,
     Convention,
     MalformedChunk,
     SSEDecoder,

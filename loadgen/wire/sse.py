@@ -15,10 +15,9 @@ from typing import Any, Literal, NamedTuple, get_args
 
 import orjson
 
+from loadgen.api import Api
 from loadgen.limits import MAX_EVENT_CHARS
 
-Api = Literal["chat", "completions"]
-APIS: tuple[Api, ...] = get_args(Api)
 DONE = "[DONE]"
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -255,7 +254,7 @@ def plain_token_text(data: bytes, api: Api) -> str | None:
     choice = choices[0]
     if type(choice) is not dict or choice.get("finish_reason") is not None:
         return None
-    if api == "completions":
+    if api == Api.COMPLETIONS:
         text = choice.get("text")
     else:
         delta = choice.get("delta")
@@ -267,7 +266,7 @@ def plain_token_text(data: bytes, api: Api) -> str | None:
 
 def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:
     """The output text of a choice, and whether it is a token event (see ``Convention``)."""
-    if api == "completions":
+    if api == Api.COMPLETIONS:
         text = choice.get("text")
         return (text, True) if isinstance(text, str) else ("", False)
     delta = choice.get("delta")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.cli.execute import local_ray_environment
 from loadgen.histogram import LatencyHistogram
@@ -35,7 +36,7 @@ def split_target(sim: SimProcess) -> SplitTarget:
     return SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=30), workers=2, scrape=False)
 
 
-WORKLOAD = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(16))
+WORKLOAD = Workload(api=Api.COMPLETIONS, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(16))
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.errors import ErrorKind
 from loadgen.inputs.workload import Lengths, Workload
@@ -34,7 +35,7 @@ TIMEOUT_S = 2.0
 def level_with(faults: FaultConfig, transport: str = "native", **sim: float) -> LevelResult:
     """One level against the faulty simulator, both in one loop in virtual time (timeouts cost nothing)."""
     options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
-    workload = Workload(api="chat", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
+    workload = Workload(api=Api.CHAT, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
     wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
     plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
 

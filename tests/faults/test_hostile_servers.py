@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.run_settings import RunSettings
@@ -29,14 +30,14 @@ async def one_request(reply: Reply, transport: str = "aiohttp", **kwargs: int) -
 async def post_on(http: Any) -> RequestRecord:
     """One streamed completion on an open client."""
     return await stream_request(
-        http, "completions", BODY, "completions", t_intended=time.monotonic(), clock=time.monotonic, timeout_s=5
+        http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(), clock=time.monotonic, timeout_s=5
     )
 
 
 async def post(base_url: str, transport: str = "aiohttp", **kwargs: int) -> RequestRecord:
     """One streamed completion to ``base_url``."""
     async with make_http_client(base_url, {}, HttpOptions(timeout_s=10, transport=transport)) as http:  # type: ignore[arg-type]
-        return await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+        return await stream_request(http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(),
                                     clock=time.monotonic, timeout_s=10, **kwargs)  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -154,7 +155,7 @@ def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> No
 
     session = Session(
         base_url="http://ann:pw-9876@127.0.0.1:9/v1/?key=q-55555",
-        workload=Workload("chat", "m"),
+        workload=Workload(Api.CHAT, "m"),
         levels=(),
         api_key="sk-live-123456",
         headers={"X-Token": "tok-abcdef"},
@@ -251,7 +252,7 @@ async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
         port = s.getsockname()[1]
     plan = LevelPlan(Load("concurrency", 4), duration_s=1.5)
     async with make_http_client(f"http://127.0.0.1:{port}/v1/", {}, HttpOptions(timeout_s=5)) as http:
-        result = await run_level(plan, Workload("completions", "m"), http)
+        result = await run_level(plan, Workload(Api.COMPLETIONS, "m"), http)
     connects = result.errors.get(ErrorKind.CONNECT, 0)
     assert 4 <= connects <= 4 * 8  # 50 ms doubling to 1 s: a handful per client, not thousands
 
@@ -393,7 +394,7 @@ async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> 
             assert isinstance(http, WiredClient)
             body = BODY.replace(b'"m"', b'"sim-model"')
             for _ in range(3):
-                record = await stream_request(http, "completions", body, "completions", t_intended=time.monotonic(),
+                record = await stream_request(http, "completions", body, Api.COMPLETIONS, t_intended=time.monotonic(),
                                               clock=time.monotonic, timeout_s=10)  # fmt: skip
                 assert record.error is None and record.output_tokens == 4, record
                 # the answer is over at [DONE]; the connection is back in the pool once the HTTP message's
@@ -646,7 +647,7 @@ async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(t
     async with keep_alive_server(on) as server, make_http_client(server.url, {}, options) as http:
         for _ in range(3):
             text: list[str] = []
-            record = await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+            record = await stream_request(http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(),
                                           clock=time.monotonic, timeout_s=5, answer=text)  # fmt: skip
             assert record.error is None, record
             texts.append("".join(text))

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import trustme
 
+from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
@@ -36,7 +37,7 @@ def stream(newline: bytes, framing: str) -> bytes:
 
 
 async def post_on(http: httpx.AsyncClient) -> RequestRecord:
-    return await stream_request(http, "completions", BODY, "completions", t_intended=time.monotonic(),
+    return await stream_request(http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(),
                                 clock=time.monotonic, timeout_s=10)  # fmt: skip
 
 
@@ -83,7 +84,7 @@ async def test_every_transport_sends_the_same_request_head(transport: str) -> No
     reply = stream(b"\n", "chunked").replace(b"\r\n", b"\r\nconnection: close\r\n", 1)  # one request each
     async with raw_server(sends(reply), heads) as url, make_http_client(url + "/?q=1", defaults, options) as http:
         for body in (BODY, BODY + b" "):
-            record = await stream_request(http, "completions", body, "completions", t_intended=time.monotonic(),
+            record = await stream_request(http, "completions", body, Api.COMPLETIONS, t_intended=time.monotonic(),
                                           clock=time.monotonic, timeout_s=10, request_id_header="X-Request-Id")  # fmt: skip
             assert record.error is None, record
     (line1, first), (line2, second) = map(fields, heads)

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loadgen.api import Api
 from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import LevelPlan, Load
 from loadgen.results import load
@@ -27,7 +28,7 @@ from loadgen.wire.client import HttpOptions
 @pytest.mark.asyncio
 async def test_one_dead_worker_leaves_the_others_data() -> None:
     with SimProcess() as sim:
-        workload = Workload(api="completions", model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
+        workload = Workload(api=Api.COMPLETIONS, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
         task = asyncio.create_task(
             run_level_in_processes(
                 LevelPlan(Load("concurrency", 4), duration_s=3.0),

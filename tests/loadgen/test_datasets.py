@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import RequestFactory, Workload, load_dataset
@@ -51,7 +52,7 @@ def test_chat_jsonl_sends_the_messages_before_the_assistants_answer(tmp_path: Pa
 
 def test_the_dataset_order_comes_from_the_seed(tmp_path: Path) -> None:
     entries = load_dataset(sharegpt(tmp_path / "s.json"))
-    workload = Workload(api="completions", model="m", dataset=entries, output_from_dataset=True)
+    workload = Workload(api=Api.COMPLETIONS, model="m", dataset=entries, output_from_dataset=True)
 
     def prompts(seed: int) -> list[str]:
         factory = RequestFactory(workload, seed)

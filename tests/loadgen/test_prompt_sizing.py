@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from loadgen.api import Api
 from loadgen.inputs.workload import VOCABULARY, Lengths, PreparedRequest, PromptCalibration, RequestFactory, Workload
 
 Tokenizer = Callable[[str], int]
@@ -69,14 +70,14 @@ def realised_mean(workload: Workload, tokenizer: Tokenizer, requests: int, *, se
 @pytest.mark.parametrize("asked", [64, 256, 1000])
 @pytest.mark.parametrize("tokenizer", [bpe_like(0), bpe_like(18), joining(18)], ids=["bpe", "template", "joins"])
 def test_prompts_average_the_length_asked(api: str, asked: int, tokenizer: Tokenizer) -> None:
-    workload = calibrated(Workload(api=api, model="m", prompt_tokens=Lengths(asked)), tokenizer)  # type: ignore[arg-type]
+    workload = calibrated(Workload(api=Api(api), model="m", prompt_tokens=Lengths(asked)), tokenizer)
     mean = realised_mean(workload, tokenizer, 60)
     assert abs(mean - asked) <= max(0.02 * asked, 2.0), mean
 
 
 def test_the_probes_measure_the_vocabularys_mean_exactly() -> None:
     tokenizer = bpe_like(11)
-    workload = Workload(api="completions", model="m")
+    workload = Workload(api=Api.COMPLETIONS, model="m")
     calibration = calibrated(workload, tokenizer).calibration
     assert calibration is not None
     assert calibration.tokens_per_word == pytest.approx(np.mean([word_cost(w) for w in VOCABULARY]), abs=1e-9)
@@ -85,7 +86,7 @@ def test_the_probes_measure_the_vocabularys_mean_exactly() -> None:
 def test_usage_corrects_what_the_probe_could_not_see() -> None:
     # The server counts 9 tokens more than the probes did (another template on requests): the first
     # requests are long, then usage pulls the length back to the one asked.
-    workload = calibrated(Workload(api="chat", model="m", prompt_tokens=Lengths(128)), bpe_like(0))
+    workload = calibrated(Workload(api=Api.CHAT, model="m", prompt_tokens=Lengths(128)), bpe_like(0))
     factory = RequestFactory(workload, seed=3)
     counts = []
     for _ in range(40):
@@ -97,14 +98,14 @@ def test_usage_corrects_what_the_probe_could_not_see() -> None:
 
 
 def test_words_are_dealt_each_once_per_vocabulary() -> None:
-    workload = Workload(api="completions", model="m", prompt_tokens=Lengths(17), unique_prompts=False)
+    workload = Workload(api=Api.COMPLETIONS, model="m", prompt_tokens=Lengths(17), unique_prompts=False)
     factory = RequestFactory(workload, seed=5)
     words = [w for _ in range(4 * len(VOCABULARY)) for w in prompt_text(factory.next()).split()]
     assert set(Counter(words).values()) == {4 * 17}
 
 
 def test_a_calibration_probe_has_every_word_as_many_times_as_asked_after_the_nonce() -> None:
-    factory = RequestFactory(Workload(api="completions", model="m"), seed=2)
+    factory = RequestFactory(Workload(api=Api.COMPLETIONS, model="m"), seed=2)
     probe = factory.calibration_probe(2)
     first, *rest = prompt_text(probe).split()
     assert first.startswith("r") and first not in VOCABULARY and probe.max_tokens == 1
@@ -113,7 +114,7 @@ def test_a_calibration_probe_has_every_word_as_many_times_as_asked_after_the_non
 
 def test_a_conversations_later_turns_do_not_correct_the_sizing() -> None:
     # Their usage counts the whole history: it says nothing about how long the new prompt was.
-    workload = Workload(api="chat", model="m", prompt_tokens=Lengths(32), turns=2)
+    workload = Workload(api=Api.CHAT, model="m", prompt_tokens=Lengths(32), turns=2)
     factory = RequestFactory(workload, seed=1)
     first = factory.next()
     later = factory.next(({"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}))

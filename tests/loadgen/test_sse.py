@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.api import Api
 from loadgen.wire.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk, plain_token_text
 
 
@@ -113,26 +114,26 @@ def chat(delta: dict[str, object], finish: str | None = None, usage: dict[str, i
 
 
 def test_parse_chat_content_reasoning_and_finish() -> None:
-    assert parse_chunk(chat({"content": "hi"}), "chat").text == "hi"
-    assert parse_chunk(chat({"reasoning_content": "hmm"}), "chat").text == "hmm"
-    assert parse_chunk(chat({"role": "assistant", "content": ""}), "chat").text == ""
-    assert parse_chunk(chat({"content": "x"}, "stop"), "chat").finish_reason == "stop"
+    assert parse_chunk(chat({"content": "hi"}), Api.CHAT).text == "hi"
+    assert parse_chunk(chat({"reasoning_content": "hmm"}), Api.CHAT).text == "hmm"
+    assert parse_chunk(chat({"role": "assistant", "content": ""}), Api.CHAT).text == ""
+    assert parse_chunk(chat({"content": "x"}, "stop"), Api.CHAT).finish_reason == "stop"
 
 
 def test_parse_usage_chunk_and_completions_text() -> None:
-    usage = parse_chunk('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 9}}', "chat")
+    usage = parse_chunk('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 9}}', Api.CHAT)
     assert usage == Chunk("", None, 9, 3)
-    assert parse_chunk('{"choices": [{"text": "ab", "finish_reason": null}]}', "completions").text == "ab"
+    assert parse_chunk('{"choices": [{"text": "ab", "finish_reason": null}]}', Api.COMPLETIONS).text == "ab"
 
 
 def test_in_stream_error_object_is_reported() -> None:
-    assert parse_chunk('{"error": {"message": "boom"}}', "chat").error == "boom"
+    assert parse_chunk('{"error": {"message": "boom"}}', Api.CHAT).error == "boom"
 
 
 @pytest.mark.parametrize("data", ["{not json", "[]", '{"id": 1}', '{"choices": [1]}', '{"choices": [{"delta": 3}]}'])
 def test_malformed_chunks_raise(data: str) -> None:
     with pytest.raises(MalformedChunk):
-        parse_chunk(data, "chat")
+        parse_chunk(data, Api.CHAT)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +149,7 @@ def test_malformed_chunks_raise(data: str) -> None:
     ],
 )
 def test_token_events_include_empty_content_but_not_the_role_chunk(delta: dict[str, object], token: bool) -> None:
-    chunk = parse_chunk(json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), "chat")
+    chunk = parse_chunk(json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}), Api.CHAT)
     assert chunk.token is token
 
 
@@ -187,18 +188,18 @@ def _chunk(draw: st.DrawFn) -> dict[str, object]:
 @given(_chunk(), st.sampled_from(["chat", "completions"]))
 def test_the_plain_token_fast_path_reads_what_parse_chunk_reads(obj: dict[str, object], api: str) -> None:
     data = json.dumps(obj).encode()
-    text = plain_token_text(data, api)  # type: ignore[arg-type]
+    text = plain_token_text(data, Api(api))
     if text is None:
         return
-    chunk = parse_chunk(data.decode(), api)  # type: ignore[arg-type]
+    chunk = parse_chunk(data.decode(), Api(api))
     assert chunk.text == text != "" and chunk.token and chunk.error is None and chunk.finish_reason is None
     assert chunk.completion_tokens is None and chunk.prompt_tokens is None
 
 
 def test_the_plain_token_fast_path_takes_the_common_chunks_and_nothing_else() -> None:
-    assert plain_token_text(b'{"id":"c","choices":[{"index":0,"text":"hi","finish_reason":null}]}', "completions")
-    assert plain_token_text(b'{"choices":[{"delta":{"content":"hi"}}],"usage":null}', "chat") == "hi"
-    assert plain_token_text(b'{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}', "chat") == "hi"
+    assert plain_token_text(b'{"id":"c","choices":[{"index":0,"text":"hi","finish_reason":null}]}', Api.COMPLETIONS)
+    assert plain_token_text(b'{"choices":[{"delta":{"content":"hi"}}],"usage":null}', Api.CHAT) == "hi"
+    assert plain_token_text(b'{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}', Api.CHAT) == "hi"
     for data in (
         b'{"choices":[{"delta":{"role":"assistant","content":""}}]}',  # the role chunk: no token
         b'{"choices":[{"delta":{"content":"a","reasoning_content":null}}]}',  # other delta keys: parse_chunk
@@ -208,4 +209,4 @@ def test_the_plain_token_fast_path_takes_the_common_chunks_and_nothing_else() ->
         b"[DONE]",
         b'{"choices":[{"text":"\xff"}]}',  # invalid UTF-8: the general path raises the decoder's error
     ):
-        assert plain_token_text(data, "chat" if b"delta" in data else "completions") is None, data
+        assert plain_token_text(data, Api.CHAT if b"delta" in data else Api.COMPLETIONS) is None, data

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.inputs.workload import Lengths, Workload
 from loadgen.load import Arrival, LevelPlan, Load
@@ -33,7 +34,7 @@ def sim() -> Iterator[SimProcess]:
 
 
 def workload(max_tokens: int = 32, api: str = "completions") -> Workload:
-    return Workload(api=api, model="sim-model", prompt_tokens=Lengths(16), output_tokens=Lengths(max_tokens))  # type: ignore[arg-type]
+    return Workload(api=Api(api), model="sim-model", prompt_tokens=Lengths(16), output_tokens=Lengths(max_tokens))
 
 
 async def measure(base_url: str, plan: LevelPlan, wl: Workload | None = None) -> LevelResult:
