@@ -8,29 +8,28 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
 from loadgen.cli.bounds import bounded
-from loadgen.cli.common import choice
 from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import owned_key_problem
 from loadgen.results import Results
 from loadgen.run.observe import LevelObserver, NullObserver
-from loadgen.run.ray_workers import PLACEMENTS, RayOptions, check_reachable, require_ray
-from loadgen.run.session import SCRAPES, STARTS, Session, SessionHooks, run_session
+from loadgen.run.ray_workers import Placement, RayOptions, check_reachable, require_ray
+from loadgen.run.session import Scrape, Session, SessionHooks, Start, run_session
 from loadgen.run.sweep import TargetOptions
 from loadgen.run.vtime import VirtualTimeLoop
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess, start_site
-from loadgen.wire.client import TRANSPORTS, HttpOptions
-from loadgen.wire.loops import EVENT_LOOPS, loop_factory
-from loadgen.wire.sse import CONVENTIONS
+from loadgen.wire.client import HttpOptions, Transport
+from loadgen.wire.loops import EventLoop, loop_factory
+from loadgen.wire.sse import Convention
 from loadgen.wire.target import normalize_base_url, parse_headers
 
 SIM_URL = "sim"
@@ -51,7 +50,7 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     return value
 
 
-def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOptions | None:
+def ray_options(address: str | None, placement: Placement, num_cpus: float) -> RayOptions | None:
     """``--ray`` and its companions; None without ``--ray`` (which nothing else needs)."""
     if address is None:
         return None
@@ -62,7 +61,7 @@ def ray_options(address: str | None, placement: str, num_cpus: float) -> RayOpti
     require_ray()  # before any request is sent
     bounded("--ray-num-cpus", num_cpus, minimum=0, exclusive=True, maximum=1024)
     check_reachable(address.strip())
-    return RayOptions(address.strip(), choice("--ray-placement", placement, PLACEMENTS), num_cpus)
+    return RayOptions(address.strip(), placement, num_cpus)
 
 
 def local_ray_environment() -> None:
@@ -76,26 +75,24 @@ def local_ray_environment() -> None:
 def http_options(
     timeout: float,
     insecure: bool,
-    transport: str,
+    transport: Transport,
     max_event_mib: float = 4.0,
     request_id_header: str = "X-Request-Id",
-    event_loop: str = "auto",
+    event_loop: EventLoop = EventLoop.AUTO,
 ) -> HttpOptions:
     bounded("--timeout", timeout, minimum=0, exclusive=True)
-    loop = choice("--event-loop", event_loop, EVENT_LOOPS)
-    loop_factory(loop)  # asked for uvloop where it is missing: say so before any request
+    loop_factory(event_loop)  # asked for uvloop where it is missing: say so before any request
     bounded("--max-event-mib", max_event_mib, minimum=0, exclusive=True, maximum=1024)
-    kind = choice("--transport", transport, TRANSPORTS)
     name = request_id_header.strip()
     if name and not _TOKEN.fullmatch(name):
         raise UsageError(f"--request-id-header: {request_id_header!r} is not a header name (letters, digits, -)")
     return HttpOptions(
         timeout_s=timeout,
         verify_tls=not insecure,
-        transport=kind,
+        transport=transport,
         max_event_chars=int(max_event_mib * 2**20),
         request_id_header=name or None,
-        event_loop=loop,
+        event_loop=event_loop,
     )
 
 
@@ -105,19 +102,21 @@ def target_options(
     http: HttpOptions,
     workers: int,
     ray: RayOptions | None,
-    flags: Mapping[str, str],
+    scrape: Scrape,
+    metric_convention: Convention,
+    start: Start,
     lag_threshold_ms: float = 10.0,
 ) -> TargetOptions:
-    """The connection flags ``run`` and ``sweep`` share; ``flags`` holds the closed-set ones by option name."""
+    """The connection flags ``run`` and ``sweep`` share."""
     return TargetOptions(
         api_key=api_key,
         headers=parse_headers(header or []),
         http=http,
         workers=workers,
         ray=ray,
-        scrape=choice("--scrape-metrics", flags["--scrape-metrics"], SCRAPES),
-        metric_convention=choice("--metric-convention", flags["--metric-convention"], CONVENTIONS),
-        start=choice("--start", flags["--start"], STARTS),
+        scrape=scrape,
+        metric_convention=metric_convention,
+        start=start,
         lag_threshold_ms=lag_threshold_ms,
     )
 

@@ -7,6 +7,12 @@ from typing import Annotated
 
 import typer
 
+from loadgen.run.ray_workers import Placement
+from loadgen.run.session import Scrape, Start
+from loadgen.wire.client import Transport
+from loadgen.wire.loops import EventLoop
+from loadgen.wire.sse import Convention
+
 # --help panels: ``run`` has about 40 flags; grouped, a user finds the one they need.
 LOAD = "Load"
 WORKLOAD = "Workload"
@@ -57,9 +63,8 @@ RequestIdOpt = Annotated[
     ),
 ]
 TransportOpt = Annotated[
-    str,
+    Transport,
     typer.Option(
-        metavar="native|aiohttp|httpx",
         rich_help_panel=TARGET,
         help="HTTP stack for the streams: native (llhttp on asyncio, the cheapest and most exact), aiohttp's "
         "pool under httpx's API, or httpx's own (collapses past ~64 streams). native ignores HTTP(S)_PROXY.",
@@ -81,13 +86,11 @@ RayOpt = Annotated[
     ),
 ]
 RayPlacementOpt = Annotated[
-    str,
-    typer.Option(metavar="spread|pack", rich_help_panel=RAY, help="--ray: spread the actors over nodes, or pack them."),
+    Placement,
+    typer.Option(rich_help_panel=RAY, help="--ray: spread the actors over nodes, or pack them."),
 ]
 RayCpusOpt = Annotated[float, typer.Option(metavar="N", rich_help_panel=RAY, help="--ray: CPUs reserved per actor.")]
-ScrapeOpt = Annotated[
-    str, typer.Option(metavar="auto|on|off", rich_help_panel=MEASURE, help="Scrape the server's /metrics.")
-]
+ScrapeOpt = Annotated[Scrape, typer.Option(rich_help_panel=MEASURE, help="Scrape the server's /metrics.")]
 OutputOpt = Annotated[
     Path, typer.Option("--output", "-o", metavar="FILE", rich_help_panel=OUTPUT, help="Results file (JSON).")
 ]
@@ -96,9 +99,8 @@ JsonOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", metavar="", rich_help_panel=OUTPUT, help="No live progress.")]
 ConventionOpt = Annotated[
-    str,
+    Convention,
     typer.Option(
-        metavar="tokens|text",
         rich_help_panel=MEASURE,
         help="Which chunks time the stream: tokens (every token event, "
         "empty-content ones included: DESIGN.md) | text (text chunks only).",
@@ -115,9 +117,8 @@ RetriesOpt = Annotated[
     ),
 ]
 StartOpt = Annotated[
-    str,
+    Start,
     typer.Option(
-        metavar="staggered|burst",
         rich_help_panel=LOAD,
         help="Closed loop: staggered (clients spread over about one request) | burst (all at once, as vLLM's "
         "benchmark does; phase-locks clients into cohorts). Recorded in the results.",
@@ -138,9 +139,8 @@ VirtualTimeOpt = Annotated[
     ),
 ]
 EventLoopOpt = Annotated[
-    str,
+    EventLoop,
     typer.Option(
-        metavar="auto|asyncio|uvloop",
         rich_help_panel=TARGET,
         help="Event loop for the streams: uvloop (C, about 10% less CPU per token here) where installed, "
         "else asyncio's own. The results record which ran.",

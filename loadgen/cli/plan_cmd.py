@@ -30,7 +30,7 @@ from loadgen.cli.predict import predict_levels
 from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import find_profile, load_profile
-from loadgen.inputs.workload import DATASET_FORMATS, DatasetFormat, entry_words, load_dataset
+from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
@@ -42,6 +42,8 @@ from planner.report import predicted_section
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
+
+SIMULATED_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)  # the sizing simulation draws arrivals; it replays none
 
 
 def parse_law(text: str) -> StepModel:
@@ -209,8 +211,8 @@ def plan(
     current_batch: CurrentBatchOpt = None,
     replicas: Annotated[int | None, typer.Option(metavar="N", help="Replicas running now.")] = None,
     arrival: Annotated[
-        str, typer.Option(metavar="TEXT", help="Arrivals for the sizing simulation: poisson | gamma.")
-    ] = "poisson",
+        str, typer.Option(metavar="|".join(SIMULATED_ARRIVALS), help="Arrivals for the sizing simulation.")
+    ] = Arrival.POISSON,
     burstiness: Annotated[
         float, typer.Option(metavar="NUMBER", help="Gamma shape for the simulation (1 = Poisson).")
     ] = 1.0,
@@ -243,7 +245,7 @@ def plan(
             "request's prompt, and its recorded answer or max_tokens unless --output-tokens is given.",
         ),
     ] = None,
-    dataset_format: Annotated[str, typer.Option(metavar="auto|sharegpt|jsonl", help="How to read --dataset.")] = "auto",
+    dataset_format: Annotated[DatasetFormat, typer.Option(help="How to read --dataset.")] = DatasetFormat.AUTO,
     tokens_per_word: Annotated[
         float | None,
         typer.Option(
@@ -313,7 +315,7 @@ def plan(
             scale_up_s=scale_up_s,
             spare=spare,
             mix=mix,
-            arrival=choice("--arrival", arrival, (Arrival.POISSON, Arrival.GAMMA)),
+            arrival=choice("--arrival", arrival, SIMULATED_ARRIVALS),
             burstiness=burstiness,
             seed=seed,
         )
@@ -329,7 +331,7 @@ def plan(
         max_utilization=max_utilization,
         current_batch=current_batch,
         current_replicas=replicas,
-        arrival=choice("--arrival", arrival, (Arrival.POISSON, Arrival.GAMMA)),
+        arrival=choice("--arrival", arrival, SIMULATED_ARRIVALS),
         burstiness=burstiness,
         lengths=parse_lengths(lengths),
         simulate=not no_simulate,
@@ -342,8 +344,7 @@ def plan(
         len(calibrations), dataset=dataset, max_num_batched_tokens=max_num_batched_tokens, predict_levels=predict_levels
     )
     if dataset is not None:
-        fmt = choice("--dataset-format", dataset_format, DATASET_FORMATS)
-        sample = dataset_lengths(dataset, fmt, calibrations, tokens_per_word, output_tokens)
+        sample = dataset_lengths(dataset, dataset_format, calibrations, tokens_per_word, output_tokens)
         request = dataclasses.replace(request, length_sample=sample)
     if len(calibrations) > 1:
         capacity = mix_plan(calibrations, request)

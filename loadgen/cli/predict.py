@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from loadgen.cli.execute import execute
 from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results
-from loadgen.run.session import SessionHooks
+from loadgen.run.session import Scrape, SessionHooks
 from loadgen.run.sweep import TargetOptions, session_from_profile
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
@@ -61,7 +61,7 @@ def predict_levels(
         None,
         SimOptions(engine=engine, max_model_len=1 << 30),
         # the server's own counters are not read from a predicted sweep: scraping them cost a fifth of its CPU
-        lambda url: session_from_profile(profile, url, TargetOptions(scrape="off"), command="sweep"),
+        lambda url: session_from_profile(profile, url, TargetOptions(scrape=Scrape.OFF), command="sweep"),
         lambda _: SessionHooks(),
         virtual_time=True,
     )

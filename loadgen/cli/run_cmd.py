@@ -52,15 +52,19 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
-from loadgen.inputs.workload import DATASET_FORMATS, LENGTH_DISTS, Lengths
+from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
+from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths
 from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
-from loadgen.load import DRAWN_ARRIVALS
+from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric
-from loadgen.run.session import Session, SessionHooks
+from loadgen.run.ray_workers import Placement
+from loadgen.run.session import Scrape, Session, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
 from loadgen.sim.engine import EngineConfig
+from loadgen.wire.client import Transport
+from loadgen.wire.loops import EventLoop
 from loadgen.wire.records import RecordsWriter
+from loadgen.wire.sse import Convention
 from planner.report import caveats
 from planner.verdicts import retry_reason
 
@@ -84,8 +88,8 @@ def run(
         float | None, typer.Option(metavar="PER_S", rich_help_panel=LOAD, help="Open loop: requests per second.")
     ] = None,
     arrival: Annotated[
-        str, typer.Option(metavar="constant|poisson|gamma", rich_help_panel=LOAD, help="Open loop arrivals.")
-    ] = "poisson",
+        str, typer.Option(metavar="|".join(DRAWN_ARRIVALS), rich_help_panel=LOAD, help="Open loop arrivals.")
+    ] = Arrival.POISSON,
     burstiness: Annotated[
         float, typer.Option(metavar="K", rich_help_panel=LOAD, help="Gamma shape (1 = Poisson, < 1 burstier).")
     ] = 1.0,
@@ -124,32 +128,32 @@ def run(
             metavar="S", rich_help_panel=LOAD, help="--trace: multiply the recorded gaps (0.5 = twice as fast)."
         ),
     ] = 1.0,
-    start: StartOpt = "staggered",
+    start: StartOpt = Start.STAGGERED,
     retries: RetriesOpt = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = None,
-    ray_placement: RayPlacementOpt = "spread",
+    ray_placement: RayPlacementOpt = Placement.SPREAD,
     ray_num_cpus: RayCpusOpt = 1.0,
     seed: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Seed for prompts, lengths and arrivals.")
     ] = 0,
-    api: Annotated[str, typer.Option(metavar="chat|completions", rich_help_panel=TARGET, help="Which API.")] = "chat",
+    api: Annotated[Api, typer.Option(rich_help_panel=TARGET, help="Which API.")] = Api.CHAT,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
-    transport: TransportOpt = "native",
+    transport: TransportOpt = Transport.NATIVE,
     virtual_time: VirtualTimeOpt = False,
-    event_loop: EventLoopOpt = "auto",
+    event_loop: EventLoopOpt = EventLoop.AUTO,
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
     prompt_tokens: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Synthetic prompt length, tokens.")
     ] = 128,
     prompt_dist: Annotated[
-        str, typer.Option(metavar="DIST", rich_help_panel=WORKLOAD, help="fixed | uniform | normal | lognormal")
-    ] = "fixed",
+        LengthDist, typer.Option(rich_help_panel=WORKLOAD, help="How prompt lengths spread around --prompt-tokens.")
+    ] = LengthDist.FIXED,
     prompt_spread: Annotated[
         float, typer.Option(metavar="CV", rich_help_panel=WORKLOAD, help="Relative spread of the prompt length.")
     ] = 0.0,
@@ -163,8 +167,8 @@ def run(
         ),
     ] = None,
     dataset_format: Annotated[
-        str, typer.Option(metavar="auto|sharegpt|jsonl", rich_help_panel=WORKLOAD, help="How to read --dataset.")
-    ] = "auto",
+        DatasetFormat, typer.Option(rich_help_panel=WORKLOAD, help="How to read --dataset.")
+    ] = DatasetFormat.AUTO,
     dataset_max_words: Annotated[
         int | None,
         typer.Option(
@@ -196,8 +200,8 @@ def run(
         int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Output tokens per request (max_tokens).")
     ] = 128,
     output_dist: Annotated[
-        str, typer.Option(metavar="DIST", rich_help_panel=WORKLOAD, help="fixed | uniform | normal | lognormal")
-    ] = "fixed",
+        LengthDist, typer.Option(rich_help_panel=WORKLOAD, help="How output lengths spread around --max-tokens.")
+    ] = LengthDist.FIXED,
     output_spread: Annotated[
         float, typer.Option(metavar="CV", rich_help_panel=WORKLOAD, help="Relative spread of the output length.")
     ] = 0.0,
@@ -222,8 +226,8 @@ def run(
             help="JSON merged into every request body, e.g. '{\"ignore_eos\": true}' for vLLM.",
         ),
     ] = None,
-    metric_convention: ConventionOpt = "tokens",
-    scrape_metrics: ScrapeOpt = "auto",
+    metric_convention: ConventionOpt = Convention.TOKENS,
+    scrape_metrics: ScrapeOpt = Scrape.AUTO,
     lag_threshold_ms: Annotated[
         float,
         typer.Option(metavar="MS", rich_help_panel=MEASURE, help="p99 generator lag that flags a level client-bound."),
@@ -267,7 +271,7 @@ def run(
     if trace is not None:
         _trace_takes_no(concurrency, rate, duration, dataset)
         bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
-        load = LoadSpec(mode="trace", levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
+        load = LoadSpec(mode=LoadMode.TRACE, levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
                         max_in_flight=max_in_flight, trace=str(trace))  # fmt: skip
     else:
         load = _load(concurrency, rate, arrival, burstiness, max_in_flight, duration, requests, warmup, ramp_up)
@@ -280,14 +284,14 @@ def run(
         name="run",
         url=None if on_sim else url,
         sim=EngineConfig() if on_sim else None,
-        api=choice("--api", api, tuple(Api)),
+        api=api,
         model=model,
         extra_body=parse_extra_body(extra_body),
         workload=WorkloadSpec(
-            prompt_tokens=Lengths(prompt_tokens, choice("--prompt-dist", prompt_dist, LENGTH_DISTS), prompt_spread),
-            output_tokens=Lengths(max_tokens, choice("--output-dist", output_dist, LENGTH_DISTS), output_spread),
+            prompt_tokens=Lengths(prompt_tokens, prompt_dist, prompt_spread),
+            output_tokens=Lengths(max_tokens, output_dist, output_spread),
             dataset=str(dataset) if dataset else None,
-            dataset_format=choice("--dataset-format", dataset_format, DATASET_FORMATS),
+            dataset_format=dataset_format,
             dataset_max_words=dataset_max_words,
             output_from_dataset=output_from_dataset,
             turns=turns,
@@ -303,7 +307,9 @@ def run(
         http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
         workers,
         ray_options(ray, ray_placement, ray_num_cpus),
-        {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
+        scrape_metrics,
+        metric_convention,
+        start,
         lag_threshold_ms=lag_threshold_ms,
     )
     check_writable(output)
@@ -391,12 +397,12 @@ def _load(
         raise UsageError("give --duration and/or --requests to bound the level")
     if concurrency is not None:
         return LoadSpec(
-            mode="closed", levels=(concurrency,), duration_s=duration, requests=requests, warmup_s=warmup,
+            mode=LoadMode.CLOSED, levels=(concurrency,), duration_s=duration, requests=requests, warmup_s=warmup,
             ramp_up_s=ramp_up,
         )  # fmt: skip
     assert rate is not None
     return LoadSpec(
-        mode="open", levels=(rate,), duration_s=duration, requests=requests, warmup_s=warmup,
+        mode=LoadMode.OPEN, levels=(rate,), duration_s=duration, requests=requests, warmup_s=warmup,
         arrival=choice("--arrival", arrival, DRAWN_ARRIVALS), burstiness=burstiness, max_in_flight=max_in_flight,
     )  # fmt: skip
 

@@ -57,7 +57,9 @@ def serve_sim(
         int | None,
         typer.Option(metavar="N", min=1, help="KV cache size: a request waits until its prompt + output fit."),
     ] = None,
-    mode: Annotated[str, typer.Option(metavar="TEXT", help="continuous | static")] = "continuous",
+    mode: Annotated[
+        Mode, typer.Option(help="Batching: continuous (vLLM's) or static (wait for a batch).")
+    ] = Mode.CONTINUOUS,
     static_batch: Annotated[int, typer.Option(metavar="N", min=1, help="Static mode: batch size to collect.")] = 8,
     static_wait_ms: Annotated[
         float, typer.Option(metavar="NUMBER", min=0.0, help="Static mode: longest wait to fill a batch, ms.")
@@ -113,9 +115,6 @@ def serve_sim(
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
     if not is_loopback(host) and not allow_remote:
         raise fail(f"--host {host}: not a loopback address; pass --allow-remote to bind it", EXIT_USAGE)
-    if mode not in ("continuous", "static"):
-        raise fail(f"--mode: expected 'continuous' or 'static', got {mode!r}", EXIT_USAGE)
-    mode_t: Mode = "continuous" if mode == "continuous" else "static"
     try:
         options = SimOptions(
             engine=EngineConfig(
@@ -123,7 +122,7 @@ def serve_sim(
                 per_seq_ms=per_seq_ms,
                 prefill_ms_per_token=prefill_ms_per_token,
                 max_num_seqs=max_num_seqs,
-                mode=mode_t,
+                mode=mode,
                 static_batch=static_batch,
                 static_wait_ms=static_wait_ms,
                 noise_cv=noise_cv,

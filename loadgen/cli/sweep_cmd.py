@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.bounds import bounded
-from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
+from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors, save_results
 from loadgen.cli.execute import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.cli.options import (
     LOAD,
@@ -43,10 +43,14 @@ from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_maximum, load_profile
 from loadgen.limits import MAX_LEVELS, MAX_RETRIES, MAX_TOKENS
 from loadgen.results import Results, SloTarget, save_atomic
-from loadgen.run.session import SessionHooks
+from loadgen.run.ray_workers import Placement
+from loadgen.run.session import Scrape, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
-from loadgen.sim.engine import MODES
+from loadgen.sim.engine import Mode
 from loadgen.sim.openai_app import SimOptions
+from loadgen.wire.client import Transport
+from loadgen.wire.loops import EventLoop
+from loadgen.wire.sse import Convention
 from planner import CapacityPlan, PlanRequest, plan_from_results
 from planner.report import caveats, level_verdicts, plan_lines
 from planner.stop import stop_reason
@@ -129,8 +133,7 @@ def sweep(
         int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Override the profile's seed.")
     ] = None,
     sim_mode: Annotated[
-        str | None,
-        typer.Option(metavar="continuous|static", rich_help_panel=TARGET, help="Simulator target only: batching mode."),
+        Mode | None, typer.Option(rich_help_panel=TARGET, help="Simulator target only: batching mode.")
     ] = None,
     no_stop: Annotated[
         bool,
@@ -145,19 +148,19 @@ def sweep(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 600.0,
     insecure: InsecureOpt = False,
-    transport: TransportOpt = "native",
+    transport: TransportOpt = Transport.NATIVE,
     virtual_time: VirtualTimeOpt = False,
-    event_loop: EventLoopOpt = "auto",
+    event_loop: EventLoopOpt = EventLoop.AUTO,
     max_event_mib: MaxEventOpt = 4.0,
     request_id_header: RequestIdOpt = "X-Request-Id",
-    metric_convention: ConventionOpt = "tokens",
-    start: StartOpt = "staggered",
+    metric_convention: ConventionOpt = Convention.TOKENS,
+    start: StartOpt = Start.STAGGERED,
     retries: RetriesOpt = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = None,
-    ray_placement: RayPlacementOpt = "spread",
+    ray_placement: RayPlacementOpt = Placement.SPREAD,
     ray_num_cpus: RayCpusOpt = 1.0,
-    scrape_metrics: ScrapeOpt = "auto",
+    scrape_metrics: ScrapeOpt = Scrape.AUTO,
     output: OutputOpt = Path("sweep.json"),
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -184,8 +187,7 @@ def sweep(
     if sim_mode is not None:
         if prof.sim is None:
             raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
-        mode = choice("--sim-mode", sim_mode, MODES)
-        prof = prof.with_overrides(sim=replace(prof.sim, mode=mode))
+        prof = prof.with_overrides(sim=replace(prof.sim, mode=sim_mode))
     if no_stop:
         prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
     target = target_options(
@@ -194,7 +196,9 @@ def sweep(
         http_options(timeout, insecure, transport, max_event_mib, request_id_header, event_loop),
         workers,
         ray_options(ray, ray_placement, ray_num_cpus),
-        {"--scrape-metrics": scrape_metrics, "--metric-convention": metric_convention, "--start": start},
+        scrape_metrics,
+        metric_convention,
+        start,
     )
     for flag, value, low, exclusive in (
         ("--duration", duration, 0, True),

@@ -15,19 +15,20 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
 
 import yaml
 
 from loadgen.api import Api
 from loadgen.errors import ProfileError
-from loadgen.inputs.workload import DATASET_FORMATS, LENGTH_DISTS, DatasetFormat, Lengths, owned_key_problem
+from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths, owned_key_problem
 from loadgen.inputs.yaml_node import Node
 from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_RETRIES, MAX_TOKENS
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
-from loadgen.sim.engine import MODES, EngineConfig
+from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
 from loadgen.wire.target import header_problem, redact_url
 
@@ -52,7 +53,7 @@ class WorkloadSpec:
     prompt_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     dataset: str | None = None
-    dataset_format: DatasetFormat = "auto"
+    dataset_format: DatasetFormat = DatasetFormat.AUTO
     dataset_max_words: int | None = None  # drop entries longer than this (prompt + recorded answer, words)
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer lengths
     turns: int = 1  # closed-loop chat conversations: turns each, the history sent back every turn
@@ -60,8 +61,10 @@ class WorkloadSpec:
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
 
 
-LoadMode = Literal["closed", "open", "trace"]
-LOAD_MODES: tuple[LoadMode, ...] = get_args(LoadMode)
+class LoadMode(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    TRACE = "trace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,7 @@ class LoadSpec:
     """How hard each level pushes. ``closed``: levels are client counts; ``open``: request rates;
     ``trace``: ``trace`` replayed at its recorded times, levels are time scales (0.5 = twice as fast)."""
 
-    mode: LoadMode = "closed"
+    mode: LoadMode = LoadMode.CLOSED
     levels: tuple[float, ...] = (1, 2, 4, 8, 16, 32)
     duration_s: float | None = 30.0
     requests: int | None = None
@@ -310,7 +313,7 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
         per_seq_ms=law.number("per_seq_ms", d.per_seq_ms, minimum=0),
         prefill_ms_per_token=law.number("prefill_ms_per_token", d.prefill_ms_per_token, minimum=0),
         max_num_seqs=law.integer("max_num_seqs", d.max_num_seqs, minimum=1),
-        mode=law.choice("mode", d.mode, MODES),
+        mode=law.choice("mode", d.mode, tuple(Mode)),
         static_batch=law.integer("static_batch", d.static_batch, minimum=1),
         static_wait_ms=law.number("static_wait_ms", d.static_wait_ms, minimum=0),
         noise_cv=law.number("noise_cv", d.noise_cv, minimum=0),
@@ -331,7 +334,7 @@ def _lengths(node: Node, default: int) -> Lengths:
     node.known("mean", "dist", "spread")
     return Lengths(
         node.integer("mean", default, minimum=1, maximum=MAX_TOKENS),
-        node.choice("dist", "fixed", LENGTH_DISTS),
+        node.choice("dist", LengthDist.FIXED, tuple(LengthDist)),
         node.number("spread", 0.0, minimum=0),
     )
 
@@ -353,7 +356,7 @@ def _workload(node: Node) -> WorkloadSpec:
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_existing_file(node, "dataset"),
-        dataset_format=node.choice("dataset_format", "auto", DATASET_FORMATS),
+        dataset_format=node.choice("dataset_format", DatasetFormat.AUTO, tuple(DatasetFormat)),
         dataset_max_words=node.optional_integer("dataset_max_words", minimum=1, maximum=MAX_TOKENS),
         output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
@@ -418,7 +421,7 @@ def _load(node: Node) -> LoadSpec:
         "retries",
     )
     d = LoadSpec()
-    mode = node.choice("mode", d.mode, LOAD_MODES)
+    mode = node.choice("mode", d.mode, tuple(LoadMode))
     duration = node.optional_number("duration_s", minimum=0, exclusive=True)
     requests = node.optional_integer("requests", minimum=1)
     trace = _existing_file(node, "trace")

@@ -13,8 +13,9 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, TextIO, get_args
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -23,8 +24,13 @@ from loadgen.errors import UsageError
 from loadgen.limits import MAX_TOKENS
 from loadgen.wire.sse import Convention
 
-LengthDist = Literal["fixed", "uniform", "normal", "lognormal"]
-LENGTH_DISTS: tuple[LengthDist, ...] = get_args(LengthDist)
+
+class LengthDist(StrEnum):
+    FIXED = "fixed"
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+    LOGNORMAL = "lognormal"
+
 
 VOCABULARY = [
     "time",
@@ -108,7 +114,7 @@ class Lengths:
     """
 
     mean: int
-    dist: LengthDist = "fixed"
+    dist: LengthDist = LengthDist.FIXED
     spread: float = 0.0
 
     def __post_init__(self) -> None:
@@ -139,13 +145,19 @@ class DatasetEntry:
     answer_words: int | None = None  # the recorded answer's length, for --output-from-dataset
 
 
-DatasetFormat = Literal["auto", "sharegpt", "jsonl"]
-DATASET_FORMATS: tuple[DatasetFormat, ...] = get_args(DatasetFormat)
+class DatasetFormat(StrEnum):
+    AUTO = "auto"
+    SHAREGPT = "sharegpt"
+    JSONL = "jsonl"
+
+
 _HUMAN = frozenset({"human", "user"})
 _MODEL = frozenset({"gpt", "assistant", "chatgpt", "bard", "model"})
 
 
-def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None = None) -> tuple[DatasetEntry, ...]:
+def load_dataset(
+    path: Path, fmt: DatasetFormat = DatasetFormat.AUTO, max_words: int | None = None
+) -> tuple[DatasetEntry, ...]:
     """Read a prompt dataset: ShareGPT-style JSON, or JSON lines (OpenAI chat, or ``{"prompt": ...}``).
 
     ``auto`` tells them apart by the first character (``[``: a ShareGPT array).
@@ -160,7 +172,7 @@ def load_dataset(path: Path, fmt: DatasetFormat = "auto", max_words: int | None 
     try:
         with path.open(encoding="utf-8-sig") as lines:  # a BOM is no part of the data
             if fmt == "auto":
-                fmt = "sharegpt" if _first_character(lines) == "[" else "jsonl"
+                fmt = DatasetFormat.SHAREGPT if _first_character(lines) == "[" else DatasetFormat.JSONL
             # JSON lines are read a line at a time (the file's text is never held whole: a 1 GB dataset
             # once peaked at 3.4 GB as text, lines and entries); ShareGPT is one JSON document
             entries = _sharegpt(path, lines.read()) if fmt == "sharegpt" else _jsonl(path, lines, max_words)
@@ -344,7 +356,7 @@ class Workload:
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-    metric_convention: Convention = "tokens"  # which chunks time the stream (loadgen.wire.sse.Convention)
+    metric_convention: Convention = Convention.TOKENS  # which chunks time the stream (loadgen.wire.sse.Convention)
     calibration: PromptCalibration | None = None  # set by the session's probes; None: one word a token
 
     @property

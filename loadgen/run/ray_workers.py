@@ -29,7 +29,8 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from enum import StrEnum
+from typing import Any
 
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
@@ -43,8 +44,12 @@ from loadgen.run.runner import PROGRESS_INTERVAL_S
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.wire.loops import loop_factory, running_loop_name
 
-Placement = Literal["spread", "pack"]
-PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+
+class Placement(StrEnum):
+    SPREAD = "spread"
+    PACK = "pack"
+
+
 PLACE_TIMEOUT_S = 60.0  # the cluster must find room for every actor within this
 CONNECT_CHECK_S = 5.0  # a cluster address must accept a connection within this
 CLOCK_READINGS = 5  # round trips per actor; the shortest one is kept
@@ -58,7 +63,7 @@ class RayOptions:
     """Where and how the actors run (``--ray``, ``--ray-placement``, ``--ray-num-cpus``)."""
 
     address: str = "local"  # "local": a Ray instance started here; "auto": the cluster this host is in; or ray://
-    placement: Placement = "spread"  # spread the actors over nodes, or pack them onto as few as possible
+    placement: Placement = Placement.SPREAD  # spread the actors over nodes, or pack them onto as few as possible
     num_cpus: float = 1.0  # CPUs reserved per actor (one event loop uses about one core at full speed)
 
     def describe(self) -> dict[str, Any]:

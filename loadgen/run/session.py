@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from enum import StrEnum
+from typing import Any
 
 from loadgen import __version__
 from loadgen.errors import EndpointError
@@ -41,9 +42,19 @@ from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.secrets import scrub
 from loadgen.wire.target import redact_headers, redact_url, resolve_model, url_secrets
 
-Scrape = Literal["auto", "on", "off"]
-SCRAPES: tuple[Scrape, ...] = get_args(Scrape)
+
+class Scrape(StrEnum):
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 MAX_AUTO_RAMP_S = 10.0
+
+
+class Start(StrEnum):
+    STAGGERED = "staggered"
+    BURST = "burst"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +69,9 @@ class Session:
     http: HttpOptions = field(default_factory=HttpOptions)
     workers: int = 1
     ray: RayOptions | None = None  # run the workers as Ray actors (one host or a cluster) instead of processes
-    scrape: Scrape = "auto"
+    scrape: Scrape = Scrape.AUTO
     auto_ramp: bool = True  # closed loop: ramp over about one request's duration
-    start: Start = "staggered"  # closed loop: clients start spread over the ramp, or all at once (burst)
+    start: Start = Start.STAGGERED  # closed loop: clients start spread over the ramp, or all at once (burst)
     retries: int = 0  # measure a level again this often while ``SessionHooks.retry_policy`` gives a reason
     command: str = "run"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)
@@ -88,8 +99,6 @@ class Session:
         return headers
 
 
-Start = Literal["staggered", "burst"]
-STARTS: tuple[Start, ...] = get_args(Start)
 """How closed-loop clients start. ``staggered`` spreads them over about one request's duration (or
 ``--ramp-up``); ``burst`` starts all at once, as vLLM's own benchmark client does. With fixed output
 lengths a burst phase-locks clients into cohorts that arrive, prefill and finish together: TTFT and

@@ -35,9 +35,9 @@ class TargetOptions:
     http: HttpOptions = field(default_factory=HttpOptions)
     workers: int = 1
     ray: RayOptions | None = None
-    scrape: Scrape = "auto"
-    metric_convention: Convention = "tokens"
-    start: Start = "staggered"
+    scrape: Scrape = Scrape.AUTO
+    metric_convention: Convention = Convention.TOKENS
+    start: Start = Start.STAGGERED
     lag_threshold_ms: float = 10.0  # p99 generator lag that flags a level client-bound
 
 

@@ -35,12 +35,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from enum import StrEnum
 
 import numpy as np
 
-Mode = Literal["continuous", "static"]
-MODES: tuple[Mode, ...] = get_args(Mode)
+
+class Mode(StrEnum):
+    CONTINUOUS = "continuous"
+    STATIC = "static"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class EngineConfig:
     per_seq_ms: float = 0.4
     prefill_ms_per_token: float = 0.0
     max_num_seqs: int = 128
-    mode: Mode = "continuous"
+    mode: Mode = Mode.CONTINUOUS
     static_batch: int = 8  # static mode: batch size to collect
     static_wait_ms: float = 50.0  # static mode: longest wait for a full batch
     noise_cv: float = 0.0  # coefficient of variation of a lognormal step multiplier

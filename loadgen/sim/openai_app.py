@@ -25,7 +25,7 @@ from aiohttp import web
 
 from loadgen.api import Api
 from loadgen.sim.driver import EngineDriver
-from loadgen.sim.engine import EngineConfig
+from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import Fault, FaultConfig
 from loadgen.sim.framing import (
     BadRequest,
@@ -71,7 +71,8 @@ class SimOptions:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SimOptions:
         nested = {"engine": EngineConfig, "faults": FaultConfig, "tokenizer": Tokenizer}
-        return cls(**{key: nested[key](**value) if key in nested else value for key, value in raw.items()})
+        options = cls(**{key: nested[key](**value) if key in nested else value for key, value in raw.items()})
+        return dataclasses.replace(options, engine=dataclasses.replace(options.engine, mode=Mode(options.engine.mode)))
 
 
 DRIVER_KEY = web.AppKey("driver", EngineDriver)

@@ -23,7 +23,8 @@ import ssl
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from enum import StrEnum
+from typing import Any, cast
 
 import aiohttp
 import httpx
@@ -49,8 +50,11 @@ from loadgen.wire.sse import (
 )
 from loadgen.wire.target import split_endpoint
 
-Transport = Literal["native", "aiohttp", "httpx"]
-TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+
+class Transport(StrEnum):
+    NATIVE = "native"
+    AIOHTTP = "aiohttp"
+    HTTPX = "httpx"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +65,10 @@ class HttpOptions:
     connect_timeout_s: float = 30.0
     max_connections: int = 0  # 0: unlimited (the load model bounds concurrency, not the pool)
     verify_tls: bool = True
-    transport: Transport = "native"
+    transport: Transport = Transport.NATIVE
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request (--max-event-mib)
     request_id_header: str | None = "X-Request-Id"  # a unique id per request, to find it in the server's logs
-    event_loop: EventLoop = "auto"  # the loop the streams run on (loadgen.wire.loops): uvloop where installed
+    event_loop: EventLoop = EventLoop.AUTO  # the loop the streams run on (loadgen.wire.loops): uvloop where installed
 
 
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
@@ -228,7 +232,7 @@ async def stream_request(
     t_slot: float | None = None,
     clock: Clock,
     timeout_s: float,
-    convention: Convention = "tokens",
+    convention: Convention = Convention.TOKENS,
     max_event_chars: int = MAX_EVENT_CHARS,
     request_id_header: str | None = None,
     answer: list[str] | None = None,

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable
-from typing import Literal, get_args
+from enum import StrEnum
 
 from loadgen.errors import UsageError
 
-EventLoop = Literal["auto", "asyncio", "uvloop"]
-EVENT_LOOPS: tuple[EventLoop, ...] = get_args(EventLoop)
+
+class EventLoop(StrEnum):
+    AUTO = "auto"
+    ASYNCIO = "asyncio"
+    UVLOOP = "uvloop"
 
 
 def loop_factory(choice: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Any, Literal, NamedTuple, get_args
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -176,8 +177,12 @@ class Chunk(NamedTuple):
 
 ID_CHARS = 128  # a response id longer than this is cut: it is for finding a request in logs, not storage
 
-Convention = Literal["tokens", "text"]
-CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
+
+class Convention(StrEnum):
+    TOKENS = "tokens"
+    TEXT = "text"
+
+
 """Which chunks time the stream (``--metric-convention``).
 
 ``tokens`` (default): every token event (DESIGN.md): a chunk carrying a

@@ -25,7 +25,7 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
-from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client
+from loadgen.wire.client import HttpOptions, Transport, make_http_client
 from tests.virtual import in_virtual_time, serving
 
 REQUESTS = 16
@@ -61,7 +61,7 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
     assert load(path).levels[0].errors == level.errors
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize(
     ("fault", "kind"),
     [

@@ -14,7 +14,7 @@ from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.run_settings import RunSettings
-from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
+from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
 from loadgen.wire.sse import SSEDecoder, SSEError
 from tests.faults.rawserver import SSE_HEAD, Reply, chunked, keep_alive_server, raw_server, sends
@@ -42,7 +42,7 @@ async def post(base_url: str, transport: str = "aiohttp", **kwargs: int) -> Requ
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize(
     "response",
     [
@@ -63,7 +63,7 @@ async def test_protocol_errors_are_a_named_failure_not_an_exception(response: by
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize(
     "head",
     [
@@ -81,7 +81,7 @@ async def test_answers_every_transport_reads_alike(head: bytes, transport: str) 
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounded_buffer(transport: str) -> None:
     async def endless(writer: asyncio.StreamWriter) -> None:
         writer.write(SSE_HEAD)
@@ -114,7 +114,7 @@ SSE_OK = (
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_url_credentials_become_basic_auth_and_the_query_rides_on_every_path(transport: str) -> None:
     heads: list[bytes] = []
     async with raw_server(sends(SSE_OK), heads) as url:
@@ -207,7 +207,7 @@ async def _models_error(url: str, transport: str) -> str:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_a_certificate_for_another_name_is_not_answered_with_insecure_for_self_signed(
     transport: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
@@ -229,7 +229,7 @@ async def test_a_certificate_for_another_name_is_not_answered_with_insecure_for_
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_https_to_a_plain_http_port_says_so_in_seconds(transport: str) -> None:
     """Issue 31, item 18: https:// to a plain-HTTP port waited 30 s, then advised --insecure."""
     started = time.monotonic()
@@ -258,7 +258,7 @@ async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_an_html_page_with_status_200_is_a_malformed_answer(transport: str) -> None:
     page = b"<html><body>gateway says hi</body></html>"
     reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: %d\r\n\r\n%s" % (len(page), page)
@@ -287,7 +287,7 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(transport: str) -> None:
     """Issue 31, item 15: usage 0 with one empty delta counted as completed with a TTFT and one token of
     throughput (``output_tokens or len(times)`` read 0 as missing): 291.6 tok/s from 0-token answers."""
@@ -309,7 +309,7 @@ async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(tra
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_interim_responses_are_skipped_and_a_protocol_switch_is_a_named_failure(transport: str) -> None:
     """Issue 31, item 3: the native wire took 100 Continue / 103 Early Hints as the answer (stream_broken)
     and let 101's HttpParserUpgrade out as a traceback."""
@@ -373,7 +373,7 @@ def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize("done", [True, False], ids=["with-done", "finish-reason-only"])
 async def test_a_stream_that_ends_with_the_connection_is_complete(transport: str, done: bool) -> None:
     # HTTP/1.0-style: no length, no chunking; the body ends when the server closes the connection
@@ -390,7 +390,9 @@ async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> 
     from loadgen.wire.client import WiredClient
 
     with SimProcess() as sim:
-        async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=10, transport="native")) as http:
+        async with make_http_client(
+            sim.base_url + "/", {}, HttpOptions(timeout_s=10, transport=Transport.NATIVE)
+        ) as http:
             assert isinstance(http, WiredClient)
             body = BODY.replace(b'"m"', b'"sim-model"')
             for _ in range(3):
@@ -407,7 +409,7 @@ async def test_the_native_wire_keeps_one_connection_for_sequential_streams() -> 
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize("tail", [b"", b"x" * 100], ids=["silent", "body-after-done"])
 async def test_an_answer_whose_http_message_never_ends_holds_no_more_connections_than_streams(
     transport: str, tail: bytes
@@ -433,7 +435,7 @@ async def test_an_answer_whose_http_message_never_ends_holds_no_more_connections
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize("head", [b"HTTP/1.1 200 OK\r\nx-endless: ", b"HTTP/1.1 200 "], ids=["header", "status-line"])
 async def test_an_endless_response_head_is_refused_as_it_grows(transport: str, head: bytes) -> None:
     """Issue 31, item 2: the native wire checked its 64 KiB cap only when a header ended, so an endless
@@ -498,7 +500,7 @@ async def test_models_ids_that_name_no_model_are_skipped_and_a_deep_list_is_refu
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_endless_models_and_metrics_bodies_are_cut_at_their_cap(transport: str) -> None:
     """Issue 31, item 9: an endless /models reached 2.16 GB in 4.4 s, an endless /metrics 2.14 GB during the
     automatic probe (httpx reads a body whole). The server offers 256 MiB; the client stops at the cap."""
@@ -600,7 +602,7 @@ def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_the_pool_reuses_the_newest_connection_so_the_oldest_expire_unused(transport: str) -> None:
     """Issue 31, item 22: aiohttp's pool handed out the connection idle the longest, the one a server's
     keep-alive timeout is about to close, and the POST crossing that close failed (281 of 850 counted
@@ -624,7 +626,7 @@ async def test_the_pool_reuses_the_newest_connection_so_the_oldest_expire_unused
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(transport: str) -> None:
     """Issue 31, item 14: a server that sends a second, unasked-for response after the first answer. The
     next request on the pool must read its own answer, not that leftover (the pools poll a connection's

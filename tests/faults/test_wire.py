@@ -13,7 +13,7 @@ import trustme
 
 from loadgen.api import Api
 from loadgen.errors import ErrorKind
-from loadgen.wire.client import TRANSPORTS, HttpOptions, make_http_client, stream_request
+from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
 from tests.faults.rawserver import chunked, raw_server, sends, trickles
 
@@ -48,7 +48,7 @@ async def post(url: str, transport: str, *, verify: bool = True) -> RequestRecor
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize("framing", ["chunked", "content-length"])
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
 @pytest.mark.parametrize("byte_by_byte", [False, True], ids=["whole", "trickled"])
@@ -74,7 +74,7 @@ def fields(head: bytes) -> tuple[bytes, dict[bytes, list[bytes]]]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_every_transport_sends_the_same_request_head(transport: str) -> None:
     # the native wire merges the head once per path and reuses it: each request must still carry its own
     # length and its own id, the URL's query, and the user's headers once (an id replaces a same-named one)
@@ -102,7 +102,7 @@ async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_fail
     # and its close is in the socket before the event loop has seen it: the wire polls an idle connection
     # before reusing it, so the next request goes out on a new one instead of failing for nothing
     heads: list[bytes] = []
-    options = HttpOptions(timeout_s=10, transport="native")
+    options = HttpOptions(timeout_s=10, transport=Transport.NATIVE)
     async with raw_server(sends(stream(b"\n", "chunked")), heads) as url, make_http_client(url, {}, options) as http:
         for _ in range(4):
             record = await post_on(http)
@@ -111,7 +111,7 @@ async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_fail
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_a_server_that_hangs_up_unanswered_is_a_connect_error_named_as_such(transport: str) -> None:
     async with raw_server(sends(b"")) as url:  # reads the request, closes without a byte
         record = await post(url, transport)
@@ -137,7 +137,7 @@ async def test_a_reset_on_a_kept_alive_connection_is_counted_not_retried() -> No
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-    async with server, make_http_client(url, {}, HttpOptions(timeout_s=10, transport="native")) as http:
+    async with server, make_http_client(url, {}, HttpOptions(timeout_s=10, transport=Transport.NATIVE)) as http:
         records = [await post_on(http) for _ in range(2)]
     assert records[0].error is None and records[1].error is ErrorKind.CONNECT
     assert len(requests) == 2  # not sent a third time
@@ -152,7 +152,7 @@ def tls() -> Iterator[tuple[trustme.CA, ssl.SSLContext]]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", tuple(Transport))
 async def test_tls_is_verified_and_insecure_skips_it(
     transport: str, tls: tuple[trustme.CA, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:

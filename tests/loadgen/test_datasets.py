@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.errors import UsageError
-from loadgen.inputs.workload import RequestFactory, Workload, load_dataset
+from loadgen.inputs.workload import DatasetFormat, RequestFactory, Workload, load_dataset
 from loadgen.results import load
 from loadgen.sim.server import SimProcess
 
@@ -47,7 +47,7 @@ def test_chat_jsonl_sends_the_messages_before_the_assistants_answer(tmp_path: Pa
     assert first.messages is not None and [m["role"] for m in first.messages] == ["system", "user"]
     assert (first.answer_words, second.answer_words, third.answer_words) == (2, None, 3)
     with pytest.raises(UsageError, match="not valid ShareGPT JSON"):
-        load_dataset(path, "sharegpt")
+        load_dataset(path, DatasetFormat.SHAREGPT)
 
 
 def test_the_dataset_order_comes_from_the_seed(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.sim.engine import Engine, EngineConfig, Step
+from loadgen.sim.engine import Engine, EngineConfig, Mode, Step
 
 
 def run_to_idle(engine: Engine, now_ms: float = 0.0) -> list[Step]:
@@ -65,7 +65,7 @@ def test_prefill_cost_is_charged_in_the_admitting_step() -> None:
 
 
 def test_static_batch_3_3_3_10_uses_40_slot_steps_for_19_tokens() -> None:
-    engine = Engine(EngineConfig(mode="static", static_batch=4))
+    engine = Engine(EngineConfig(mode=Mode.STATIC, static_batch=4))
     for i, n in enumerate([3, 3, 3, 10]):
         engine.submit(i, prompt_tokens=1, max_tokens=n, now_ms=0.0)
     steps = run_to_idle(engine)
@@ -95,7 +95,7 @@ def test_continuous_finishes_the_same_work_in_fewer_steps_than_static() -> None:
 
 
 def test_static_mode_waits_for_a_full_batch_or_the_timeout() -> None:
-    engine = Engine(EngineConfig(mode="static", static_batch=4, static_wait_ms=50.0))
+    engine = Engine(EngineConfig(mode=Mode.STATIC, static_batch=4, static_wait_ms=50.0))
     engine.submit(0, prompt_tokens=1, max_tokens=2, now_ms=0.0)
     assert engine.next_step(10.0) is None
     assert engine.wake_at_ms() == 50.0

@@ -24,6 +24,7 @@ from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
 from loadgen.wire.client import HttpOptions, make_http_client
+from loadgen.wire.sse import Convention
 from tests.virtual import in_virtual_time, serving
 
 
@@ -132,7 +133,7 @@ def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
     plan = LevelPlan(Load("concurrency", 1), duration_s=10, warmup_s=0.5)
     tokens = measure_virtual(SimOptions(merge_prob=0.2), plan, workload(32, api="chat"))
     text = measure_virtual(
-        SimOptions(merge_prob=0.2), plan, replace(workload(32, api="chat"), metric_convention="text")
+        SimOptions(merge_prob=0.2), plan, replace(workload(32, api="chat"), metric_convention=Convention.TEXT)
     )
     step = 25.4
     for result in (tokens, text):
