@@ -45,7 +45,7 @@ class MixForecast:
 
 @dataclass(frozen=True, slots=True)
 class PredictedLevel:
-    """One closed-loop level of a sweep not run, at a forecast's mix (``loadgen.cli.predict`` runs it)."""
+    """One closed-loop level of a sweep not run, at a forecast's mix (``loadgen.run.predict`` runs it)."""
 
     concurrency: int
     ttft_p50_ms: float | None

@@ -11,9 +11,9 @@ import contextlib
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
-from loadgen.cli.execute import execute
 from loadgen.inputs.profile import Profile
 from loadgen.results import Results
+from loadgen.run.execute import execute
 from loadgen.run.session import SessionHooks
 from loadgen.run.sweep import TargetOptions, session_from_profile
 from loadgen.run.vtime import VirtualTimeLoop

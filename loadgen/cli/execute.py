@@ -1,15 +1,13 @@
-"""Running a measurement from the CLI: output checks, the simulator target, Ctrl-C handling."""
+"""What ``run`` and ``sweep`` share on the command line: their connection flags, progress, and the stop
+signals they add to the library's ``execute``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -20,19 +18,16 @@ from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import owned_key_problem
 from loadgen.results import Results
+from loadgen.run.execute import execute as run_execute
 from loadgen.run.observe import LevelObserver, NullObserver
 from loadgen.run.ray_workers import Placement, RayOptions, check_reachable, require_ray
-from loadgen.run.session import Scrape, Session, SessionHooks, Start, run_session
+from loadgen.run.session import Scrape, Session, SessionHooks, Start
 from loadgen.run.sweep import TargetOptions
-from loadgen.run.vtime import VirtualTimeLoop
 from loadgen.sim.openai_app import SimOptions
-from loadgen.sim.server import SimProcess, start_site
 from loadgen.wire.client import HttpOptions, Transport
 from loadgen.wire.loops import EventLoop, loop_factory
 from loadgen.wire.sse import Convention
-from loadgen.wire.target import normalize_base_url, parse_headers
-
-SIM_URL = "sim"
+from loadgen.wire.target import parse_headers
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:
@@ -124,20 +119,6 @@ def target_options(
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")  # an HTTP header name (RFC 9110 token), bounded
 
 
-@contextlib.contextmanager
-def resolved_url(url: str | None, sim: SimOptions | None = None) -> Iterator[str]:
-    """A normalized base URL; ``sim`` (or no URL with a simulator law) starts the built-in simulator.
-
-    The simulator runs in its own process so it never competes with the load
-    generator for the interpreter lock.
-    """
-    if url is not None and url != SIM_URL:
-        yield normalize_base_url(url)
-        return
-    with SimProcess(sim or SimOptions()) as server:
-        yield normalize_base_url(server.base_url)
-
-
 def progress_observer(console: Console, quiet: bool) -> LevelObserver:
     """A live line on a terminal; plain lines every 10 s in a log (CI); nothing with --quiet."""
     if quiet:
@@ -153,37 +134,10 @@ def execute(
     *,
     virtual_time: bool = False,
 ) -> Results:
-    """Aim a session at its target and run it: a URL, the simulator in its own process, or (virtual time)
-    the simulator in this process's loop, its clock jumping from event to event."""
-    if not virtual_time:
-        with resolved_url(url, sim) as base_url:
-            session = build(base_url)
-            with asyncio.Runner(loop_factory=loop_factory(session.http.event_loop)) as loop:
-                return loop.run(_interruptible(session, hooks_for(session)))
-    if url is not None and url != SIM_URL:
-        raise UsageError("--virtual-time runs the built-in simulator in virtual time: give --url sim (or none)")
-
-    async def in_virtual_time() -> Results:
-        runner, port = await start_site(sim or SimOptions(), "127.0.0.1", 0)
-        try:
-            # every timestamp from this loop's clock: the one place a session is put in virtual time
-            session = replace(build(normalize_base_url(f"http://127.0.0.1:{port}/v1")), virtual_time=True)
-            if session.split:
-                raise UsageError("--virtual-time runs in one process: no --workers, no --ray")
-            return await _interruptible(session, hooks_for(session))
-        finally:
-            await runner.cleanup()
-
-    with asyncio.Runner(loop_factory=VirtualTimeLoop) as loop:
-        return loop.run(in_virtual_time())
-
-
-async def _interruptible(session: Session, hooks: SessionHooks) -> Results:
-    """Run the session; the first Ctrl-C, SIGTERM or SIGHUP stops admitting and drains for a bounded
-    grace (the results are written, marked incomplete); repeats change nothing (see ``stop_signals``)."""
-    stop = asyncio.Event()
-    with SIGNALS.steering(asyncio.get_running_loop(), stop):
-        results = await run_session(session, hooks, stop)
+    """``loadgen.run.execute.execute`` with the command's stop signals: the first Ctrl-C, SIGTERM or SIGHUP
+    stops admitting and drains for a bounded grace (the results are written, marked incomplete); repeats
+    change nothing (see ``stop_signals``)."""
+    results = run_execute(url, sim, build, hooks_for, virtual_time=virtual_time, interrupts=SIGNALS.steering)
     if not results.levels and SIGNALS.first is not None:  # stopped in the preflight: nothing was measured
         raise StopRequested(SIGNALS.first)
     return results

@@ -26,7 +26,6 @@ from loadgen.cli.plan_options import (
     VariantOpt,
 )
 from loadgen.cli.plan_view import render_plan
-from loadgen.cli.predict import predict_levels
 from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import find_profile, load_profile
@@ -34,6 +33,7 @@ from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
+from loadgen.run.predict import predict_levels
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
@@ -144,7 +144,7 @@ def predicted_sweep(
     cap: int | None,
     seed: int,
 ) -> tuple[PredictedLevel, ...]:
-    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``loadgen.cli.predict``)."""
+    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``loadgen.run.predict``)."""
     if forecast.engine is None:
         raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
     budget = forecast.model.budget

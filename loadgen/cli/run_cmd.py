@@ -14,7 +14,6 @@ from loadgen.api import Api
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import (
-    SIM_URL,
     execute,
     http_options,
     parse_extra_body,
@@ -57,6 +56,7 @@ from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths
 from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric
+from loadgen.run.execute import SIM_URL
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, Session, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile

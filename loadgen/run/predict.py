@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from loadgen.cli.execute import execute
 from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results
+from loadgen.run.execute import execute
 from loadgen.run.session import Scrape, SessionHooks
 from loadgen.run.sweep import TargetOptions, session_from_profile
 from loadgen.sim.engine import EngineConfig
