@@ -15,3 +15,6 @@ MAX_LEVELS = 100  # levels in one sweep, listed or generated
 MAX_FILE_LEVELS = 5_000  # levels in one results file or one imported table (a 100,000-row import once took 4 GB)
 MAX_RETRIES = 10  # measurements of one level beyond the first (--retries): each is a whole level's time
 MAX_EVENT_CHARS = 4 << 20  # a line, or an event's data, longer than this fails the request (4 Mi characters)
+MAX_TURNS = 1_000  # turns in one multi-turn conversation
+MAX_THINK_TIME_S = 3_600.0  # a conversation's pause between turns
+MAX_TIME_SCALE = 1_000.0  # a trace replayed this many times slower at most

@@ -11,6 +11,7 @@ import math
 from typing import TypeVar
 
 from loadgen.errors import UsageError
+from loadgen.inputs.profile import BOUNDS
 
 N = TypeVar("N", int, float)
 
@@ -30,3 +31,33 @@ def bounded(
     if maximum is not None:
         rule.append(f"<= {maximum:g}")
     raise UsageError(f"{flag}: expected a finite number {' and '.join(rule)}, got {value:g}".replace("  ", " "))
+
+
+#: Each numeric flag of ``run`` and ``sweep`` that sets a profile field, and that field's path in
+#: ``BOUNDS``: the flag and the profile key are refused alike, each message naming its own spelling.
+FLAG_FIELDS: dict[str, str] = {
+    "--concurrency": "load.levels (closed)",
+    "--rate": "load.levels (open)",
+    "--time-scale": "load.levels (trace)",
+    "--duration": "load.duration_s",
+    "--requests": "load.requests",
+    "--warmup": "load.warmup_s",
+    "--ramp-up": "load.ramp_up_s",
+    "--burstiness": "load.burstiness",
+    "--max-in-flight": "load.max_in_flight",
+    "--min-requests": "load.min_requests",
+    "--retries": "load.retries",
+    "--prompt-tokens": "workload.*_tokens.mean",
+    "--max-tokens": "workload.*_tokens.mean",
+    "--prompt-spread": "workload.*_tokens.spread",
+    "--output-spread": "workload.*_tokens.spread",
+    "--dataset-max-words": "workload.dataset_max_words",
+    "--turns": "workload.turns",
+    "--think-time": "workload.think_time_s",
+}
+
+
+def field_flag(flag: str, value: N | None) -> N | None:
+    """``value`` when within the bound of the profile field ``flag`` sets, else one line naming ``flag``."""
+    bound = BOUNDS[FLAG_FIELDS[flag]]
+    return bounded(flag, value, minimum=bound.minimum, exclusive=bound.exclusive, maximum=bound.maximum)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from loadgen.api import Api
-from loadgen.cli.bounds import bounded
+from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.execute import (
     execute,
@@ -53,7 +53,6 @@ from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
 from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths
-from loadgen.limits import MAX_CONCURRENCY, MAX_RETRIES, MAX_TOKENS
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric
 from loadgen.run.execute import SIM_URL
@@ -241,25 +240,15 @@ def run(
     quiet: QuietOpt = False,
 ) -> None:
     """Run one load level and write a results file."""
-    for flag, value, low, exclusive, high in (
-        ("--concurrency", concurrency, 1, False, MAX_CONCURRENCY),
-        ("--rate", rate, 0, True, None),
-        ("--burstiness", burstiness, 0, True, None),
-        ("--max-in-flight", max_in_flight, 1, False, None),
-        ("--duration", duration, 0, True, None),
-        ("--requests", requests, 1, False, None),
-        ("--warmup", warmup, 0, False, None),
-        ("--ramp-up", ramp_up, 0, False, None),
-        ("--prompt-tokens", prompt_tokens, 1, False, MAX_TOKENS),
-        ("--prompt-spread", prompt_spread, 0, False, None),
-        ("--max-tokens", max_tokens, 1, False, MAX_TOKENS),
-        ("--output-spread", output_spread, 0, False, None),
-        ("--lag-threshold-ms", lag_threshold_ms, 0, True, None),
-        ("--turns", turns, 1, False, 1000),
-        ("--dataset-max-words", dataset_max_words, 1, False, None),
-        ("--think-time", think_time, 0, False, 3600),
-    ):
-        bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    for flag, value in (
+        ("--concurrency", concurrency), ("--rate", rate), ("--burstiness", burstiness),
+        ("--max-in-flight", max_in_flight), ("--duration", duration), ("--requests", requests), ("--warmup", warmup),
+        ("--ramp-up", ramp_up), ("--prompt-tokens", prompt_tokens), ("--prompt-spread", prompt_spread),
+        ("--max-tokens", max_tokens), ("--output-spread", output_spread), ("--turns", turns),
+        ("--dataset-max-words", dataset_max_words), ("--think-time", think_time), ("--retries", retries),
+    ):  # fmt: skip
+        field_flag(flag, value)
+    bounded("--lag-threshold-ms", lag_threshold_ms, minimum=0, exclusive=True)
     if turns > 1 and (concurrency is None or api != "chat" or dataset is not None or trace is not None):
         raise UsageError(
             "--turns runs closed-loop chat conversations: give --concurrency, --api chat, no --dataset or --trace"
@@ -270,14 +259,13 @@ def run(
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
     if trace is not None:
         _trace_takes_no(concurrency, rate, duration, dataset)
-        bounded("--time-scale", time_scale, minimum=0, exclusive=True, maximum=1000)
+        field_flag("--time-scale", time_scale)
         load = LoadSpec(mode=LoadMode.TRACE, levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
                         max_in_flight=max_in_flight, trace=str(trace))  # fmt: skip
     else:
         load = _load(concurrency, rate, arrival, burstiness, max_in_flight, duration, requests, warmup, ramp_up)
     if records is not None and (workers > 1 or ray is not None):
         raise UsageError("--records works with one worker process only (no --workers, no --ray)")
-    bounded("--retries", retries, minimum=0, maximum=MAX_RETRIES)
     load = replace(load, retries=retries or 0)
     on_sim = url == SIM_URL
     profile = Profile(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from loadgen.cli.bounds import bounded
+from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors, save_results
 from loadgen.cli.execute import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.cli.options import (
@@ -40,8 +40,8 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.render import sweep_table
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import Profile, find_profile, level_maximum, load_profile
-from loadgen.limits import MAX_LEVELS, MAX_RETRIES, MAX_TOKENS
+from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
+from loadgen.limits import MAX_LEVELS
 from loadgen.results import Results, SloTarget, save_atomic
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
@@ -71,8 +71,9 @@ def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:
         raise UsageError(f"--levels: at most {MAX_LEVELS} levels, got {len(levels)}")
     if mode == "closed" and any(v != int(v) for v in levels):
         raise UsageError(f"--levels: closed-loop levels are client counts (integers), got {text!r}")
+    bound = level_bound(mode)
     for value in levels:
-        bounded("--levels", value, minimum=0, exclusive=True, maximum=level_maximum(mode))
+        bounded("--levels", value, minimum=bound.minimum, exclusive=bound.exclusive, maximum=bound.maximum)
     return levels
 
 
@@ -179,7 +180,7 @@ def sweep(
         seed=seed,
     )
     if prompt_tokens is not None:
-        bounded("--prompt-tokens", prompt_tokens, minimum=1, maximum=MAX_TOKENS)
+        field_flag("--prompt-tokens", prompt_tokens)
         if prof.workload.dataset is not None:
             raise UsageError(f"--prompt-tokens: profile {prof.name} takes its prompts from a dataset")
         lengths = replace(prof.workload.prompt_tokens, mean=prompt_tokens)
@@ -200,14 +201,11 @@ def sweep(
         metric_convention,
         start,
     )
-    for flag, value, low, exclusive in (
-        ("--duration", duration, 0, True),
-        ("--warmup", warmup, 0, False),
-        ("--requests", requests, 1, False),
-        ("--min-requests", min_requests, 1, False),
-    ):
-        bounded(flag, value, minimum=low, exclusive=exclusive)
-    bounded("--retries", retries, minimum=0, maximum=MAX_RETRIES)
+    for flag, value in (
+        ("--duration", duration), ("--warmup", warmup), ("--requests", requests), ("--min-requests", min_requests),
+        ("--retries", retries),
+    ):  # fmt: skip
+        field_flag(flag, value)
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:

@@ -25,7 +25,16 @@ from loadgen.api import Api
 from loadgen.errors import ProfileError
 from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths, owned_key_problem
 from loadgen.inputs.yaml_node import Node
-from loadgen.limits import MAX_CONCURRENCY, MAX_LEVELS, MAX_RATE_RPS, MAX_RETRIES, MAX_TOKENS
+from loadgen.limits import (
+    MAX_CONCURRENCY,
+    MAX_LEVELS,
+    MAX_RATE_RPS,
+    MAX_RETRIES,
+    MAX_THINK_TIME_S,
+    MAX_TIME_SCALE,
+    MAX_TOKENS,
+    MAX_TURNS,
+)
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
 from loadgen.sim.engine import EngineConfig, Mode
@@ -46,6 +55,45 @@ def _shipped_profiles() -> Path:
 
 #: Searched in order: the user's own ``profiles/`` in the working directory, then the shipped ones.
 PROFILE_DIRS: Final = (Path("profiles"), _shipped_profiles())
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A numeric field's range: a profile's key and the flag that sets it are held to the same one."""
+
+    minimum: float | None = None
+    exclusive: bool = False  # the minimum itself is refused
+    maximum: float | None = None
+
+    def integers(self) -> tuple[int | None, int | None]:
+        """The range of an integer field (its minimum is never exclusive)."""
+        return (
+            None if self.minimum is None else int(self.minimum),
+            None if self.maximum is None else int(self.maximum),
+        )
+
+
+#: Every bounded numeric field of a profile, by its path: the one table the profile reader and the flags
+#: of ``run`` and ``sweep`` check against (``--rate 1e9`` once built a 112 GiB schedule: only the
+#: profile's levels were bounded).
+BOUNDS: Final[dict[str, Bound]] = {
+    "load.levels (closed)": Bound(1, maximum=MAX_CONCURRENCY),
+    "load.levels (open)": Bound(0, exclusive=True, maximum=MAX_RATE_RPS),
+    "load.levels (trace)": Bound(0, exclusive=True, maximum=MAX_TIME_SCALE),
+    "load.duration_s": Bound(0, exclusive=True),
+    "load.requests": Bound(1),
+    "load.warmup_s": Bound(0),
+    "load.ramp_up_s": Bound(0),
+    "load.burstiness": Bound(0, exclusive=True),
+    "load.max_in_flight": Bound(1, maximum=MAX_CONCURRENCY),
+    "load.min_requests": Bound(1),
+    "load.retries": Bound(0, maximum=MAX_RETRIES),
+    "workload.*_tokens.mean": Bound(1, maximum=MAX_TOKENS),
+    "workload.*_tokens.spread": Bound(0),
+    "workload.dataset_max_words": Bound(1, maximum=MAX_TOKENS),
+    "workload.turns": Bound(1, maximum=MAX_TURNS),
+    "workload.think_time_s": Bound(0, maximum=MAX_THINK_TIME_S),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,13 +377,13 @@ def _lengths(node: Node, default: int) -> Lengths:
     if node.value is None:
         return Lengths(default)
     if isinstance(node.value, int) and not isinstance(node.value, bool):
-        return Lengths(node.positive_integer_value(maximum=MAX_TOKENS))
+        return Lengths(node.positive_integer_value(maximum=BOUNDS["workload.*_tokens.mean"].integers()[1]))
     node.require_mapping()
     node.known("mean", "dist", "spread")
     return Lengths(
-        node.integer("mean", default, minimum=1, maximum=MAX_TOKENS),
+        node.integer("mean", default, **_integer(BOUNDS["workload.*_tokens.mean"])),
         node.choice("dist", LengthDist.FIXED, tuple(LengthDist)),
-        node.number("spread", 0.0, minimum=0),
+        node.number("spread", 0.0, **_number(BOUNDS["workload.*_tokens.spread"])),
     )
 
 
@@ -357,11 +405,11 @@ def _workload(node: Node) -> WorkloadSpec:
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_existing_file(node, "dataset"),
         dataset_format=node.choice("dataset_format", DatasetFormat.AUTO, tuple(DatasetFormat)),
-        dataset_max_words=node.optional_integer("dataset_max_words", minimum=1, maximum=MAX_TOKENS),
+        dataset_max_words=node.optional_integer("dataset_max_words", **_integer(BOUNDS["workload.dataset_max_words"])),
         output_from_dataset=node.boolean("output_from_dataset", False),
         shared_prefix=node.boolean("shared_prefix", False),
-        turns=node.integer("turns", 1, minimum=1),
-        think_time_s=node.number("think_time_s", 0.0, minimum=0),
+        turns=node.integer("turns", 1, **_integer(BOUNDS["workload.turns"])),
+        think_time_s=node.number("think_time_s", 0.0, **_number(BOUNDS["workload.think_time_s"])),
     )
     if spec.turns > 1 and spec.dataset is not None:
         node.child("turns").fail("conversations are synthetic: no dataset with turns > 1")
@@ -370,9 +418,9 @@ def _workload(node: Node) -> WorkloadSpec:
     return spec
 
 
-def level_maximum(mode: str) -> float | None:
-    """The largest level a load mode takes: clients, requests/s, or (a trace) any time scale."""
-    return MAX_CONCURRENCY if mode == "closed" else MAX_RATE_RPS if mode == "open" else None
+def level_bound(mode: str) -> Bound:
+    """The levels a load mode takes: clients, requests/s, or (a trace) time scales."""
+    return BOUNDS[f"load.levels ({mode})"]
 
 
 def _levels(node: Node, mode: str) -> tuple[float, ...]:
@@ -385,14 +433,14 @@ def _levels(node: Node, mode: str) -> tuple[float, ...]:
         for i, _ in enumerate(node.value):
             item = node.item(i)
             if mode == "closed":
-                levels.append(item.positive_integer_value(maximum=MAX_CONCURRENCY))
+                levels.append(item.positive_integer_value(maximum=level_bound(mode).integers()[1]))
             else:
-                levels.append(item.positive_number_value(maximum=level_maximum(mode)))
+                levels.append(item.positive_number_value(maximum=level_bound(mode).maximum))
         return tuple(levels)
     node.require_mapping()
     node.known("start", "stop", "factor")
-    start = node.number("start", 1, minimum=0, exclusive=True, maximum=level_maximum(mode))
-    stop = node.number("stop", start, minimum=start, maximum=level_maximum(mode))
+    start = node.number("start", 1, minimum=0, exclusive=True, maximum=level_bound(mode).maximum)
+    stop = node.number("stop", start, minimum=start, maximum=level_bound(mode).maximum)
     factor = node.number("factor", 2.0, minimum=1.0, exclusive=True)
     value = start
     levels = []
@@ -422,8 +470,8 @@ def _load(node: Node) -> LoadSpec:
     )
     d = LoadSpec()
     mode = node.choice("mode", d.mode, tuple(LoadMode))
-    duration = node.optional_number("duration_s", minimum=0, exclusive=True)
-    requests = node.optional_integer("requests", minimum=1)
+    duration = node.optional_number("duration_s", **_number(BOUNDS["load.duration_s"]))
+    requests = node.optional_integer("requests", **_integer(BOUNDS["load.requests"]))
     trace = _existing_file(node, "trace")
     if mode == "trace":
         if trace is None:
@@ -435,7 +483,7 @@ def _load(node: Node) -> LoadSpec:
         node.child("trace").fail(f"a trace is replayed in mode trace, not {mode}")
     elif duration is None and requests is None:
         duration = d.duration_s
-    ramp_up = node.optional_number("ramp_up_s", minimum=0)
+    ramp_up = node.optional_number("ramp_up_s", **_number(BOUNDS["load.ramp_up_s"]))
     if ramp_up is not None and mode != "closed":
         node.child("ramp_up_s").fail("a ramp-up staggers closed-loop clients (mode closed)")
     return LoadSpec(
@@ -443,14 +491,14 @@ def _load(node: Node) -> LoadSpec:
         levels=_levels(node.child("levels"), mode) if "levels" in node.value else (1.0,) if trace else d.levels,
         duration_s=duration,
         requests=requests,
-        warmup_s=node.number("warmup_s", d.warmup_s, minimum=0),
+        warmup_s=node.number("warmup_s", d.warmup_s, **_number(BOUNDS["load.warmup_s"])),
         arrival=node.choice("arrival", d.arrival, DRAWN_ARRIVALS),
-        burstiness=node.number("burstiness", d.burstiness, minimum=0, exclusive=True),
-        max_in_flight=node.optional_integer("max_in_flight", minimum=1, maximum=MAX_CONCURRENCY),
-        min_requests=node.optional_integer("min_requests", minimum=1),
+        burstiness=node.number("burstiness", d.burstiness, **_number(BOUNDS["load.burstiness"])),
+        max_in_flight=node.optional_integer("max_in_flight", **_integer(BOUNDS["load.max_in_flight"])),
+        min_requests=node.optional_integer("min_requests", **_integer(BOUNDS["load.min_requests"])),
         ramp_up_s=ramp_up,
         trace=trace,
-        retries=node.integer("retries", d.retries, minimum=0, maximum=MAX_RETRIES),
+        retries=node.integer("retries", d.retries, **_integer(BOUNDS["load.retries"])),
     )
 
 
@@ -558,3 +606,12 @@ def _gate(node: Node, mode: str) -> GateSpec:
     node.require_mapping()
     node.known("levels")
     return GateSpec(levels=_levels(node.child("levels"), mode) if "levels" in node.value else None)
+
+
+def _number(bound: Bound) -> dict[str, Any]:
+    return {"minimum": bound.minimum, "exclusive": bound.exclusive, "maximum": bound.maximum}
+
+
+def _integer(bound: Bound) -> dict[str, Any]:
+    minimum, maximum = bound.integers()
+    return {"minimum": minimum, "maximum": maximum}

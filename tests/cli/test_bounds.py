@@ -173,7 +173,7 @@ def test_a_profile_holds_the_same_bounds_as_the_flags(profile: dict[str, object]
 
 @pytest.mark.parametrize(
     ("levels", "message"),
-    [("100000000", "--levels: expected a finite number > 0 and <= 100000"), ("1e300", "<= 100000"), ("inf", "finite")],
+    [("100000000", "--levels: expected a finite number >= 1 and <= 100000"), ("1e300", "<= 100000"), ("inf", "finite")],
 )
 def test_sweep_levels_hold_the_profile_bounds(levels: str, message: str) -> None:
     result = runner.invoke(app, ["sweep", "--profile", "quickstart", "--levels", levels, "--url", "sim"])
@@ -215,3 +215,30 @@ def test_a_trace_row_and_a_dataset_record_hold_the_token_bound(tmp_path: Path) -
         assert result.exit_code == 2 and "max_tokens must be an integer from 1 to 1,000,000" in result.output, (
             result.output
         )
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "document", "message"),
+    [
+        # --rate had no maximum (1e9 requests/s for 10 s built a 112 GiB schedule and a MemoryError traceback)
+        (["--rate", "1e9", "--duration", "10"], "--rate", {"load": {"mode": "open", "levels": [1e9]}}, "<= 100000"),
+        (["--turns", "5000"], "--turns", {"workload": {"turns": 5000}}, "<= 1000"),
+        (["--think-time", "1e6"], "--think-time", {"workload": {"think_time_s": 1e6}}, "<= 3600"),
+        (
+            ["--max-in-flight", "1000000", "--rate", "2"],
+            "--max-in-flight",
+            {"load": {"max_in_flight": 1000000}},
+            "<= 100000",
+        ),
+    ],
+)
+def test_a_flag_and_the_profile_field_it_sets_are_held_to_one_bound(
+    args: list[str], key: str, document: dict[str, object], message: str
+) -> None:
+    base = ["run", "--url", "sim", "--virtual-time", "--requests", "4", "--max-tokens", "2"]
+    cli = runner.invoke(app, [*base, *([] if "--rate" in args else ["--concurrency", "2"]), *args])
+    assert cli.exit_code == 2 and key in cli.stderr and message in cli.stderr, cli.output
+    assert "Traceback" not in cli.output
+    with pytest.raises(ProfileError) as refused_there:
+        parse_profile({"schema_version": 1, "name": "b", "target": "sim", **document}, "b.yaml")
+    assert message in str(refused_there.value).replace(",", ""), refused_there.value  # "100,000" there
