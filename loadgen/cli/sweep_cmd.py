@@ -43,6 +43,7 @@ from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_LEVELS
 from loadgen.results import Results, SloTarget, save_atomic
+from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
@@ -167,30 +168,25 @@ def sweep(
     quiet: QuietOpt = False,
 ) -> None:
     """Sweep load levels from a profile and write a results file (checkpointed after every level)."""
-    prof = load_profile(find_profile(profile))
-    level_values = parse_levels(levels, prof.load.mode)
-    prof = prof.with_overrides(
-        levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
-        duration_s=duration,
-        warmup_s=warmup,
+    for flag, value in (
+        ("--duration", duration), ("--warmup", warmup), ("--requests", requests), ("--min-requests", min_requests),
+        ("--retries", retries), ("--prompt-tokens", prompt_tokens),
+    ):  # fmt: skip
+        field_flag(flag, value)
+    prof = _with_flags(
+        load_profile(find_profile(profile)),
+        levels=levels,
+        duration=duration,
+        warmup=warmup,
         requests=requests,
         min_requests=min_requests,
         retries=retries,
         model=model,
         seed=seed,
+        prompt_tokens=prompt_tokens,
+        sim_mode=sim_mode,
+        no_stop=no_stop,
     )
-    if prompt_tokens is not None:
-        field_flag("--prompt-tokens", prompt_tokens)
-        if prof.workload.dataset is not None:
-            raise UsageError(f"--prompt-tokens: profile {prof.name} takes its prompts from a dataset")
-        lengths = replace(prof.workload.prompt_tokens, mean=prompt_tokens)
-        prof = prof.with_overrides(workload=replace(prof.workload, prompt_tokens=lengths))
-    if sim_mode is not None:
-        if prof.sim is None:
-            raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
-        prof = prof.with_overrides(sim=replace(prof.sim, mode=sim_mode))
-    if no_stop:
-        prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
     target = target_options(
         api_key,
         header,
@@ -201,38 +197,11 @@ def sweep(
         metric_convention,
         start,
     )
-    for flag, value in (
-        ("--duration", duration), ("--warmup", warmup), ("--requests", requests), ("--min-requests", min_requests),
-        ("--retries", retries),
-    ):  # fmt: skip
-        field_flag(flag, value)
     check_writable(output)
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
         out.err.print(f"starting the built-in simulator ({prof.sim.law_text})", highlight=False)
-    unsaved: list[str] = []
-
-    def checkpoint(partial: Results) -> None:
-        """Each finished level is saved at once; a failed save is said once and retried at the next level."""
-        try:
-            save_atomic(partial, output)
-        except OSError as exc:
-            if not unsaved:
-                out.err.print(f"warning: -o {output}: checkpoint failed ({exc.strerror}); the sweep goes on")
-            unsaved.append(exc.strerror or type(exc).__name__)
-
-    hooks = SessionHooks(
-        observer=progress_observer(out.err, quiet),
-        checkpoint=checkpoint,
-        retry_policy=lambda level: retry_reason(level, [q for slo in prof.slo if (q := slo.quantity) is not None]),
-        stop_policy=lambda done: stop_reason(
-            done,
-            prof.slo,
-            slo_breach_factor=prof.stop.slo_breach_factor,
-            stop_on_saturation=prof.stop.stop_on_saturation,
-            min_throughput_gain=prof.stop.min_throughput_gain,
-        ),
-    )
+    hooks = _hooks(prof, output, progress_observer(out.err, quiet))
     results = execute(
         url or prof.url,
         SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None,
@@ -247,6 +216,75 @@ def sweep(
         out.err.print(f"results written to {output}", highlight=False)
     if not results.complete or not saved:
         raise typer.Exit(EXIT_RUN_ERROR)
+
+
+def _with_flags(
+    prof: Profile,
+    *,
+    levels: str | None,
+    duration: float | None,
+    warmup: float | None,
+    requests: int | None,
+    min_requests: int | None,
+    retries: int | None,
+    model: str | None,
+    seed: int | None,
+    prompt_tokens: int | None,
+    sim_mode: Mode | None,
+    no_stop: bool,
+) -> Profile:
+    """The profile as the flags override it (each flag already within its field's bound)."""
+    level_values = parse_levels(levels, prof.load.mode)
+    prof = prof.with_overrides(
+        levels=tuple(int(v) for v in level_values) if level_values and prof.load.mode == "closed" else level_values,
+        duration_s=duration,
+        warmup_s=warmup,
+        requests=requests,
+        min_requests=min_requests,
+        retries=retries,
+        model=model,
+        seed=seed,
+    )
+    if prompt_tokens is not None:
+        if prof.workload.dataset is not None:
+            raise UsageError(f"--prompt-tokens: profile {prof.name} takes its prompts from a dataset")
+        lengths = replace(prof.workload.prompt_tokens, mean=prompt_tokens)
+        prof = prof.with_overrides(workload=replace(prof.workload, prompt_tokens=lengths))
+    if sim_mode is not None:
+        if prof.sim is None:
+            raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
+        prof = prof.with_overrides(sim=replace(prof.sim, mode=sim_mode))
+    if no_stop:
+        prof = prof.with_overrides(stop=replace(prof.stop, slo_breach_factor=None, stop_on_saturation=False))
+    return prof
+
+
+def _hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks:
+    """Progress, a checkpoint after each level, and the profile's retry and stop rules."""
+    err = consoles().err
+    unsaved: list[str] = []
+
+    def checkpoint(partial: Results) -> None:
+        """Each finished level is saved at once; a failed save is said once and retried at the next level."""
+        try:
+            save_atomic(partial, output)
+        except OSError as exc:
+            if not unsaved:
+                err.print(f"warning: -o {output}: checkpoint failed ({exc.strerror}); the sweep goes on")
+            unsaved.append(exc.strerror or type(exc).__name__)
+
+    return SessionHooks(
+        observer=observer,
+        checkpoint=checkpoint,
+        retry_policy=lambda level: retry_reason(level, [q for slo in prof.slo if (q := slo.quantity) is not None]),
+        stop_policy=lambda done: stop_reason(
+            done,
+            prof.slo,
+            slo_breach_factor=prof.stop.slo_breach_factor,
+            stop_on_saturation=prof.stop.stop_on_saturation,
+            min_throughput_gain=prof.stop.min_throughput_gain,
+        ),
+    )
 
 
 def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
