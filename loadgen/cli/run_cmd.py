@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -54,8 +53,9 @@ from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
 from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
-from loadgen.results import Metric
+from loadgen.results import Metric, Results
 from loadgen.run.execute import SIM_URL
+from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, Session, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
@@ -305,30 +305,63 @@ def run(
         check_writable(records, "--records")
     out = consoles()
     progress = progress_observer(out.err, quiet)
-    writers: list[RecordsWriter] = []
-    with contextlib.ExitStack() as open_files:
-
-        def hooks_for(session: Session) -> SessionHooks:
-            if records is None:
-                return SessionHooks(observer=progress, retry_policy=retry_reason)
-            writer = RecordsWriter(records, session.secrets)
-            writers.append(writer)
-            open_files.callback(writer.close)
-            return SessionHooks(
-                observer=progress,
-                on_record=writer.write,
-                on_level_plan=lambda p: writer.set_level(p.load),
-                retry_policy=retry_reason,
-            )
-
+    with RecordsHooks(records, progress) as hooks:
         result = execute(
             url,
             None,
             lambda base_url: session_from_profile(profile, base_url, target, command="run"),
-            hooks_for,
+            hooks.for_session,
             virtual_time=virtual_time,
         )
     saved = save_results(result, output, out.err)
+    _report(result, json_out, time_scale if trace is not None else None)
+    if hooks.failed:
+        out.err.print(
+            f"error: --records {records}: writing stopped ({hooks.failed}); the results are whole", highlight=False
+        )
+    if saved:
+        out.err.print(f"results written to {output}", highlight=False)
+    if not result.complete or result.levels[0].completed == 0 or not saved or hooks.failed:
+        raise typer.Exit(EXIT_RUN_ERROR)  # interrupted, nothing measured, or not all saved: never a silent success
+
+
+class RecordsHooks:
+    """The session's hooks for ``run``: progress and the retry rule, and with ``--records`` one raw record per
+    request written as it finishes (closed when the run ends, however it ends)."""
+
+    def __init__(self, records: Path | None, progress: LevelObserver) -> None:
+        self._records = records
+        self._progress = progress
+        self._writers: list[RecordsWriter] = []
+
+    def for_session(self, session: Session) -> SessionHooks:
+        if self._records is None:
+            return SessionHooks(observer=self._progress, retry_policy=retry_reason)
+        writer = RecordsWriter(self._records, session.secrets)
+        self._writers.append(writer)
+        return SessionHooks(
+            observer=self._progress,
+            on_record=writer.write,
+            on_level_plan=lambda p: writer.set_level(p.load),
+            retry_policy=retry_reason,
+        )
+
+    @property
+    def failed(self) -> str | None:
+        """Why writing the records stopped, if it did."""
+        return next((w.failed for w in self._writers if w.failed), None)
+
+    def __enter__(self) -> RecordsHooks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for writer in self._writers:
+            writer.close()
+
+
+def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
+    """The level's tables (or its JSON summary), its notes, and for a trace how late the sends were."""
+    out = consoles()
     level = result.levels[0]
     if json_out:
         typer.echo(json.dumps(level.summary(), indent=2))
@@ -337,7 +370,7 @@ def run(
         out.out.print(throughput_table(level))
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
-    if trace is not None:
+    if time_scale is not None:
         replayed = result.settings.trace
         assert replayed is not None  # a trace run stores what it replayed
         late = level.percentile_ms(Metric.LAG, 99)
@@ -347,15 +380,6 @@ def run(
             f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
             highlight=False,
         )
-    lost = [w.failed for w in writers if w.failed]
-    if lost:
-        out.err.print(
-            f"error: --records {records}: writing stopped ({lost[0]}); the results are whole", highlight=False
-        )
-    if saved:
-        out.err.print(f"results written to {output}", highlight=False)
-    if not result.complete or level.completed == 0 or not saved or lost:
-        raise typer.Exit(EXIT_RUN_ERROR)  # interrupted, nothing measured, or not all saved: never a silent success
 
 
 def _trace_takes_no(concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None) -> None:
