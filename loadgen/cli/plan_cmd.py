@@ -305,6 +305,7 @@ def plan(
         ("--spare", spare, 0, False, None),
     ):
         bounded(flag, value, minimum=low, exclusive=exclusive, maximum=high)
+    drawn = choice("--arrival", arrival, SIMULATED_ARRIVALS)
     if variants:
         fleet = fleet_plan(
             variants,
@@ -315,7 +316,7 @@ def plan(
             scale_up_s=scale_up_s,
             spare=spare,
             mix=mix,
-            arrival=choice("--arrival", arrival, SIMULATED_ARRIVALS),
+            arrival=drawn,
             burstiness=burstiness,
             seed=seed,
         )
@@ -331,7 +332,7 @@ def plan(
         max_utilization=max_utilization,
         current_batch=current_batch,
         current_replicas=replicas,
-        arrival=choice("--arrival", arrival, SIMULATED_ARRIVALS),
+        arrival=drawn,
         burstiness=burstiness,
         lengths=parse_lengths(lengths),
         simulate=not no_simulate,

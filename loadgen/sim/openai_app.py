@@ -70,9 +70,14 @@ class SimOptions:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SimOptions:
-        nested = {"engine": EngineConfig, "faults": FaultConfig, "tokenizer": Tokenizer}
-        options = cls(**{key: nested[key](**value) if key in nested else value for key, value in raw.items()})
-        return dataclasses.replace(options, engine=dataclasses.replace(options.engine, mode=Mode(options.engine.mode)))
+        engine, faults, tokenizer = raw["engine"], raw["faults"], raw["tokenizer"]
+        rest = {key: value for key, value in raw.items() if key not in ("engine", "faults", "tokenizer")}
+        return cls(
+            engine=EngineConfig(**{**engine, "mode": Mode(engine["mode"])}),  # JSON holds the mode as text
+            faults=FaultConfig(**faults),
+            tokenizer=Tokenizer(**tokenizer),
+            **rest,
+        )
 
 
 DRIVER_KEY = web.AppKey("driver", EngineDriver)

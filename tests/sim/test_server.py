@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 from collections.abc import Iterator
 from typing import Any
@@ -29,11 +28,15 @@ def session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
 
+def sample(metrics_text: str, name: str) -> float:
+    """One of the simulator's samples on its /metrics page."""
+    samples = parse_samples(metrics_text)
+    assert f"loadgen_sim:{name}" in samples, f"{name} missing from /metrics"
+    return samples[f"loadgen_sim:{name}"]
+
+
 def metric(base_url: str, name: str) -> float:
-    text = httpx.get(base_url.removesuffix("/v1") + "/metrics").text
-    m = re.search(rf"^loadgen_sim:{name}\{{[^}}]*\}} (\S+)$", text, re.M)
-    assert m, f"{name} missing from /metrics"
-    return float(m.group(1))
+    return sample(httpx.get(base_url.removesuffix("/v1") + "/metrics").text, name)
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +162,7 @@ def test_the_token_gap_is_the_step_law_at_the_batch(concurrency: int, gap_ms: fl
 
 async def metric_async(base_url: str, name: str) -> float:
     async with session() as s, s.get(base_url.removesuffix("/v1/") + "/metrics") as r:
-        samples = parse_samples(await r.text())
-    return next(v for k, v in samples.items() if k == f"loadgen_sim:{name}")
+        return sample(await r.text(), name)
 
 
 def test_max_num_seqs_4_with_8_streams_queues_4() -> None:
