@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import ssl
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -71,6 +72,23 @@ class HttpOptions:
     event_loop: EventLoop = EventLoop.AUTO  # the loop the streams run on (loadgen.wire.loops): uvloop where installed
 
 
+def tls_context(verify: bool) -> ssl.SSLContext:
+    """httpx's TLS context (certifi's roots, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``; none with ``verify``
+    False), built once per process and trust store.
+
+    Loading the CA bundle costs ~25 ms of CPU, and httpx does it for every client it builds, even one
+    that only ever speaks plain HTTP; a sweep and the planner's checks build several. The key is where
+    OpenSSL looks for roots now, so pointing ``SSL_CERT_FILE`` at another bundle builds a fresh context.
+    """
+    paths = ssl.get_default_verify_paths()
+    return _tls_context(verify, paths.cafile, paths.capath)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(verify: bool, cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context(verify=verify)
+
+
 def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOptions) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` tuned for many long-lived concurrent streams (HTTP/1.1 keep-alive).
 
@@ -94,7 +112,7 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
             headers=headers,
             timeout=timeout,
             limits=limits,
-            verify=options.verify_tls,
+            verify=tls_context(options.verify_tls),
         )
     if options.transport == "native":
         wire = Wire(
@@ -109,7 +127,7 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
             params=params,
             headers={"accept-encoding": "identity", **headers},  # the wire reads bytes as they come
             timeout=timeout,
-            verify=options.verify_tls,
+            verify=tls_context(options.verify_tls),
         )
     ssl_ctx: ssl.SSLContext | bool = ssl.create_default_context() if options.verify_tls else False
     connector = _NewestFirstConnector(limit=options.max_connections, ssl=ssl_ctx, keepalive_timeout=60.0)
@@ -117,7 +135,11 @@ def make_http_client(base_url: str, headers: Mapping[str, str], options: HttpOpt
         connector=connector, auto_decompress=False, max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES
     )
     return httpx.AsyncClient(
-        base_url=base_url, params=params, headers=headers, timeout=timeout, transport=AiohttpTransport(client=session)
+        base_url=base_url,
+        params=params,
+        headers=headers,
+        timeout=timeout,
+        transport=AiohttpTransport(verify=tls_context(options.verify_tls), client=session),
     )
 
 
