@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib import image
 from typer.testing import CliRunner
 
 from loadgen.cli import app
@@ -38,6 +37,8 @@ def chromium() -> str:
 
 
 def pixels(png: bytes) -> np.ndarray:
+    from matplotlib import image  # here: every xdist worker collects this (real-time) file
+
     return np.asarray(image.imread(io.BytesIO(png), format="png"))[..., :3]
 
 

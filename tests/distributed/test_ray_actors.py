@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -28,8 +29,6 @@ from loadgen.sim.server import SimProcess
 from loadgen.wire.client import HttpOptions
 
 pytestmark = pytest.mark.slow
-local_ray_environment()  # before Ray is imported, as --ray local does: one host, loopback only, no usage report
-ray = require_ray()
 
 
 def split_target(sim: SimProcess) -> SplitTarget:
@@ -40,14 +39,20 @@ WORKLOAD = Workload(api=Api.COMPLETIONS, model="sim-model", prompt_tokens=Length
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    connect(RayOptions("local"))  # as --ray local does (this machine's 2 CPUs), waiting out Ray's start-up
-    yield
+def local_ray() -> Iterator[ModuleType]:
+    """Ray, started as ``--ray local`` starts it (this machine's 2 CPUs), waiting out its start-up.
+
+    Imported here, not at the top: every xdist worker collects this file, and importing Ray takes ~0.5 s.
+    """
+    local_ray_environment()  # before Ray is imported, as --ray local does: one host, loopback only, no usage report
+    ray = require_ray()
+    connect(RayOptions("local"))
+    yield ray
     ray.shutdown()
 
 
-def test_a_local_instance_listens_on_loopback_only(local_ray: None) -> None:
-    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+def test_a_local_instance_listens_on_loopback_only(local_ray: ModuleType) -> None:
+    assert {node["NodeManagerAddress"] for node in local_ray.nodes()} == {"127.0.0.1"}
     ours = _listening_inodes()
     assert ours, "no listening socket found for the Ray processes"
     assert all(_loopback(address) for address in ours.values()), ours
@@ -103,7 +108,7 @@ def _run(sim: SimProcess, out: Path, *extra: str) -> dict:  # type: ignore[type-
     return doc
 
 
-def test_two_actors_measure_what_two_processes_do(local_ray: None, sim: SimProcess, tmp_path: Path) -> None:
+def test_two_actors_measure_what_two_processes_do(local_ray: ModuleType, sim: SimProcess, tmp_path: Path) -> None:
     on_ray = _run(sim, tmp_path / "ray.json", "--ray", "local", "--ray-placement", "pack")
     local = _run(sim, tmp_path / "local.json")
     assert set(on_ray) == set(local)
@@ -122,7 +127,7 @@ def test_two_actors_measure_what_two_processes_do(local_ray: None, sim: SimProce
 
 @pytest.mark.asyncio
 async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_one_schedule(
-    local_ray: None, sim: SimProcess
+    local_ray: ModuleType, sim: SimProcess
 ) -> None:
     plan = LevelPlan(Load("rate", 12.0, Arrival.POISSON), duration_s=2.0, warmup_s=0.5, seed=7)
     on_ray = await run_level_on_ray(
@@ -150,7 +155,7 @@ async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_on
 
 
 @pytest.mark.asyncio
-async def test_a_killed_actor_leaves_the_others_data(local_ray: None, sim: SimProcess) -> None:
+async def test_a_killed_actor_leaves_the_others_data(local_ray: ModuleType, sim: SimProcess) -> None:
     task = asyncio.create_task(
         run_level_on_ray(
             LevelPlan(Load("concurrency", 4), duration_s=4.0),
@@ -161,15 +166,15 @@ async def test_a_killed_actor_leaves_the_others_data(local_ray: None, sim: SimPr
             observer=NullObserver(),
         )
     )
-    victim = await _running_actor(worker=1, deadline_s=60)
-    ray.kill(victim)
+    victim = await _running_actor(local_ray, worker=1, deadline_s=60)
+    local_ray.kill(victim)
     on_ray = await asyncio.wait_for(task, timeout=60)
     assert len(on_ray.outcome.lost_workers) == 1 and "worker 1" in on_ray.outcome.lost_workers[0]
     result = on_ray.outcome.result
     assert not result.complete and result.completed > 0 and result.workers == 1
 
 
-async def _running_actor(worker: int, deadline_s: float) -> object:
+async def _running_actor(ray: ModuleType, worker: int, deadline_s: float) -> object:
     """The actor of ``worker`` once it has completed a request (a readiness signal, not a sleep)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_s

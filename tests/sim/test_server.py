@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-import openai
 import pytest
 
 from loadgen.run.promtext import parse_samples
@@ -77,6 +76,8 @@ async def test_no_usage_chunk_unless_asked(sim: SimServer) -> None:
 
 
 def test_official_openai_client_consumes_both_endpoints(sim: SimServer) -> None:
+    import openai  # here, not at the top: every xdist worker collects this file, and openai takes ~0.8 s to import
+
     client = openai.OpenAI(base_url=sim.base_url, api_key="sk-test")
     assert [m.id for m in client.models.list()] == ["sim-model"]
     chat = client.chat.completions.create(model="sim-model", messages=CHAT["messages"], max_tokens=5)
