@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.engines.vllm_cpu import EARLY_ENGINE, VllmCpuServer, engine_python
+
+# The suite starts many Python processes (xdist workers, the CLI and the simulator as children), and
+# each compiles the package and rewrites the test modules' asserts again unless bytecode is cached:
+# with PYTHONDONTWRITEBYTECODE set (as on this project's CI machines) that was a sixth of the logic
+# tier's CPU. The caches go to __pycache__/ (ignored by git); the children inherit the setting.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 settings.register_profile(
     "ci", deadline=None, max_examples=60, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
