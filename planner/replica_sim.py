@@ -21,6 +21,11 @@ each step, so the steps between two events form an arithmetic series, summed
 in closed form as well. Chunked prefill and a KV limit are not modelled here.
 ``tests/planner`` checks it step for step against ``loadgen.sim.engine.Engine``
 and against the M/D/1 queue's exact mean wait.
+
+The loop itself (``serve_reference``) also exists compiled
+(``replica_sim_compiled.pyx``, ~50x faster), built at install where a C
+compiler is present; a property test holds the two to the same timelines,
+bit for bit, and ``simulate`` runs the compiled one when it was built.
 """
 
 from __future__ import annotations
@@ -86,19 +91,42 @@ def simulate(
     if n and outs.min() < 1:
         raise ValueError("every request needs at least one output token")
     prompts = np.broadcast_to(np.asarray(0 if prompt_tokens is None else prompt_tokens, dtype=np.float64), (n,))
-    first = np.empty(n)
-    last = np.empty(n)
+    if law.max_num_batched_tokens is not None or law.kv_capacity_tokens is not None:
+        raise ValueError("the replica simulation prefills a prompt in the step that admits it, with no KV limit")
+    # each request's prefill, paid in the step that admits it (a prompt of P tokens attends P(P+1)/2 pairs)
+    prefill = law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompt_pairs(prompts) / 1e6
+    first, last = serve(
+        np.ascontiguousarray(arrivals),
+        np.ascontiguousarray(outs),
+        np.ascontiguousarray(prompts),
+        np.ascontiguousarray(prefill, dtype=np.float64),
+        float(law.base_ms),
+        float(law.per_seq_ms),
+        int(law.max_num_seqs),
+        law.per_kv_ms / 1000.0,  # ms per KV token a step reads
+    )
+    return Timeline(arrivals, first, last, outs)
+
+
+def serve_reference(
+    arrivals: np.ndarray,
+    outs: np.ndarray,
+    prompts: np.ndarray,
+    prefill: np.ndarray,
+    base: float,
+    slope: float,
+    cap: int,
+    g: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(first token ms, last token ms) per request: the event loop, in Python (the reference).
+
+    ``planner.replica_sim_compiled.serve`` is this loop in C, held to the same timelines bit for bit.
+    """
+    n = len(arrivals)
     arr: list[float] = arrivals.tolist()
     out_list: list[int] = outs.tolist()
     prompt_list: list[float] = prompts.tolist()
-    if law.max_num_batched_tokens is not None or law.kv_capacity_tokens is not None:
-        raise ValueError("the replica simulation prefills a prompt in the step that admits it, with no KV limit")
-    base, slope, cap = law.base_ms, law.per_seq_ms, law.max_num_seqs
-    # each request's prefill, paid in the step that admits it (a prompt of P tokens attends P(P+1)/2 pairs)
-    prefill_list: list[float] = (
-        law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompt_pairs(prompts) / 1e6
-    ).tolist()
-    g = law.per_kv_ms / 1000.0  # ms per KV token a step reads
+    prefill_list: list[float] = prefill.tolist()
     first_list: list[float] = [0.0] * n
     last_list: list[float] = [0.0] * n
     admitted_at: list[int] = [0] * n
@@ -150,9 +178,7 @@ def simulate(
             running -= 1
             last_list[done] = t
             kv_base -= prompt_list[done] - admitted_at[done]
-    first[:] = first_list
-    last[:] = last_list
-    return Timeline(arrivals, first, last, outs)
+    return np.asarray(first_list, dtype=np.float64), np.asarray(last_list, dtype=np.float64)
 
 
 def _steps_to_cover(wait: float, d: float, grow: float) -> int:
@@ -166,3 +192,11 @@ def _steps_to_cover(wait: float, d: float, grow: float) -> int:
     while m * d + grow * m * (m + 1) < wait:
         m += 1
     return m
+
+
+try:  # the same loop in C, built at install where a C compiler is present (setup.py); else the reference
+    from planner.replica_sim_compiled import serve
+except ImportError:
+    serve = serve_reference
+
+COMPILED = serve is not serve_reference  # which loop ``simulate`` runs (the timelines are the same)
