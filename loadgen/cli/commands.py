@@ -12,14 +12,19 @@ the command's docstring.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, cast
 
 import typer
 import typer.core
 import typer.main
 
 from loadgen import __version__
+
+# the base of the parser's errors: found from typer's public BadParameter, since where click lives (its own
+# package, or vendored privately inside typer) depends on typer's version
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,15 @@ def load_command(name: str) -> typer.core.TyperCommand | typer.core.TyperGroup:
     return command
 
 
+class _ParserError(Protocol):
+    """What a click exception carries (click's own classes are private to typer here)."""
+
+    exit_code: int
+    ctx: Any
+
+    def format_message(self) -> str: ...
+
+
 class LazyGroup(typer.core.TyperGroup):
     """Lists every command from ``COMMANDS``; imports one only when it is run, asked for help or completed.
 
@@ -95,6 +109,35 @@ class LazyGroup(typer.core.TyperGroup):
         if cmd_name not in self._loaded:
             self._loaded[cmd_name] = load_command(cmd_name)
         return self._loaded[cmd_name]
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """typer's ``main``, except that an error its parser finds (a bad value for a flag, an unknown flag, a
+        missing one) is one line, as the commands' own are, not a box wrapped to the terminal's width:
+        ``error: Invalid value for '--transport': 'nope' is not one of ...; see 'loadgen run --help'``."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except ClickException as exc:
+            error = cast(_ParserError, exc)
+            if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+                from loadgen.cli.common import fail
+
+                hint = f"; see '{error.ctx.command_path} --help'" if getattr(error, "ctx", None) is not None else ""
+                message = " ".join(error.format_message().replace("Value error, ", "").split()).rstrip(".")
+                fail(message + hint, error.exit_code)
+            raise SystemExit(error.exit_code) from None
+        except typer.Abort:
+            raise SystemExit(1) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True  # the root's help needs each command's summary, not the command

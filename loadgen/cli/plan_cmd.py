@@ -271,8 +271,10 @@ def plan(
     if variant:
         if results_files or law is not None:
             raise UsageError("--variant plans a fleet from each variant's results: give no RESULTS or --law beside it")
-    elif (not results_files) == (law is None):
+    elif results_files and law is not None:
         raise UsageError("give a RESULTS file or --law (what-if), not both")
+    elif not results_files and law is None:
+        raise UsageError("give a RESULTS file to plan from, --law for a what-if, or --variant for a fleet")
     elif traffic is not None or mix or spare or scale_up_s:
         raise UsageError("--traffic, --mix, --spare and --scale-up-s plan a fleet: give each variant with --variant")
     slos = parse_slos(slo or [])

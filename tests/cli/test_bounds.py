@@ -61,6 +61,26 @@ def test_integer_flags_out_of_range_are_refused(args: list[str], flag: str) -> N
     refused(base + args, flag)
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--transport", "nope"],
+            "error: Invalid value for '--transport': 'nope' is not one of 'native', 'aiohttp', 'httpx'; see 'loadgen run --help'",
+        ),
+        (["--concurrency", "abc"], "error: Invalid value for '--concurrency':"),
+        (["--bogus"], "error: No such option: --bogus; see 'loadgen run --help'"),
+    ],
+)
+def test_a_value_or_flag_the_parser_refuses_is_one_line(args: list[str], line: str) -> None:
+    """What typer's parser finds (a closed set's member, a number, a flag) reads like the commands' own errors:
+    one line on stderr, exit 2 (typer's own box wrapped the message across the terminal's width)."""
+    result = runner.invoke(app, ["run", "--url", "sim", *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout == ""
+
+
 def test_output_paths_are_checked_before_the_run(tmp_path: Path) -> None:
     refused([*RUN, "-o", str(tmp_path)], "-o")
     refused([*RUN, "-o", str(tmp_path / "r.json"), "--records", str(tmp_path / "missing" / "r.jsonl")], "--records")

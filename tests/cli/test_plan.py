@@ -174,7 +174,8 @@ def test_plan_from_a_recorded_sweep() -> None:
         (["--law", "25+0.4b", "--slo", "tpot<50"], "--slo"),
         (["--law", "25+0.4b", "--slo", "tpot_p95<50ms", "--qps", "40"], "--output-tokens"),
         (["--law", "25+0.4b", "--max-utilization", "1.5"], "--max-utilization"),
-        ([], "RESULTS"),
+        ([], "give a RESULTS file to plan from, --law for a what-if, or --variant for a fleet"),
+        ([str(DATA / "results_v1.json"), "--law", "25+0.4b"], "give a RESULTS file or --law (what-if), not both"),
         ([str(DATA / "missing.json")], "no such results file"),
     ],
 )
