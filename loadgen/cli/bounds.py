@@ -27,9 +27,9 @@ def bounded(
         return value
     rule = []
     if minimum is not None:
-        rule.append(f"{'>' if exclusive else '>='} {minimum:g}")
+        rule.append(f"{'>' if exclusive else '>='} {minimum:,g}")
     if maximum is not None:
-        rule.append(f"<= {maximum:g}")
+        rule.append(f"<= {maximum:,g}")
     raise UsageError(f"{flag}: expected a finite number {' and '.join(rule)}, got {value:g}".replace("  ", " "))
 
 

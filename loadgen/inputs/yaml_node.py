@@ -119,9 +119,9 @@ class Node:
             node.fail(f"must be a finite number, got {_show(raw)}")
         value = float(raw)
         if minimum is not None and (value < minimum or (exclusive and value == minimum)):
-            node.fail(f"must be {'>' if exclusive else '>='} {minimum:g}, got {_show(raw)}")
+            node.fail(f"must be {'>' if exclusive else '>='} {minimum:,g}, got {_show(raw)}")
         if maximum is not None and value > maximum:
-            node.fail(f"must be <= {maximum:g}, got {_show(raw)}")
+            node.fail(f"must be <= {maximum:,g}, got {_show(raw)}")
         return value
 
     def integer(self, key: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
