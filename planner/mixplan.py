@@ -41,6 +41,9 @@ class MixForecast:
     tpot_p95: LengthModel | None = (
         None  # fitted on TPOT p95, where a p95 SLO asked for it (a predicted sweep reuses it)
     )
+    kv_capacity_tokens: int | None = None  # the server's KV cache (None: not known, the batch not checked)
+    kv_batch: int | None = None  # the most sequences of the mix it holds whole
+    kv_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ class PlanRequest:
     prompt_tokens: float | None = None  # per request, for the prefill term; default: the sweep's mean
     length_sample: LengthSample | None = None  # a mix plan's lengths drawn per request (a dataset's), not means
     token_budget: int | None = None  # a mix plan's calibration server's tokens per step (chunked prefill)
+    kv_capacity_tokens: int | None = None  # a mix plan's server's KV cache, in tokens (vLLM logs it at start)
     queueing_simulated: bool = False  # TTFT/E2E SLOs are judged by a fleet's simulation (no QPS here), not the batch
 
 
@@ -205,6 +206,34 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
     return dataclasses.replace(plan, fit_statistic="law")
 
 
+def kv_capacity(calibrations: Sequence[tuple[str, Results]], given: int | None = None) -> int | None:
+    """The server's KV cache in tokens: ``given``, else where the calibration files say (the simulator's
+    profile; a real server's results do not hold it); None: not known."""
+    if given is not None:
+        return given
+    sizes = {results.settings.profile_section("sim").get("kv_capacity_tokens") for _, results in calibrations}
+    size = next(iter(sizes)) if len(sizes) == 1 else None
+    return int(size) if isinstance(size, int | float) else None
+
+
+def kv_batch(kv_capacity_tokens: int | None, mix: Mix) -> tuple[int, str] | None:
+    """The most sequences of ``mix`` the KV cache holds at their longest (prompt and whole answer): past it
+    vLLM preempts a running sequence and computes it again, the latency no step law predicts."""
+    if kv_capacity_tokens is None:
+        return None
+    per_sequence = max(mix.prompt_tokens + mix.output_tokens, 1.0)
+    batch = int(kv_capacity_tokens // per_sequence)
+    if batch < 1:
+        return 1, (
+            f"a KV cache of {kv_capacity_tokens:,} tokens does not hold one sequence of {per_sequence:,.0f} "
+            "tokens (prompt and answer): the server will refuse such requests or cut them short"
+        )
+    return batch, (
+        f"a KV cache of {kv_capacity_tokens:,} tokens holds {batch} sequences of {per_sequence:,.0f} tokens "
+        "(prompt and answer) whole; past that a running sequence is preempted"
+    )
+
+
 def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanRequest) -> CapacityPlan:
     """Plan for a mix no sweep measured (``request.prompt_tokens`` / ``output_tokens``), from the step
     model with lengths fitted on every calibration sweep at once (``planner.mixplan``)."""
@@ -229,8 +258,15 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         mix.prompt_tokens,
         "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)",
     )
+    kv = kv_capacity(calibrations, request.kv_capacity_tokens)
+    kv_cap = kv_batch(kv, mix)
+    if kv is None:
+        warnings.append(
+            "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "
+            "N tokens'): the batch is not checked against it"
+        )
     plan = _finish(
-        "mix", None, law, forecast.limits, request, mix.output_tokens, warnings, prefill, law, forecast.engine
+        "mix", None, law, forecast.limits, request, mix.output_tokens, warnings, prefill, law, forecast.engine, kv_cap
     )
     if plan.max_batch and forecast.engine is not None and law is not None:
         engine = dataclasses.replace(forecast.engine, max_num_seqs=plan.max_batch)
@@ -253,6 +289,8 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         if latency is not None:
             budget, why = recommended_budget(law, engine, plan.max_batch, latency.limit, mix.prompt_tokens)
         forecast = dataclasses.replace(forecast, max_rate_rps=rate, max_rate_note=how, budget=budget, budget_note=why)
+    if kv_cap is not None:
+        forecast = dataclasses.replace(forecast, kv_capacity_tokens=kv, kv_batch=kv_cap[0], kv_note=kv_cap[1])
     return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
 
 
@@ -314,11 +352,16 @@ def _finish(
     prefill: Prefill,
     decode: StepModel | None,
     engine: EngineConfig | None = None,
+    kv_cap: tuple[int, str] | None = None,
 ) -> CapacityPlan:
     """``fit`` is the mean step with prefill's share in it (every printed figure); ``decode`` the step
-    without it, which the sizing simulation runs with the prefill term: one step model, prefill once."""
+    without it, which the sizing simulation runs with the prefill term: one step model, prefill once.
+    ``kv_cap``: the most sequences the KV cache holds whole, and why (a mix plan's)."""
     saturation = verdicts.saturation if verdicts else None
     limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
+    if kv_cap is not None and max_batch is not None and max_batch > kv_cap[0]:
+        max_batch, how = kv_cap[0], f"{how}, capped by the KV cache"
+        warnings.append(f"batch {kv_cap[0]}: {kv_cap[1]} (the SLOs alone would allow more)")
     if max_batch is not None:
         max_batch, lowered = _respect_laws(max_batch, limits, fit)
         if lowered:
@@ -637,6 +680,9 @@ def _mix_json(f: MixForecast) -> dict[str, Any]:
         "max_rate_method": f.max_rate_note,
         "max_num_batched_tokens": f.budget,
         "max_num_batched_tokens_method": f.budget_note,
+        "kv_capacity_tokens": f.kv_capacity_tokens,
+        "kv_max_batch": f.kv_batch,
+        "kv_max_batch_method": f.kv_note or None,
     }
 
 

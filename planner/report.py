@@ -264,6 +264,8 @@ def mix_lines(forecast: MixForecast) -> list[str]:
     if forecast.budget is not None or forecast.budget_note:
         budget = f"--max-num-batched-tokens {forecast.budget}" if forecast.budget is not None else "no budget"
         lines.append(f"recommended {budget} ({forecast.budget_note})")
+    if forecast.kv_batch is not None:
+        lines.append(f"KV cache: at most batch {forecast.kv_batch} ({forecast.kv_note})")
     return lines
 
 

@@ -17,6 +17,7 @@ from loadgen.cli.fleet_cmd import demand_of, fleet_plan, read_variants
 from loadgen.cli.plan_options import (
     BucketOpt,
     CurrentBatchOpt,
+    KvCapacityOpt,
     MaxNumBatchedTokensOpt,
     MixOpt,
     PredictLevelsOpt,
@@ -153,7 +154,12 @@ def predicted_sweep(
         raise UsageError(
             f"--max-num-batched-tokens {budget}: below the batch cap {seqs}; give at least one token a sequence"
         )
-    engine = dataclasses.replace(forecast.engine, max_num_seqs=seqs, max_num_batched_tokens=budget)
+    engine = dataclasses.replace(
+        forecast.engine,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=budget,
+        kv_capacity_tokens=forecast.kv_capacity_tokens,  # known: a sequence waits for room, as on the server
+    )
     overhead = forecast.model.coefficient("overhead_ms").value or 0.0
     p95 = forecast.tpot_p95 or fit_calibration(calibrations, 95.0, budget, seed)
     return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
@@ -255,6 +261,7 @@ def plan(
         ),
     ] = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    kv_capacity_tokens: KvCapacityOpt = None,
     predict_levels: PredictLevelsOpt = None,
     variant: VariantOpt = None,
     traffic: TrafficOpt = None,
@@ -303,6 +310,7 @@ def plan(
         ("--prompt-tokens", prompt_tokens, 0, False, MAX_TOKENS),
         ("--tokens-per-word", tokens_per_word, 0, True, None),
         ("--max-num-batched-tokens", max_num_batched_tokens, 1, False, MAX_TOKENS),
+        ("--kv-capacity-tokens", kv_capacity_tokens, 1, False, None),
         ("--scale-up-s", scale_up_s, 0, False, None),
         ("--spare", spare, 0, False, None),
     ):
@@ -342,9 +350,14 @@ def plan(
         prefill_ms_per_token=prefill_ms_per_token,
         prompt_tokens=prompt_tokens,
         token_budget=max_num_batched_tokens,
+        kv_capacity_tokens=kv_capacity_tokens,
     )
     require_mix(
-        len(calibrations), dataset=dataset, max_num_batched_tokens=max_num_batched_tokens, predict_levels=predict_levels
+        len(calibrations),
+        dataset=dataset,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_capacity_tokens=kv_capacity_tokens,
+        predict_levels=predict_levels,
     )
     if dataset is not None:
         sample = dataset_lengths(dataset, dataset_format, calibrations, tokens_per_word, output_tokens)

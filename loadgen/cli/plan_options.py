@@ -29,6 +29,15 @@ MaxNumBatchedTokensOpt = Annotated[
         "hold it): a prompt longer than it prefills in chunks.",
     ),
 ]
+KvCapacityOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        rich_help_panel=MIX,
+        help="The server's KV cache in tokens (vLLM logs 'GPU KV cache size: N tokens' at start; its results do "
+        "not hold it): the batch is capped at the sequences it holds whole, prompt and answer.",
+    ),
+]
 VariantOpt = Annotated[
     list[str] | None,
     typer.Option(

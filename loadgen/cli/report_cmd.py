@@ -26,6 +26,7 @@ from loadgen.cli.plan_cmd import (
 from loadgen.cli.plan_options import (
     BucketOpt,
     CurrentBatchOpt,
+    KvCapacityOpt,
     MaxNumBatchedTokensOpt,
     MixOpt,
     PredictLevelsOpt,
@@ -107,6 +108,7 @@ def report(
     predict_levels: PredictLevelsOpt = None,
     current_batch: CurrentBatchOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    kv_capacity_tokens: KvCapacityOpt = None,
     variant: VariantOpt = None,
     traffic: TrafficOpt = None,
     bucket: BucketOpt = "60s",
@@ -128,6 +130,7 @@ def report(
     bounded("--prompt-tokens", prompt_tokens, minimum=0, maximum=MAX_TOKENS)
     bounded("--current-batch", current_batch, minimum=1)
     bounded("--max-num-batched-tokens", max_num_batched_tokens, minimum=1, maximum=MAX_TOKENS)
+    bounded("--kv-capacity-tokens", kv_capacity_tokens, minimum=1)
     bounded("--scale-up-s", scale_up_s, minimum=0)
     bounded("--spare", spare, minimum=0)
     bounded("--max-utilization", max_utilization, minimum=0, exclusive=True, maximum=1)
@@ -157,7 +160,12 @@ def report(
     if not results_files:
         raise UsageError("give one or more RESULTS (or --variant for a fleet report)")
     concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
-    require_mix(len(results_files), predict_levels=predict_levels, max_num_batched_tokens=max_num_batched_tokens)
+    require_mix(
+        len(results_files),
+        predict_levels=predict_levels,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_capacity_tokens=kv_capacity_tokens,
+    )
     calibrations = [(path.name, load(path)) for path in results_files]
     results = calibrations[0][1]
     if output is not None and output.suffix == ".csv":
@@ -172,7 +180,12 @@ def report(
         slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens")
     )
     if len(calibrations) > 1:
-        mix_request = dataclasses.replace(request, prompt_tokens=prompt_tokens, token_budget=max_num_batched_tokens)
+        mix_request = dataclasses.replace(
+            request,
+            prompt_tokens=prompt_tokens,
+            token_budget=max_num_batched_tokens,
+            kv_capacity_tokens=kv_capacity_tokens,
+        )
         doc = _mix_report(calibrations, mix_request, html_out, concurrencies, current_batch)
     else:
         capacity = plan_from_results(results, request) if results.levels else None

@@ -219,3 +219,40 @@ def test_the_calibration_profile_sweeps_at_the_prompt_length_asked(tmp_path: Pat
     assert mean_prompt_tokens(results.levels) == pytest.approx(256, rel=0.02)
     bad = runner.invoke(app, [*args, "--prompt-tokens", "0", "-o", str(tmp_path / "x.json")])
     assert bad.exit_code == 2 and "--prompt-tokens" in bad.output
+
+
+def test_the_kv_cache_caps_the_batch_and_the_plan_says_so(calibration: list[Path]) -> None:
+    """1,152 tokens a sequence (prompt 1,024, answer 128) in a 20,000-token cache: 17 run whole, though the
+    TPOT SLO alone allows ~30; without the cache's size the plan says the batch was not checked against it."""
+    args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128"]
+    args += ["--slo", "tpot_p50<60ms", "--json"]
+    free = json.loads(runner.invoke(app, args).stdout)
+    assert free["max_batch"] > 17 and free["mix"]["kv_capacity_tokens"] is None
+    assert any("KV cache's size is not known" in w for w in free["warnings"])
+    capped = json.loads(runner.invoke(app, [*args, "--kv-capacity-tokens", "20000"]).stdout)
+    assert capped["max_batch"] == 17 == capped["mix"]["kv_max_batch"]
+    assert "holds 17 sequences of 1,152 tokens" in capped["mix"]["kv_max_batch_method"]
+    assert any("the SLOs alone would allow more" in w for w in capped["warnings"])
+    text = " ".join(runner.invoke(app, [*args[:-1], "--kv-capacity-tokens", "20000"]).stdout.split())
+    assert "KV cache: at most batch 17" in text
+    # the sweep not run holds the cache too: at c=32, 15 of 32 requests wait for room (17 run at once)
+    predict = [*args, "--predict-levels", "32", "--current-batch", "64"]
+    free_ttft, capped_ttft = (
+        json.loads(runner.invoke(app, predict + kv).stdout)["predicted_levels"][0]["ttft_p50_ms"]
+        for kv in ([], ["--kv-capacity-tokens", "20000"])
+    )
+    assert capped_ttft > 10 * free_ttft  # a wait of whole request lifetimes, not of a step
+    one = runner.invoke(app, ["plan", str(calibration[0]), "--kv-capacity-tokens", "20000"])
+    assert one.exit_code == 2 and "--kv-capacity-tokens: for a mix plan" in one.stderr
+
+
+def test_a_simulated_calibrations_kv_cache_is_read_from_its_files(calibration: list[Path], tmp_path: Path) -> None:
+    """The simulator's profile holds its cache's size (a real server's results do not): no flag needed."""
+    files = []
+    for path in calibration:
+        doc = json.loads(path.read_text())
+        doc["settings"]["profile"]["sim"]["kv_capacity_tokens"] = 20000
+        (copy := tmp_path / path.name).write_text(json.dumps(doc))
+        files.append(str(copy))
+    args = ["plan", *files, "--prompt-tokens", "1024", "--output-tokens", "128", "--slo", "tpot_p50<60ms", "--json"]
+    assert json.loads(runner.invoke(app, args).stdout)["mix"]["kv_max_batch"] == 17
