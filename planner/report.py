@@ -21,6 +21,7 @@ from planner.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idl
 from planner.markdown import md_text
 from planner.mixplan import MixForecast, PredictedLevel
 from planner.plan import CapacityPlan
+from planner.replay import ReplayCheck
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
 from planner.stepmodel import StepModel
@@ -288,6 +289,32 @@ def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -
             "Re-measure these levels on the server before acting on the plan.",
         ),
         table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
+    )
+
+
+def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
+    """A measured run replayed through the plan's engine (``plan --validate``): measured beside simulated."""
+    rows = tuple(
+        (
+            check.label,
+            f"{check.requests} at {check.rate_rps:.3g}/s",
+            row.statistic,
+            fmt(row.measured_ms),
+            fmt(row.simulated_ms),
+            f"{row.ratio:.2f}x",
+            check.verdict,
+        )
+        for check in checks
+        for row in check.rows
+    )
+    return Section(
+        "VALIDATION: the measured run replayed through the sizing simulation",
+        paragraphs=(
+            f"Each completed request sent again at its own send time, with its own prompt and output lengths, to "
+            f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them.",
+        ),
+        table=Table(("level", "requests", "statistic", "measured ms", "simulated ms", "ratio", "verdict"), rows),
+        bullets=tuple(f"{check.label}: {check.verdict}: {check.note}" for check in checks),
     )
 
 

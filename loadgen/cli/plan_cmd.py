@@ -29,6 +29,7 @@ from loadgen.cli.plan_options import (
 from loadgen.cli.plan_view import render_plan
 from loadgen.cli.render import rich_report, rich_section
 from loadgen.errors import UsageError
+from loadgen.inputs.measured import read_measured
 from loadgen.inputs.profile import find_profile, load_profile
 from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
@@ -39,7 +40,8 @@ from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mi
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
-from planner.report import predicted_section
+from planner.replay import ReplayCheck, replay_check
+from planner.report import predicted_section, replay_section
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
@@ -263,6 +265,14 @@ def plan(
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     kv_capacity_tokens: KvCapacityOpt = None,
     predict_levels: PredictLevelsOpt = None,
+    validate: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="RECORDS",
+            help="Check the sizing simulation on the endpoint: replay an open-loop run's --records (each request "
+            "at its send time, with its lengths) through the plan's engine, simulated beside measured.",
+        ),
+    ] = None,
     variant: VariantOpt = None,
     traffic: TrafficOpt = None,
     bucket: BucketOpt = "60s",
@@ -376,16 +386,47 @@ def plan(
     predicted: tuple[PredictedLevel, ...] = ()
     if concurrencies and capacity.mix is not None:
         predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)
+    checks = replayed(capacity, validate) if validate is not None else ()
     if json_out:
         doc = capacity.to_json()
         if predicted:
             doc["predicted_levels"] = [dataclasses.asdict(level) for level in predicted]
+        if validate is not None:
+            doc["validation"] = [check.to_json() for check in checks]
         typer.echo(json.dumps(doc, indent=2))
     else:
         consoles().out.print(render_plan(capacity))
         if predicted and capacity.mix is not None:
             for part in rich_section(predicted_section(predicted, capacity.mix)):
                 consoles().out.print(part)
+        if checks and capacity.engine is not None:
+            for part in rich_section(replay_section(checks, capacity.engine.law_text)):
+                consoles().out.print(part)
+
+
+def replayed(capacity: CapacityPlan, records: Path) -> tuple[ReplayCheck, ...]:
+    """Each level of ``records`` replayed through the engine the plan's sizing simulation runs."""
+    if capacity.engine is None:
+        raise UsageError(
+            f"--validate {records}: the plan has no batch to run its engine at: give --current-batch (the server's "
+            "--max-num-seqs) or an SLO that bounds the batch"
+        )
+    checks = []
+    for level in read_measured(records):
+        check = replay_check(
+            capacity.engine,
+            level.label,
+            level.sent_s,
+            level.prompt_tokens,
+            level.output_tokens,
+            level.ttft_ms,
+            level.e2e_ms,
+        )
+        if level.skipped:
+            left_out = f"{level.skipped} completed requests had no prompt length (the server sent no usage): left out"
+            check = dataclasses.replace(check, note=f"{check.note}; {left_out}")
+        checks.append(check)
+    return tuple(checks)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,84 @@
+"""``loadgen plan RESULTS --validate RECORDS``: a measured run replayed through the plan's sizing simulation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+
+runner = CliRunner()
+
+
+def _calibrate(folder: Path, base_ms: float) -> Path:
+    """A closed sweep of the simulator (law base_ms + 0.4*b, the ``--url sim`` server's cap) in virtual time."""
+    profile = folder / f"calibrate-{base_ms:g}.yaml"
+    profile.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "calibrate",
+                "target": {"sim": {"base_ms": base_ms, "per_seq_ms": 0.4, "max_num_seqs": 128}},
+                "api": "completions",
+                "workload": {"prompt_tokens": 64, "output_tokens": 32},
+                "load": {"mode": "closed", "levels": [1, 4, 8, 16], "duration_s": 6, "warmup_s": 2},
+                "seed": 1,
+            }
+        )
+    )
+    out = folder / f"calibrate-{base_ms:g}.json"
+    result = runner.invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--virtual-time", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An open-loop run at 8 requests/s on the simulator's law 25 + 0.4*b (``--url sim``), every request recorded."""
+    folder = tmp_path_factory.mktemp("open")
+    path = folder / "open.jsonl"
+    flags = "run --url sim --virtual-time --rate 8 --duration 40 --api completions --prompt-tokens 64 --max-tokens 32"
+    outputs = ["--records", str(path), "-o", str(folder / "open.json"), "--quiet", "--seed", "2"]
+    result = runner.invoke(app, [*flags.split(), *outputs])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+@pytest.mark.parametrize(("base_ms", "verdict"), [(25, "agrees"), (12, "optimistic"), (45, "pessimistic")])
+def test_the_replay_agrees_with_the_law_that_served_the_run_and_names_the_side_of_a_wrong_one(
+    records: Path, tmp_path: Path, base_ms: float, verdict: str
+) -> None:
+    """Calibrated on the law that served the run, the replay reads what the clients measured; calibrated on a
+    faster law it is optimistic (a replica count sized from it is not the conservative side), on a slower one
+    pessimistic."""
+    calibration = _calibrate(tmp_path, base_ms)
+    args = ["plan", str(calibration), "--current-batch", "128", "--validate", str(records)]
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    [check] = doc["validation"]
+    assert check["verdict"] == verdict, check
+    assert check["requests"] > 250 and check["rate_rps"] == pytest.approx(8, rel=0.15)
+    ratios = {row["statistic"]: row["ratio"] for row in check["rows"]}
+    assert set(ratios) == {"ttft_p50", "ttft_p95", "e2e_mean", "e2e_p95"}
+    if verdict == "agrees":
+        assert ratios["e2e_mean"] == pytest.approx(1.0, abs=0.03)  # the same law, the same sends: the same times
+    text = " ".join(runner.invoke(app, args).stdout.split())
+    assert "VALIDATION: the measured run replayed through the sizing simulation" in text
+    assert f"r=8/s: {verdict}:" in text
+
+
+def test_a_broken_or_missing_records_file_is_one_line(records: Path, tmp_path: Path) -> None:
+    calibration = _calibrate(tmp_path, 25)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(records.read_text().splitlines()[0] + "\nnot json\n")
+    no_batch = runner.invoke(app, ["plan", str(calibration), "--validate", str(records)])
+    assert no_batch.exit_code == 2 and "give --current-batch (the server's --max-num-seqs)" in no_batch.stderr
+    result = runner.invoke(app, ["plan", str(calibration), "--current-batch", "128", "--validate", str(broken)])
+    assert result.exit_code == 3 and f"--validate {broken}, line 2: not a JSON record" in result.stderr
+    missing = runner.invoke(
+        app, ["plan", str(calibration), "--current-batch", "128", "--validate", str(tmp_path / "none.jsonl")]
+    )
+    assert missing.exit_code == 2 and "no such records file" in missing.stderr
+    assert "Traceback" not in result.output + missing.output
