@@ -101,37 +101,39 @@ def replay_check(
     simulated = {"ttft": served.ttft_ms, "e2e": served.last_ms - served.arrival_ms}
     rows = []
     for metric, statistic in (("ttft", "p50"), ("ttft", "p95"), ("e2e", "mean"), ("e2e", "p95")):
-
-        def stat(values: np.ndarray, statistic: str = statistic) -> float:
-            return float(np.mean(values)) if statistic == "mean" else float(np.percentile(values, float(statistic[1:])))
-
-        rows.append(ReplayRow(f"{metric}_{statistic}", stat(measured[metric]), stat(simulated[metric])))
+        rows.append(
+            ReplayRow(
+                f"{metric}_{statistic}",
+                _statistic(measured[metric], statistic),
+                _statistic(simulated[metric], statistic),
+            )
+        )
     fast = [r for r in rows if r.ratio < 1 / TOLERANCE]
     slow = [r for r in rows if r.ratio > TOLERANCE]
-    if fast:
-        worst = min(fast, key=lambda r: r.ratio)
+    if fast or slow:  # the unsafe side first: a simulation faster than the server under-provisions
+        worst = min(fast, key=lambda r: r.ratio) if fast else max(slow, key=lambda r: r.ratio)
+        verdict: Verdict = "optimistic" if fast else "pessimistic"
+        side, sized = (
+            ("faster", "are not the conservative side; size with a lower --max-utilization, or from an open-loop "
+             "sweep of this server")
+            if fast
+            else ("slower", "may be more than needed")
+        )  # fmt: skip
         return ReplayCheck(
             label,
             n,
             rate,
             tuple(rows),
-            "optimistic",
-            f"the simulation served this load faster than the server did ({worst.statistic} {worst.simulated_ms:,.1f} "
-            f"ms simulated, {worst.measured_ms:,.1f} measured): replica counts sized near this rate are not the "
-            "conservative side; size with a lower --max-utilization, or from an open-loop sweep of this server",
-        )
-    if slow:
-        worst = max(slow, key=lambda r: r.ratio)
-        return ReplayCheck(
-            label,
-            n,
-            rate,
-            tuple(rows),
-            "pessimistic",
-            f"the simulation served this load slower than the server did ({worst.statistic} {worst.simulated_ms:,.1f} "
-            f"ms simulated, {worst.measured_ms:,.1f} measured): replica counts sized near this rate may be more than "
-            "needed",
+            verdict,
+            f"the simulation served this load {side} than the server did ({worst.statistic} "
+            f"{worst.simulated_ms:,.1f} ms simulated, {worst.measured_ms:,.1f} measured): replica counts sized near "
+            f"this rate {sized}",
         )
     return ReplayCheck(
         label, n, rate, tuple(rows), "agrees", f"every statistic within {TOLERANCE:g}x of what the clients measured"
     )
+
+
+def _statistic(values: np.ndarray, name: str) -> float:
+    """``mean`` or a percentile ``pNN`` of ``values``."""
+    return float(np.mean(values)) if name == "mean" else float(np.percentile(values, float(name[1:])))
