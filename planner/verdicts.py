@@ -155,9 +155,12 @@ def _trust_findings(
             "the load exceeds capacity and its percentiles depend on the window's length"
         )
         out.append((text, "service"))
-    elif growing is not None and not short:
+    elif growing is not None and not short and not level.client_bound:
         # A closed loop's queue is bounded by its clients: past the batch cap they wait in phase-locked
         # waves, which a window of a few lifetimes averages out; a rise beyond that is the server slowing.
+        # Not when the client was starved of its core: its own delay then stretches its clock and its
+        # sends alike, and the client-bound finding above already says the level measured the client
+        # (a CI run read "the server slowed" from a client that waited 94% of the time it was ready).
         text = (
             f"{label}: not steady: TTFT rose {growing:.2f} s across the window, though a closed loop's queue "
             f"is bounded by its {level.load.value:g} clients: the server slowed as the level ran (or the start "

@@ -90,3 +90,7 @@ def test_a_rising_ttft_is_overload_only_in_an_open_loop() -> None:
     opened = replace(closed, load=Load("rate", 20.0))
     problems = judge([opened]).levels[0].problems
     assert any("not steady (queue growing)" in p and "exceeds capacity" in p for p in problems), problems
+    # a client starved of its core: the rise is no evidence of the server; the level says what it measured
+    starved = replace(closed, bound_workers=("worker 1: its core taken by another process",))
+    problems = judge([starved]).levels[0].problems
+    assert any("client-bound" in p for p in problems) and not any("steady" in p for p in problems), problems
