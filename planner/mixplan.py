@@ -57,13 +57,17 @@ class PredictedLevel:
     tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
 
 
-def calibration_budget(calibrations: Sequence[tuple[str, Results]], given: int | None = None) -> int | None:
-    """The token budget per step the calibration ran under: ``given`` (a real server's is not in its
-    results), else where its files say (the simulator's profile); None: unchunked."""
+def calibration_server_limit(
+    calibrations: Sequence[tuple[str, Results]], key: str, given: int | None = None
+) -> int | None:
+    """A limit of the server the calibration ran on (``max_num_batched_tokens``, ``kv_capacity_tokens``):
+    ``given`` (a real server's is not in its results), else where every file says the same (the simulator's
+    profile); None: not known (unchunked, for the token budget)."""
     if given is not None:
         return given
-    budgets = {results.settings.profile_section("sim").get("max_num_batched_tokens") for _, results in calibrations}
-    return next(iter(budgets)) if len(budgets) == 1 else None
+    values = {results.settings.profile_section("sim").get(key) for _, results in calibrations}
+    value = next(iter(values)) if len(values) == 1 else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def fit_calibration(
@@ -84,7 +88,7 @@ def forecast_mix(
 ) -> MixForecast:
     """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there; ``budget``: the
     calibration server's tokens per step, where its results do not hold it."""
-    budget = calibration_budget(calibrations, budget)
+    budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
     if note := model.separation_note():

@@ -24,7 +24,7 @@ from planner.diagnose import Finding, diagnose
 from planner.knee import Saturation
 from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
 from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, forecast_mix, recommended_budget
+from planner.mixplan import MixForecast, calibration_server_limit, forecast_mix, recommended_budget
 from planner.observations import Observations
 from planner.sizing import (
     ReplicaPlan,
@@ -206,16 +206,6 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
     return dataclasses.replace(plan, fit_statistic="law")
 
 
-def kv_capacity(calibrations: Sequence[tuple[str, Results]], given: int | None = None) -> int | None:
-    """The server's KV cache in tokens: ``given``, else where the calibration files say (the simulator's
-    profile; a real server's results do not hold it); None: not known."""
-    if given is not None:
-        return given
-    sizes = {results.settings.profile_section("sim").get("kv_capacity_tokens") for _, results in calibrations}
-    size = next(iter(sizes)) if len(sizes) == 1 else None
-    return int(size) if isinstance(size, int | float) else None
-
-
 def kv_batch(kv_capacity_tokens: int | None, mix: Mix) -> tuple[int, str] | None:
     """The most sequences of ``mix`` the KV cache holds at their longest (prompt and whole answer): past it
     vLLM preempts a running sequence and computes it again, the latency no step law predicts."""
@@ -258,7 +248,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         mix.prompt_tokens,
         "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)",
     )
-    kv = kv_capacity(calibrations, request.kv_capacity_tokens)
+    kv = calibration_server_limit(calibrations, "kv_capacity_tokens", request.kv_capacity_tokens)
     kv_cap = kv_batch(kv, mix)
     if kv is None:
         warnings.append(
