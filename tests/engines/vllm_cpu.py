@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -38,11 +37,10 @@ def _free_port() -> int:
 class VllmCpuServer:
     """``vllm`` serving the tiny model; ``base_url`` ends in ``/v1``. Logs go to ``log_path``."""
 
-    def __init__(self, python: str, workdir: Path, *, max_num_seqs: int = 8, cpus: set[int] | None = None) -> None:
+    def __init__(self, python: str, workdir: Path, *, max_num_seqs: int = 8) -> None:
         self.python = python
         self.workdir = workdir
         self.max_num_seqs = max_num_seqs
-        self.cpus = cpus  # the cores vLLM and all it starts may run on (None: any)
         self.log_path = workdir / "vllm.log"
         self.base_url = ""
         self._proc: subprocess.Popen[bytes] | None = None
@@ -69,24 +67,10 @@ class VllmCpuServer:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                preexec_fn=self._in_child(background),  # inherited by all it starts
+                preexec_fn=(lambda: os.nice(19)) if background else None,  # inherited by all it starts
             )
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
-
-    def _in_child(self, background: bool) -> Callable[[], None] | None:
-        """What the server's process sets before it starts: nice 19 in the background, its cores when pinned."""
-        if not background and self.cpus is None:
-            return None
-        cpus = self.cpus
-
-        def prepare() -> None:
-            if background:
-                os.nice(19)
-            if cpus is not None:
-                os.sched_setaffinity(0, cpus)
-
-        return prepare
 
     def __enter__(self) -> VllmCpuServer:
         if self._proc is None:  # not started ahead by the suite (tests/conftest.py)
