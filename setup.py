@@ -1,8 +1,10 @@
-"""The optional compiled part: the sizing simulation's event loop (``planner/replica_sim_compiled.pyx``).
+"""The optional compiled parts: the sizing simulation's event loop (``planner/replica_sim_compiled.pyx``)
+and the native wire's per-read path (``loadgen/wire/fastread.pyx``).
 
-Everything else is in ``pyproject.toml``. The extension is built where Cython and a C compiler are
-present; where either is missing, or the build fails, the package installs without it and
-``planner.replica_sim`` runs its Python loop, which gives the same timelines (only slower).
+Everything else is in ``pyproject.toml``. The extensions are built where Cython and a C compiler are
+present; where either is missing, or a build fails, the package installs without it and the Python
+code runs instead (``planner.replica_sim``'s loop, ``loadgen.wire.native`` alone), with the same
+results, only slower.
 """
 
 from setuptools import Extension, setup
@@ -16,13 +18,13 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # no compiler, no Python headers: any of distutils' errors
-            self.warn(f"the compiled sizing loop was not built ({exc}); the Python loop runs instead")
+            self.warn(f"the compiled parts were not built ({exc}); their Python twins run instead")
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:
-            self.warn(f"{ext.name} was not built ({exc}); the Python loop runs instead")
+            self.warn(f"{ext.name} was not built ({exc}); its Python twin runs instead")
 
 
 def extensions() -> list[Extension]:
@@ -31,12 +33,13 @@ def extensions() -> list[Extension]:
     except ImportError:
         return []
     # -ffp-contract=off: no fused multiply-add, so each rounding is the Python loop's (bit-identical timelines)
-    ext = Extension(
+    sizing = Extension(
         "planner.replica_sim_compiled",
         ["planner/replica_sim_compiled.pyx"],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )
-    return list(cythonize([ext], language_level=3, quiet=True))
+    reader = Extension("loadgen.wire.fastread", ["loadgen/wire/fastread.pyx"], extra_compile_args=["-O2"])
+    return list(cythonize([sizing, reader], language_level=3, quiet=True))
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

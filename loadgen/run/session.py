@@ -38,6 +38,7 @@ from loadgen.run.workers import InWorkerProcesses
 from loadgen.run_settings import RunSettings
 from loadgen.wire.client import HttpOptions, make_http_client, stream_request
 from loadgen.wire.loops import loop_name, running_loop_name
+from loadgen.wire.native import READ_PATH
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.secrets import scrub
 from loadgen.wire.target import redact_headers, redact_url, resolve_model, url_secrets
@@ -376,6 +377,8 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "request_id_header": session.http.request_id_header,
         "transport": session.http.transport,
         "event_loop": _event_loop(session),
+        # how a streaming body was read: the compiled reader (loadgen.wire.fastread) or Python alone
+        "read_path": READ_PATH if session.http.transport == "native" else "python",
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,
         "workers": session.workers,

@@ -426,6 +426,13 @@ class _WireExchange:
             return False
         return True
 
+    def lane(self) -> tuple[Any, ...] | None:
+        """For the compiled reader: the lists a plain token lands in, and the state it checks first."""
+        if self.error_body is not None:
+            return None
+        state = self.state
+        return self.clock, self.times, self.cumulative, state.texts, self.decoder, state, plain_token_text, self.api
+
     def on_body(self, data: bytes) -> bool:
         now = self.clock()
         if self.error_body is not None:

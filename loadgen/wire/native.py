@@ -11,6 +11,12 @@ request is over. A request has one deadline (the caller's), not a timer per
 read. Connections are kept alive and reused; TLS goes through asyncio's SSL
 transport.
 
+Where it was built (``setup.py``), ``loadgen.wire.fastread`` stands between the
+event loop and each connection: the bytes of a streaming body then go from
+the socket through llhttp to the request's timestamps without an interpreted
+call for a plain token. Everything else still comes here. ``LOADGEN_PURE_WIRE=1``
+runs this module alone (the reference the compiled path is tested against).
+
 This module knows HTTP framing only. What the body means (SSE events,
 timestamps, the record) is the ``Exchange``'s business
 (``loadgen.wire.client``). The control requests (``/models``, ``/metrics``) stay
@@ -20,9 +26,11 @@ on httpx, where speed does not matter.
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import ssl
-from typing import Protocol, cast
+from types import ModuleType
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -30,6 +38,21 @@ import httptools
 from loadgen.errors import ErrorKind
 
 MAX_HEADER_BYTES = 64 * 1024  # a response whose headers exceed this is not one we want (a hostile server)
+
+
+def _compiled_reader() -> ModuleType | None:
+    """The compiled per-read path, unless it was not built or ``LOADGEN_PURE_WIRE`` is set."""
+    if os.environ.get("LOADGEN_PURE_WIRE", "").strip() not in ("", "0"):
+        return None
+    try:
+        from loadgen.wire import fastread
+    except ImportError:
+        return None
+    return fastread
+
+
+FASTREAD = _compiled_reader()
+READ_PATH = "compiled" if FASTREAD is not None else "python"  # said in the results' settings
 
 
 class Exchange(Protocol):
@@ -43,6 +66,10 @@ class Exchange(Protocol):
 
     def on_end(self, kind: ErrorKind | None, detail: str | None) -> None:
         """The exchange is over: complete (None), or failed with a kind and a short reason."""
+
+    def lane(self) -> tuple[Any, ...] | None:
+        """What the compiled reader needs to take plain tokens itself (``fastread.Port.arm``'s arguments),
+        asked once the headers said the body streams; None: every piece comes to ``on_body``."""
 
 
 class _HeadersTooLarge(Exception):
@@ -69,7 +96,12 @@ class _Connection(asyncio.Protocol):
     def __init__(self, pool: Wire) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        # the event loop's and llhttp's counterpart: the compiled port where it is used, else this object
+        self.port: Any = FASTREAD.Port(self) if pool.compiled and FASTREAD is not None else None
+        self.protocol: asyncio.Protocol = self.port if self.port is not None else self
+        self.parser = httptools.HttpResponseParser(self.protocol)
+        if self.port is not None:
+            self.port.parser = self.parser
         # a bare LF ends a line as CRLF does (RFC 9112 2.2 lets a recipient accept it; aiohttp and httpx do)
         self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
         self.exchange: Exchange | None = None
@@ -96,19 +128,23 @@ class _Connection(asyncio.Protocol):
                 # llhttp buffers a header (or status line) until it ends: an endless one would grow
                 # without bound, so the head is capped as it arrives, not when it is complete
                 raise _HeadersTooLarge
-        except _HeadersTooLarge:
-            self._finish(ErrorKind.PROTOCOL, f"response head over {MAX_HEADER_BYTES // 1024} KiB", reusable=False)
-        except httptools.HttpParserCallbackError as exc:
+        except (_HeadersTooLarge, httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            self.feed_failed(exc)
+
+    def feed_failed(self, exc: Exception) -> None:
+        """End the exchange for what stopped llhttp (the compiled port's body reads end here too)."""
+        cap = f"{MAX_HEADER_BYTES // 1024} KiB"
+        if isinstance(exc, _HeadersTooLarge):
+            self._finish(ErrorKind.PROTOCOL, f"response head over {cap}", reusable=False)
+        elif isinstance(exc, httptools.HttpParserCallbackError):
             cause = exc.__context__ or exc
             if isinstance(cause, _HeadersTooLarge):
-                self._finish(
-                    ErrorKind.PROTOCOL, f"response headers over {MAX_HEADER_BYTES // 1024} KiB", reusable=False
-                )
+                self._finish(ErrorKind.PROTOCOL, f"response headers over {cap}", reusable=False)
             else:  # an Exchange callback raised: a bug, named in the failure rather than lost in a log
                 self._finish(ErrorKind.STREAM_BROKEN, f"{type(cause).__name__}: {cause}", reusable=False)
-        except httptools.HttpParserUpgrade:  # 101 Switching Protocols: not an answer this client can read
+        elif isinstance(exc, httptools.HttpParserUpgrade):  # 101 Switching Protocols: no answer this client reads
             self._finish(ErrorKind.PROTOCOL, "the server switched protocols (101)", reusable=False)
-        except httptools.HttpParserError as exc:  # a bad status line, header or chunk framing: not HTTP
+        else:  # a bad status line, header or chunk framing: not HTTP
             self._finish(ErrorKind.PROTOCOL, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -147,6 +183,8 @@ class _Connection(asyncio.Protocol):
         self.wanted = exchange.on_response(self.parser.get_status_code(), self.content_type.decode("latin-1"))
         if not self.wanted:
             self._finish(None, None, reusable=False)
+        elif self.port is not None and (lane := exchange.lane()) is not None:
+            self.port.arm(*lane)
 
     def on_body(self, body: bytes) -> None:
         if self.exchange is not None and self.wanted:
@@ -177,6 +215,8 @@ class _Connection(asyncio.Protocol):
     def _finish(self, kind: ErrorKind | None, detail: str | None, *, reusable: bool | None) -> None:
         """End the exchange; ``reusable`` None: decide when the message has been read to its end."""
         exchange, self.exchange = self.exchange, None
+        if self.port is not None:
+            self.port.disarm()
         if exchange is not None:
             exchange.on_end(kind, detail)
         if self.done is not None and not self.done.done():
@@ -206,6 +246,8 @@ class _Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         self.closed = True
+        if self.port is not None:
+            self.port.disarm()
         if self.transport is not None:
             self.transport.abort()
 
@@ -214,7 +256,13 @@ class Wire:
     """A pool of keep-alive connections to one origin, for streaming POSTs."""
 
     def __init__(
-        self, base_url: str, *, verify_tls: bool = True, connect_timeout_s: float = 30.0, max_connections: int = 0
+        self,
+        base_url: str,
+        *,
+        verify_tls: bool = True,
+        connect_timeout_s: float = 30.0,
+        max_connections: int = 0,
+        compiled: bool = True,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -228,6 +276,7 @@ class Wire:
                 self.ssl.check_hostname = False
                 self.ssl.verify_mode = ssl.CERT_NONE
         self.connect_timeout_s = connect_timeout_s
+        self.compiled = compiled and FASTREAD is not None  # read streaming bodies with loadgen.wire.fastread
         self.limit = asyncio.Semaphore(max_connections) if max_connections > 0 else None
         self.idle: list[_Connection] = []
         self.open: set[_Connection] = set()
@@ -280,10 +329,16 @@ class Wire:
             self.draining.pop(0).abort()
             await asyncio.sleep(0)  # its socket closes on the loop's next turn: before this one opens another
         loop = asyncio.get_running_loop()
+        made: list[_Connection] = []
+
+        def connection() -> asyncio.Protocol:
+            made.append(_Connection(self))
+            return made[-1].protocol
+
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(self),
+                await loop.create_connection(
+                    connection,
                     self.host,
                     self.port,
                     ssl=self.ssl,
@@ -295,7 +350,7 @@ class Wire:
         except OSError as exc:  # refused, unreachable, TLS (ssl.SSLError is an OSError)
             exchange.on_end(ErrorKind.CONNECT, type(exc).__name__)
             return None
-        return conn
+        return made[-1]
 
     async def close(self) -> None:
         for conn in list(self.open):

@@ -49,7 +49,7 @@ class SSEDecoder:
     the generator without bound.
     """
 
-    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_idle", "_limit", "_pending_cr", "_utf8")
+    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_pending_cr", "_utf8", "idle", "limit")
 
     def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
@@ -58,8 +58,8 @@ class SSEDecoder:
         self._data_chars = 0  # characters held in _data (the event being assembled)
         self._event = ""
         self._pending_cr = False  # last piece ended in "\r": a "\n" may follow
-        self._limit = max_event_chars
-        self._idle = True  # nothing held between feeds: a piece that is one whole event needs no split
+        self.limit = max_event_chars  # the longest line or event, in characters
+        self.idle = True  # nothing held between feeds: a piece that is one whole event needs no split
 
     @property
     def buffered_chars(self) -> int:
@@ -75,12 +75,12 @@ class SSEDecoder:
         """
         n = len(chunk)
         return (
-            self._idle
+            self.idle
             and chunk.startswith(b"data: ")
             and chunk.endswith(b"\n\n")
             and chunk.find(b"\n") == n - 2
             and chunk.find(b"\r") < 0
-            and n - 8 <= self._limit
+            and n - 8 <= self.limit
         )
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
@@ -90,7 +90,7 @@ class SSEDecoder:
             except UnicodeDecodeError as exc:
                 raise SSEError(f"invalid UTF-8 in event stream: {exc.reason}") from None
         events = self._feed(chunk)
-        self._idle = not (self._buf or self._data or self._event or self._pending_cr) and not self._utf8.getstate()[0]
+        self.idle = not (self._buf or self._data or self._event or self._pending_cr) and not self._utf8.getstate()[0]
         return events
 
     def _feed(self, chunk: bytes) -> list[SSEEvent]:
@@ -105,8 +105,8 @@ class SSEDecoder:
         self._pending_cr = text.endswith("\r")
         self._buf += text
         if "\n" not in text and "\r" not in text:  # no line ended: nothing to split (and no re-split)
-            if len(self._buf) > self._limit:
-                raise SSEError(f"an event-stream line exceeds {self._limit:,} characters")
+            if len(self._buf) > self.limit:
+                raise SSEError(f"an event-stream line exceeds {self.limit:,} characters")
             return []
         # Only CR, LF and CRLF end lines (str.splitlines would also split on U+2028 etc.).
         lines = _LINE_END.split(self._buf) if "\r" in self._buf else self._buf.split("\n")
@@ -124,8 +124,8 @@ class SSEDecoder:
             else:
                 self._line(line, events)
                 data = self._data
-        if self._data_chars > self._limit or len(self._buf) > self._limit:
-            raise SSEError(f"an event-stream event exceeds {self._limit:,} characters without ending")
+        if self._data_chars > self.limit or len(self._buf) > self.limit:
+            raise SSEError(f"an event-stream event exceeds {self.limit:,} characters without ending")
         return events
 
     def flush(self) -> list[SSEEvent]:

@@ -14,6 +14,7 @@ from loadgen.cli import app
 from loadgen.results import load
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
+from loadgen.wire import native
 
 KEY = "sk-test-SECRET-0123456789"
 runner = CliRunner()
@@ -335,4 +336,6 @@ def test_the_results_record_which_event_loop_ran(sim: SimProcess, tmp_path: Path
     results = load(out)
     # uvloop is a dependency wherever it is built (not on Windows): auto takes it
     assert results.settings.event_loop == ("asyncio" if event_loop == "asyncio" else "uvloop")
+    # and how the bodies were read: the compiled reader wherever it was built and not switched off
+    assert results.settings.other["read_path"] == ("compiled" if native.FASTREAD is not None else "python")
     assert results.levels[0].completed == 12 and results.levels[0].failed == 0

@@ -1,0 +1,194 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The native wire's per-read work in C: one socket read of a streaming answer, from the socket to the timestamps.
+
+Pure Python, a streamed token costs four interpreted calls before it is a timestamp: the
+connection's ``data_received``, llhttp's body callback into the connection, the exchange's
+``on_body``, and the chunk test (``plain_token_text``: orjson and a few dict lookups). Here a
+``Port`` stands between the event loop and a ``loadgen.wire.native._Connection``: while a streaming
+body is being read it feeds the socket's bytes to llhttp itself, takes llhttp's body callback itself,
+and recognises the common piece (one ``data: {...}\\n\\n`` event holding one plain token) by its bytes,
+stamping the clock once and appending to the request's lists. Anything else (the head, an interim
+response, a piece that is not one whole event, a chunk of another shape, invalid UTF-8, an escape in
+the text) goes to the connection's Python methods, which decide exactly as without this module.
+
+How a chunk is recognised without parsing it: the first plain token of a request is read by
+``plain_token_text`` (the Python path's own test); its bytes are then cut around the text's JSON
+string into a prefix and a suffix, and the cut is proved by parsing the chunk again with a sentinel
+string in the text's place. A later chunk that is the same prefix, one JSON string without escapes,
+quotes or control characters, and the same suffix has the same JSON structure, so the Python test
+would accept it too, with that string as its text. (The sentinel parse fails if the cut falls inside
+another string: its letters would be bare tokens.)
+
+``loadgen.wire.native`` uses this module when it is built (``setup.py``) and ``LOADGEN_PURE_WIRE``
+is not set; ``tests/faults/test_compiled_read.py`` holds its results identical to the Python path's.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memchr, memcmp
+
+import httptools
+
+cdef tuple PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+cdef bytes SENTINEL = b"Zq7loadgenSentinel4w"  # letters only: cut inside another string, it is no JSON
+cdef bytes SENTINEL_LITERAL = b'"' + SENTINEL + b'"'
+cdef str SENTINEL_TEXT = SENTINEL.decode()
+
+
+cdef inline bint plain_string(const unsigned char* s, Py_ssize_t n) noexcept:
+    """Whether ``s[:n]`` (n >= 1) is a JSON string's content with nothing to unescape, in strict UTF-8."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c, c1
+    cdef int extra
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            if c < 0x20 or c == 0x22 or c == 0x5C:  # control character, quote, backslash
+                return False
+            i += 1
+            continue
+        # a multi-byte character: no overlong form, no surrogate, nothing past U+10FFFF
+        if 0xC2 <= c <= 0xDF:
+            extra = 1
+        elif 0xE0 <= c <= 0xEF:
+            extra = 2
+        elif 0xF0 <= c <= 0xF4:
+            extra = 3
+        else:
+            return False
+        if i + extra >= n:
+            return False
+        c1 = s[i + 1]
+        if c == 0xE0 and c1 < 0xA0 or c == 0xED and c1 > 0x9F or c == 0xF0 and c1 < 0x90 or c == 0xF4 and c1 > 0x8F:
+            return False
+        for k in range(1, extra + 1):
+            if s[i + k] & 0xC0 != 0x80:
+                return False
+        i += extra + 1
+    return True
+
+
+cdef class Port:
+    """The asyncio protocol of one native connection: C for a streaming body, its ``_Connection`` for the rest.
+
+    The connection's other callbacks are exposed as its own bound methods, so the event loop and
+    llhttp call them directly. ``arm`` opens the lane for one exchange once its headers said it
+    streams; ``disarm`` closes it (the exchange ended, or it stopped reading).
+    """
+
+    cdef readonly object conn
+    cdef public object parser
+    cdef readonly object connection_made, connection_lost, eof_received, pause_writing, resume_writing
+    cdef readonly object on_header, on_headers_complete, on_message_complete
+    cdef object conn_data_received, conn_on_body, feed_failed
+    cdef bint armed
+    cdef object clock, times, cumulative, texts, decoder, state, plain, api
+    cdef Py_ssize_t limit
+    cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.connection_made = conn.connection_made
+        self.connection_lost = conn.connection_lost
+        self.eof_received = conn.eof_received
+        self.pause_writing = conn.pause_writing
+        self.resume_writing = conn.resume_writing
+        self.on_header = conn.on_header
+        self.on_headers_complete = conn.on_headers_complete
+        self.on_message_complete = conn.on_message_complete
+        self.conn_data_received = conn.data_received
+        self.conn_on_body = conn.on_body
+        self.feed_failed = conn.feed_failed
+        self.armed = False
+
+    def arm(self, clock, list times, list cumulative, texts, decoder, state, plain, api):
+        """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test.
+
+        Its lists are the exchange's own (``loadgen.wire.client._WireExchange``): a token taken here
+        lands where the Python path would have put it. ``state.response_id`` and ``decoder.idle`` are
+        read per piece: until the first chunk named the response, and while the decoder holds part
+        of an event, every piece goes the Python way, as it would without this module.
+        """
+        self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
+        self.decoder, self.state, self.plain, self.api, self.limit = decoder, state, plain, api, decoder.limit
+        self.prefix = self.suffix = None
+        self.armed = True
+
+    def disarm(self):
+        self.armed = False
+        self.clock = self.times = self.cumulative = self.texts = self.decoder = self.state = self.plain = self.api = None
+        self.prefix = self.suffix = None
+
+    def data_received(self, bytes data):
+        if not self.armed:
+            self.conn_data_received(data)
+            return
+        # in a body: what the connection's own data_received does then (no head to count or cap)
+        try:
+            self.parser.feed_data(data)
+        except PARSER_ERRORS as exc:
+            self.feed_failed(exc)
+
+    def on_body(self, bytes body):
+        if not (self.armed and self.take(body)):
+            self.conn_on_body(body)
+
+    cdef bint take(self, bytes body) except -1:
+        """Stamp and keep ``body`` when it is one event holding one plain token; False: not taken."""
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(body)
+        cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(body)
+        if n < 8 or n - 8 > self.limit or self.state.response_id is None or not self.decoder.idle:
+            return False
+        if memcmp(s, b"data: ", 6) != 0 or s[n - 2] != 10 or s[n - 1] != 10:
+            return False
+        if memchr(s, 10, n - 2) != NULL or memchr(s, 13, n) != NULL:  # one line, no CR
+            return False
+        text = self.match(s + 6, n - 8)
+        if text is None:
+            payload = body[6 : n - 2]
+            text = self.plain(payload, self.api)
+            if text is None:
+                return False
+            self.learn(payload, text)
+        PyList_Append(self.times, self.clock())
+        PyList_Append(self.cumulative, None)
+        if self.texts is not None:
+            self.texts.append(text)
+        return True
+
+    cdef object match(self, const unsigned char* s, Py_ssize_t n):
+        """The text of ``s[:n]`` when it is the learned prefix, a plain JSON string, the learned suffix; else None.
+
+        The text is decoded only when the exchange keeps it; otherwise ``True`` says "a token".
+        """
+        if self.prefix is None:
+            return None
+        cdef Py_ssize_t pl = PyBytes_GET_SIZE(self.prefix)
+        cdef Py_ssize_t sl = PyBytes_GET_SIZE(self.suffix)
+        cdef Py_ssize_t start = pl + 1, end = n - sl - 1  # the string's content, between its quotes
+        if end - start < 1:
+            return None
+        if memcmp(s, PyBytes_AS_STRING(self.prefix), pl) != 0 or memcmp(s + n - sl, PyBytes_AS_STRING(self.suffix), sl) != 0:
+            return None
+        if s[pl] != 0x22 or s[end] != 0x22 or not plain_string(s + start, end - start):
+            return None
+        if self.texts is None:
+            return True
+        return PyUnicode_DecodeUTF8(<const char*> s + start, end - start, "strict")
+
+    cdef learn(self, bytes payload, str text):
+        """Cut ``payload`` around ``text``'s JSON string, if the cut can be proved (see the module's doc)."""
+        encoded = text.encode()
+        if not plain_string(<const unsigned char*> PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded)):
+            return
+        if SENTINEL in payload:
+            return
+        literal = b'"' + encoded + b'"'
+        at = payload.rfind(literal)
+        while at >= 0:
+            prefix, suffix = payload[:at], payload[at + len(literal) :]
+            if self.plain(prefix + SENTINEL_LITERAL + suffix, self.api) == SENTINEL_TEXT:
+                self.prefix, self.suffix = prefix, suffix
+                return
+            at = payload.rfind(literal, 0, at)
