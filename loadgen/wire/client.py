@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import ssl
 import uuid
@@ -298,18 +297,9 @@ async def stream_request(
             )
     except asyncio.CancelledError:
         if on_cut is not None:  # what it streamed before the level ended, for the records
-            record = _record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, None, None, None)
-            on_cut(_identified(dataclasses.replace(record, cut=True), tag, state))
+            on_cut(_record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, None, None, None, tag, True))
         raise
-    record = _record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, error, status, detail)
-    return _identified(record, tag, state)
-
-
-def _identified(record: RequestRecord, tag: tuple[str, str] | None, state: _StreamState) -> RequestRecord:
-    """The record with the id this request sent and the one the server's chunks carried."""
-    if tag is None and state.response_id is None:
-        return record
-    return dataclasses.replace(record, request_id=tag[1] if tag else None, response_id=state.response_id)
+    return _record(t_intended, t_slot, t_sent, clock(), times, cumulative, state, error, status, detail, tag)
 
 
 async def _over_httpx(
@@ -544,7 +534,10 @@ def _record(
     error: ErrorKind | None,
     status: int | None,
     detail: str | None,
+    tag: tuple[str, str] | None,
+    cut: bool = False,
 ) -> RequestRecord:
+    """The request's record, with the id it sent (``tag``) and the one the server's chunks carried."""
     estimated = state.completion_tokens is None
     output_tokens = len(times) if estimated else state.completion_tokens
     chunk_tokens: tuple[int, ...] | None = None
@@ -567,4 +560,7 @@ def _record(
         error=error,
         http_status=status,
         error_detail=detail,
+        request_id=tag[1] if tag else None,
+        response_id=state.response_id,
+        cut=cut,
     )
