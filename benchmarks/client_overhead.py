@@ -10,12 +10,16 @@ reported TTFT p50/p99 and TPOT p50/p99 against the truth. Then again with
 instance (the start-up of Ray itself is outside the measured window). Last,
 the "noisy neighbour" rows (``1+hog``): one worker again, with a CPU-bound
 process pinned to its core for the whole level; where that makes the
-numbers wrong, the level must say ``client-bound``.
+numbers wrong, the level must say ``client-bound`` (``--neighbour-hogs 1,3``: one
+hog, then three). Each row runs once per read path (``--paths``): the compiled
+reader (``loadgen/wire/fastread.pyx``) and the Python path alone
+(``LOADGEN_PURE_WIRE=1``), its reference.
 Traffic goes to 127.0.0.1 only; every level is bounded.
 
     python benchmarks/client_overhead.py                  # the full table (about 3 minutes)
     python benchmarks/client_overhead.py --levels 1,64 --duration 3 --no-workers
     python benchmarks/client_overhead.py --levels 64,256 --ray   # 1 and 2 Ray actors (pip install '.[ray]')
+    python benchmarks/client_overhead.py --levels 64,256,1024 --no-workers --paths compiled,python
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ def run_level(
     transport: str,
     ray: bool = False,
     event_loop: str = "auto",
+    pure: bool = False,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -102,10 +107,12 @@ def run_level(
             "-o",
             str(Path(tmp) / "r.json"),
         ] + (["--ray", "local"] if ray else [])
-        out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120)
+        env = {**os.environ, "LOADGEN_PURE_WIRE": "1" if pure else "0"}  # the Python path alone, or compiled
+        out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120, env=env)
         if out.returncode != 0:
             raise SystemExit(f"loadgen failed at c={concurrency}: {out.stderr.strip()[-300:]}")
-        level = json.loads((Path(tmp) / "r.json").read_text())["levels"][0]
+        saved = json.loads((Path(tmp) / "r.json").read_text())
+        level, read_path = saved["levels"][0], saved["settings"].get("read_path", "?")
     s = json.loads(out.stdout)
     # CPU of the generator's own processes over the measured window (process_time in each
     # worker, summed), so interpreter start-up and the probe do not count
@@ -123,18 +130,20 @@ def run_level(
         "lag_p99": s["lag_ms"]["p99"],
         "cpu_busy": cpu_s / (level["window_s"] * workers),
         "client_bound": s["client_bound"],
+        "read_path": read_path,
     }
 
 
 @contextlib.contextmanager
-def cpu_hog(cpu: int) -> Iterator[None]:
-    """A CPU-bound process pinned to ``cpu`` while the block runs (the noisy neighbour)."""
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin(cpu))
+def cpu_hog(cpu: int, count: int = 1) -> Iterator[None]:
+    """``count`` CPU-bound processes pinned to ``cpu`` while the block runs (the noisy neighbours)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin(cpu)) for _ in range(count)]
     try:
         yield
     finally:
-        hog.kill()
-        hog.wait(timeout=10)
+        for hog in hogs:
+            hog.kill()
+            hog.wait(timeout=10)
 
 
 def server_late(url: str) -> int:
@@ -155,6 +164,10 @@ def main() -> None:
     parser.add_argument(
         "--neighbour-levels", default="64,256", help="levels run again beside a CPU hog on the client's core ('' skips)"
     )
+    parser.add_argument("--neighbour-hogs", default="1", help="how many hogs share the client's core, e.g. 1,3")
+    parser.add_argument(
+        "--paths", default="compiled", help="read paths per row: compiled, python (LOADGEN_PURE_WIRE=1), or both"
+    )
     args = parser.parse_args()
     server, url = start_server()
     try:
@@ -164,21 +177,23 @@ def main() -> None:
             f"transport {args.transport}" + ("; workers are Ray actors" if args.ray else "")
         )
         header = (
-            f"{'workers':>7} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
+            f"{'workers':>7} {'path':>8} {'c':>5} {'CPU s/1k tok':>12} {'tok/s':>9} {'expected':>9} "
             f"{'TTFT p50 err':>12} {'TTFT p99 err':>12} {'TPOT p50 err':>12} {'TPOT p99 err':>12} "
             f"{'lag p99':>8} {'client CPU':>10} {'server late':>11}"
         )
         print(header)
-        passes = [(w, c, False) for w in ([1] if args.no_workers else [1, 2]) for c in args.levels.split(",")]
-        passes += [(1, c, True) for c in args.neighbour_levels.split(",") if c]
-        for workers, c, noisy in passes:
-            with cpu_hog(0) if noisy else contextlib.nullcontext():
+        paths = args.paths.split(",")
+        passes = [(w, c, 0) for w in ([1] if args.no_workers else [1, 2]) for c in args.levels.split(",")]
+        hogs = [int(h) for h in args.neighbour_hogs.split(",") if h]
+        passes += [(1, c, h) for h in hogs for c in args.neighbour_levels.split(",") if c]
+        for (workers, c, noisy), path in ((p, path) for p in passes for path in paths):
+            with cpu_hog(0, noisy) if noisy else contextlib.nullcontext():
                 late_before = server_late(url)
-                r = run_level(url, int(c), args.duration, workers, args.transport, args.ray)
+                r = run_level(url, int(c), args.duration, workers, args.transport, args.ray, pure=path == "python")
                 late = server_late(url) - late_before
-                label = f"{workers}+hog" if noisy else str(workers)
+                label = f"{workers}+{noisy}hog" if noisy else str(workers)
                 print(
-                    f"{label:>7} {int(c):>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
+                    f"{label:>7} {r['read_path']:>8} {int(c):>5} {r['cpu_s_per_1k_tok']:>12.4f} {r['tok_s']:>9.0f} "
                     f"{r['expected_tok_s']:>9.0f} {r['ttft_p50_err']:>+10.1f}ms {r['ttft_p99_err']:>+10.1f}ms "
                     f"{r['tpot_p50_err']:>+10.2f}ms {r['tpot_p99_err']:>+10.2f}ms {r['lag_p99']:>6.1f}ms"
                     f" {r['cpu_busy']:>10.0%} {late:>11}" + ("  client-bound" if r["client_bound"] else ""),

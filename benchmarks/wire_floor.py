@@ -12,6 +12,7 @@ moment of the machine hits them all. Traffic goes to 127.0.0.1 only.
 
     python benchmarks/wire_floor.py                       # c=256, 3 rounds, about 4 minutes
     python benchmarks/wire_floor.py --concurrency 64 --rounds 1 --duration 5
+    python benchmarks/wire_floor.py --only native,uvloop --rounds 5   # the native wire's two paths, paired
 """
 
 from __future__ import annotations
@@ -136,6 +137,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--only", default="", help="comma-separated words; run the contenders naming any (and the two floors)"
+    )
     args = parser.parse_args()
     server, url = start_server()
     contenders = [
@@ -144,8 +148,14 @@ def main() -> None:
         "aiohttp minimal, asyncio",
         "loadgen aiohttp, uvloop",
         "loadgen native, uvloop",
+        "loadgen native (Python path), uvloop",
         "loadgen native, asyncio",
     ]
+    if args.only:
+        words = args.only.split(",")
+        contenders = [
+            c for c in contenders if c.startswith(("bare", "aiohttp minimal, uvloop")) or any(w in c for w in words)
+        ]
     costs: dict[str, list[float]] = {name: [] for name in contenders}
     try:
         for _ in range(args.rounds):
@@ -156,17 +166,22 @@ def main() -> None:
                 elif kind == "bare protocol":
                     r = minimal_loop(url, args.concurrency, args.duration, 2.0, loop, "_protocol_child")
                 else:
-                    r = run_level(url, args.concurrency, args.duration, 1, kind.split()[1], event_loop=loop)
+                    pure = "Python path" in kind  # LOADGEN_PURE_WIRE=1: without the compiled reader
+                    r = run_level(url, args.concurrency, args.duration, 1, kind.split()[1], event_loop=loop, pure=pure)
                 costs[name].append(r["cpu_s_per_1k_tok"])
                 time.sleep(0.5)
-        floor = statistics.median(costs["aiohttp minimal, uvloop"])
+        # ratios are taken round by round (the contenders of a round ran within a minute of each other,
+        # so a slower hour of the machine cancels out), then their median
+        floor, bare = costs["aiohttp minimal, uvloop"], costs["bare protocol, uvloop"]
         print(f"c={args.concurrency}, {args.rounds} rounds of {args.duration:g} s; CPU s per 1k streamed tokens")
-        print(f"{'contender':<26} {'median':>8} {'min':>8} {'max':>8} {'vs floor':>9}")
+        print(f"{'contender':<38} {'median':>8} {'min':>8} {'max':>8} {'vs floor':>9} {'vs bare':>8}")
         for name in contenders:
             xs = costs[name]
+            vs_floor = statistics.median(x / f for x, f in zip(xs, floor, strict=True))
+            vs_bare = statistics.median(x / b for x, b in zip(xs, bare, strict=True))
             print(
-                f"{name:<26} {statistics.median(xs):>8.4f} {min(xs):>8.4f} {max(xs):>8.4f} "
-                f"{statistics.median(xs) / floor:>8.2f}x"
+                f"{name:<38} {statistics.median(xs):>8.4f} {min(xs):>8.4f} {max(xs):>8.4f} "
+                f"{vs_floor:>8.2f}x {vs_bare:>7.2f}x"
             )
     finally:
         server.terminate()

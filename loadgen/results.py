@@ -47,6 +47,11 @@ CLIENT_WAIT_FLOOR: Final = 0.05  # ...and it waited at least this share of the w
 # more than CLIENT_CPU_BOUND of its core (ran + waited for it) was behind all along, whoever held the
 # core. Seen here at c=256 beside one CPU hog on its core: ran 49%, waited ~49%, TTFT p99 +75 ms (quiet:
 # +7 ms); at c=64 beside the same hog: ran 26%, waited ~26%, within 1 ms of quiet.
+# Below the bounds above, a level is trusted, but one whose generator waited at least this share of its
+# ready time for a core shared it with another process: each wake-up can then be a scheduler slice late,
+# which shows in the tail (c=256 beside one hog with the compiled reader: ready 88%, TTFT p99 +19.8 ms
+# against +2-5 quiet, the median within 1 ms). Its timer-lateness caveat says so: the tail is an upper bound.
+CORE_SHARED: Final = 0.25
 WINDOW_LIFETIMES: Final = 3.0  # a measured window shorter than this many mean request lifetimes is quantised
 
 

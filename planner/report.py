@@ -16,7 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
+from loadgen.results import (
+    CORE_SHARED,
+    LevelResult,
+    Metric,
+    Results,
+    SloTarget,
+    mean_output_tokens,
+    mean_prompt_tokens,
+)
 from planner.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.markdown import md_text
 from planner.mixplan import MixForecast, PredictedLevel
@@ -458,8 +466,12 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:
+            wait = lv.core_wait_ratio
+            shared = (f", as it shared its core (it waited {wait:.0%} of the time it was ready to run for a core "
+                      "another process held)" if wait is not None and wait >= CORE_SHARED else "")  # fmt: skip
             out.append(f"{lv.load.label}: the generator's event loop ran timers {lv.loop_lag_p99_ms:.0f} ms late "
-                       "at p99: chunk timestamps can be that late in bursts (tail percentiles are upper bounds)")  # fmt: skip
+                       f"at p99{shared}: chunk timestamps can be that late in bursts (tail percentiles are upper "
+                       "bounds; the medians and the throughput hold)")  # fmt: skip
         if lv.empty:
             out.append(f"{lv.load.label}: {lv.empty} requests succeeded without streaming any output token: they "
                        "count as completed but are in no TTFT, TPOT or ITL (check ignore_eos or the prompt)")  # fmt: skip

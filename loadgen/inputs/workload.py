@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+import orjson
 
 from loadgen.api import Api
 from loadgen.errors import UsageError
@@ -476,7 +477,7 @@ class RequestFactory:
         body["stream_options"] = {**extra.pop("stream_options", {}), "include_usage": True}
         body.update(extra)
         messages = tuple(body["messages"]) if self._w.turns > 1 and "messages" in body else None
-        return PreparedRequest(json.dumps(body).encode(), max_tokens, messages, words)
+        return PreparedRequest(orjson.dumps(body), max_tokens, messages, words)  # C: a tenth of json.dumps
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
         calibration = self._w.calibration

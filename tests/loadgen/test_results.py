@@ -25,6 +25,7 @@ from loadgen.results import (
     save_atomic,
 )
 from loadgen.run_settings import RunSettings
+from planner.report import caveats
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -145,6 +146,18 @@ def test_client_bound_sees_a_generator_that_wanted_its_whole_core_and_got_half()
     assert not light.client_bound
     busy = replace(starved, client_cpu_s=9.5, runqueue_wait_s=0.2)  # its own CPU: that cause, said once
     assert busy.client_bound_causes == ("generator CPU 95% busy",)
+
+
+def test_a_level_whose_client_shared_its_core_is_trusted_and_its_tail_called_an_upper_bound() -> None:
+    # c=256 beside one hog, the compiled reader: it ran 46% and waited 43% (ready 88%, under the 90% rule);
+    # TTFT p99 read +19.8 ms against +2-5 quiet, the median within 1 ms
+    shared = replace(level({Metric.LAG: [500] * 100}), client_cpu_s=4.6, runqueue_wait_s=4.3, loop_lag_p99_ms=15.0)
+    assert not shared.client_bound
+    (note,) = [n for n in caveats(results((shared,))) if "ran timers" in n]
+    assert "shared its core (it waited 48% of the time it was ready to run" in note and "upper bounds" in note
+    quiet = replace(shared, runqueue_wait_s=0.2)  # late timers of its own: no neighbour named
+    (note,) = [n for n in caveats(results((quiet,))) if "ran timers" in n]
+    assert "shared its core" not in note
 
 
 def test_merge_of_worker_parts_equals_recording_the_union() -> None:
