@@ -12,7 +12,7 @@ moment of the machine hits them all. Traffic goes to 127.0.0.1 only.
 
     python benchmarks/wire_floor.py                       # c=256, 3 rounds, about 4 minutes
     python benchmarks/wire_floor.py --concurrency 64 --rounds 1 --duration 5
-    python benchmarks/wire_floor.py --only native,uvloop --rounds 5   # the native wire's two paths, paired
+    python benchmarks/wire_floor.py --only "native, uvloop|Python path" --rounds 7   # the native wire's two paths
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--only", default="", help="comma-separated words; run the contenders naming any (and the two floors)"
+        "--only", default="", help="words separated by |: run the contenders naming any (and the two floors)"
     )
     args = parser.parse_args()
     server, url = start_server()
@@ -152,7 +152,7 @@ def main() -> None:
         "loadgen native, asyncio",
     ]
     if args.only:
-        words = args.only.split(",")
+        words = args.only.split("|")
         contenders = [
             c for c in contenders if c.startswith(("bare", "aiohttp minimal, uvloop")) or any(w in c for w in words)
         ]

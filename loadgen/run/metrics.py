@@ -41,7 +41,8 @@ from loadgen.wire.records import RequestRecord
 COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort
 GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up
 GAP_BINS_FROM_S = 1e-6
-ITL_BATCH = 8192  # inter-token gaps held before one vectorised recording (64 KiB of float64)
+HELD_BATCH = 8192  # durations held (a few per request, and every gap) before they are recorded
+HELD_METRICS = (Metric.LAG, Metric.QUEUE, Metric.E2E, Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +78,12 @@ class LevelRecorder:
         self.window_end = window_end
         self.lag_threshold_ms = lag_threshold_ms
         self._histograms = empty_histograms(config)
-        # inter-token gaps waiting to be recorded: one vectorised call per ITL_BATCH gaps, not one per request
-        # (~60 us each on this machine, most of a short request's recording); ``histograms`` records them first
-        self._itl_pending: list[np.ndarray] = []
-        self._itl_pending_n = 0
+        # durations waiting to be recorded, in seconds: one vectorised call per metric every HELD_BATCH
+        # values, not a Python call per value (HdrHistogram's record_value ~2.5 us; a request's gaps
+        # ~60 us), which was most of a short request's cost; ``histograms`` records them before any read
+        self._held: dict[Metric, list[float]] = {m: [] for m in HELD_METRICS}
+        self._held_gaps: list[np.ndarray] = []  # each request's inter-token gaps
+        self._held_n = 0
         self.completed = 0
         self.errors: dict[ErrorKind, int] = {}
         self.output_tokens = 0
@@ -105,15 +108,21 @@ class LevelRecorder:
 
     @property
     def histograms(self) -> dict[Metric, LatencyHistogram]:
-        """The level's histograms, every gap folded in so far recorded."""
-        self._record_pending_gaps()
+        """The level's histograms, with every request folded in so far recorded."""
+        self._record_held()
         return self._histograms
 
-    def _record_pending_gaps(self) -> None:
-        if self._itl_pending:
-            self._histograms[Metric.ITL].record_many_s(np.concatenate(self._itl_pending))
-            self._itl_pending.clear()
-            self._itl_pending_n = 0
+    def _record_held(self) -> None:
+        if not self._held_n:
+            return
+        for metric, values in self._held.items():
+            if values:
+                self._histograms[metric].record_many_s(np.array(values, dtype=np.float64))
+                values.clear()
+        if self._held_gaps:
+            self._histograms[Metric.ITL].record_many_s(np.concatenate(self._held_gaps))
+            self._held_gaps.clear()
+        self._held_n = 0
 
     def due(self, t_intended: float) -> None:
         """A request became due (before any slot or send): the offered load, whatever happens to it.
@@ -168,17 +177,18 @@ class LevelRecorder:
             self.window_output_tokens += self._tokens_in_window(record)
         if not self.window_start <= record.t_done <= self.window_end:
             return
-        h = self._histograms
+        held = self._held
         t_ready = record.t_intended if record.t_slot is None else record.t_slot
-        h[Metric.LAG].record_s(record.t_sent - t_ready)
+        held[Metric.LAG].append(record.t_sent - t_ready)
+        self._held_n += 1
         if record.t_slot is not None:
-            h[Metric.QUEUE].record_s(record.t_slot - record.t_intended)
+            held[Metric.QUEUE].append(record.t_slot - record.t_intended)
         if record.error is not None:
             self.errors[record.error] = self.errors.get(record.error, 0) + 1
             return
         self.completed += 1
         m = request_metrics(record)
-        h[Metric.E2E].record_s(m.e2e_s)
+        held[Metric.E2E].append(m.e2e_s)
         if record.prompt_tokens is not None:
             self.prompt_tokens += record.prompt_tokens
             self.prompt_tokens_reported += 1
@@ -191,21 +201,21 @@ class LevelRecorder:
             self.good += 1
         if record.t_intended >= self.window_start:  # one due in the warm-up waited behind the start's burst
             self.trend.add(record.t_intended - self.window_start, m.ttft_s)
-        h[Metric.TTFT].record_s(m.ttft_s)
+        held[Metric.TTFT].append(m.ttft_s)
         if record.turn is not None:
             turn = self.by_turn.setdefault(record.turn, {k: LatencyHistogram(self.config) for k in TURN_METRICS})
             turn[Metric.TTFT].record_s(m.ttft_s)
             turn[Metric.E2E].record_s(m.e2e_s)
             if m.tpot_s is not None:
                 turn[Metric.TPOT].record_s(m.tpot_s)
-        h[Metric.TTFT_SENT].record_s(m.ttft_sent_s)
+        held[Metric.TTFT_SENT].append(m.ttft_sent_s)
         if m.tpot_s is not None:
-            h[Metric.TPOT].record_s(m.tpot_s)
+            held[Metric.TPOT].append(m.tpot_s)
         if m.itl_s.size:
-            self._itl_pending.append(m.itl_s)
-            self._itl_pending_n += m.itl_s.size
-            if self._itl_pending_n >= ITL_BATCH:
-                self._record_pending_gaps()
+            self._held_gaps.append(m.itl_s)
+            self._held_n += m.itl_s.size
+        if self._held_n >= HELD_BATCH:
+            self._record_held()
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times
