@@ -219,6 +219,11 @@ class LevelRecorder:
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times
+        if self.window_start <= times[0] and times[-1] <= self.window_end:  # all inside: the same sum, at once
+            if record.chunk_tokens is not None:
+                return float(sum(record.chunk_tokens))
+            if record.output_tokens is None or record.output_tokens == len(times):  # a weight of exactly 1 each
+                return float(len(times))
         if record.chunk_tokens is not None:
             weights: tuple[float, ...] | list[float] = record.chunk_tokens
         else:  # spread the server's count over the chunks (merged chunks carry several tokens)

@@ -82,7 +82,7 @@ cdef class Port:
     cdef readonly object connection_made, connection_lost, eof_received, pause_writing, resume_writing
     cdef readonly object on_header, on_headers_complete, on_message_complete
     cdef object conn_data_received, conn_on_body, feed_failed
-    cdef bint armed
+    cdef bint armed, named, idle  # named: the response's id was read; idle: the decoder holds nothing
     cdef object clock, times, cumulative, texts, decoder, state, plain, api
     cdef Py_ssize_t limit
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
@@ -106,13 +106,15 @@ cdef class Port:
         """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test.
 
         Its lists are the exchange's own (``loadgen.wire.client._WireExchange``): a token taken here
-        lands where the Python path would have put it. ``state.response_id`` and ``decoder.idle`` are
-        read per piece: until the first chunk named the response, and while the decoder holds part
-        of an event, every piece goes the Python way, as it would without this module.
+        lands where the Python path would have put it. Until the first chunk named the response
+        (``state.response_id``), and while the decoder holds part of an event (``decoder.idle``
+        False), every piece goes the Python way, as it would without this module; both are read
+        again after each piece the Python path reads, the only reader that changes them.
         """
         self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
         self.decoder, self.state, self.plain, self.api, self.limit = decoder, state, plain, api, decoder.limit
         self.prefix = self.suffix = None
+        self.named, self.idle = state.response_id is not None, decoder.idle
         self.armed = True
 
     def disarm(self):
@@ -131,14 +133,17 @@ cdef class Port:
             self.feed_failed(exc)
 
     def on_body(self, bytes body):
-        if not (self.armed and self.take(body)):
-            self.conn_on_body(body)
+        if self.armed and self.take(body):
+            return
+        self.conn_on_body(body)
+        if self.armed:  # the Python path read this piece: what it left in the decoder and the state
+            self.named, self.idle = self.state.response_id is not None, self.decoder.idle
 
     cdef bint take(self, bytes body) except -1:
         """Stamp and keep ``body`` when it is one event holding one plain token; False: not taken."""
         cdef Py_ssize_t n = PyBytes_GET_SIZE(body)
         cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(body)
-        if n < 8 or n - 8 > self.limit or self.state.response_id is None or not self.decoder.idle:
+        if n < 8 or n - 8 > self.limit or not (self.named and self.idle):
             return False
         if memcmp(s, b"data: ", 6) != 0 or s[n - 2] != 10 or s[n - 1] != 10:
             return False
