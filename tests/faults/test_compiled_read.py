@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,7 +49,16 @@ class Socket(asyncio.Transport):
         return default
 
 
-def read(reads: list[bytes], api: Api, *, compiled: bool, keep_text: bool, limit: int) -> tuple[object, ...]:
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    """One event loop for every example (a loop per example was most of the property's time)."""
+    with asyncio.Runner() as loop_runner:
+        yield loop_runner
+
+
+def read(
+    reads: list[bytes], api: Api, *, compiled: bool, keep_text: bool, limit: int, runner: asyncio.Runner
+) -> tuple[object, ...]:
     """Feed ``reads`` to one connection as socket reads; everything the exchange and the pool ended with."""
 
     async def go() -> tuple[object, ...]:
@@ -86,7 +96,7 @@ def read(reads: list[bytes], api: Api, *, compiled: bool, keep_text: bool, limit
             socket.aborted,
         )
 
-    return asyncio.run(go())
+    return runner.run(go())
 
 
 TEXT = st.one_of(
@@ -163,14 +173,14 @@ def stream(draw: st.DrawFn, api: Api) -> list[bytes]:
     return [raw[a:b] for a, b in itertools.pairwise([0, *reads, len(raw)]) if b > a]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data(), st.sampled_from(list(Api)), st.booleans(), st.sampled_from([60, 10_000, 10_000]))
 def test_the_compiled_reader_ends_every_stream_as_the_python_path_does(
-    data: st.DataObject, api: Api, keep_text: bool, limit: int
+    runner: asyncio.Runner, data: st.DataObject, api: Api, keep_text: bool, limit: int
 ) -> None:
     reads = data.draw(stream(api))
-    pure = read(reads, api, compiled=False, keep_text=keep_text, limit=limit)
-    fast = read(reads, api, compiled=True, keep_text=keep_text, limit=limit)
+    pure = read(reads, api, compiled=False, keep_text=keep_text, limit=limit, runner=runner)
+    fast = read(reads, api, compiled=True, keep_text=keep_text, limit=limit, runner=runner)
     assert fast == pure
 
 
@@ -216,11 +226,13 @@ TOKEN = b'data: {"id":"c","choices":[{"index":0,"text":"%s","finish_reason":null
     ],
     ids=["data-line-held", "cr-held", "utf8-split", "escapes-and-invalid", "sentinel-as-text", "finish-then-more"],
 )
-def test_the_compiled_reader_reads_the_awkward_writes_as_the_python_path_does(writes: list[bytes]) -> None:
+def test_the_compiled_reader_reads_the_awkward_writes_as_the_python_path_does(
+    runner: asyncio.Runner, writes: list[bytes]
+) -> None:
     raw = HEAD + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in writes) + b"0\r\n\r\n"
     for reads in ([raw], [raw[i : i + 7] for i in range(0, len(raw), 7)]):
-        pure = read(reads, Api.COMPLETIONS, compiled=False, keep_text=True, limit=10_000)
-        assert read(reads, Api.COMPLETIONS, compiled=True, keep_text=True, limit=10_000) == pure
+        pure = read(reads, Api.COMPLETIONS, compiled=False, keep_text=True, limit=10_000, runner=runner)
+        assert read(reads, Api.COMPLETIONS, compiled=True, keep_text=True, limit=10_000, runner=runner) == pure
 
 
 def test_loadgen_pure_wire_switches_the_compiled_reader_off() -> None:
