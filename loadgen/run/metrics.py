@@ -41,7 +41,7 @@ from loadgen.wire.records import RequestRecord
 COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort
 GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up
 GAP_BINS_FROM_S = 1e-6
-HELD_BATCH = 8192  # durations held (a few per request, and every gap) before they are recorded
+HELD_BATCH = 8192  # requests and inter-token gaps held (``_held_n``) before their durations are recorded
 HELD_METRICS = (Metric.LAG, Metric.QUEUE, Metric.E2E, Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT)
 
 

@@ -4,7 +4,6 @@ from collections.abc import Callable
 from typing import Any
 
 class Port:
-    conn: Any
     parser: Any
     def __init__(self, conn: Any) -> None: ...
     def arm(

@@ -40,7 +40,7 @@ cdef inline bint plain_string(const unsigned char* s, Py_ssize_t n) noexcept:
     """Whether ``s[:n]`` (n >= 1) is a JSON string's content with nothing to unescape, in strict UTF-8."""
     cdef Py_ssize_t i = 0
     cdef unsigned char c, c1
-    cdef int extra
+    cdef int extra, k
     while i < n:
         c = s[i]
         if c < 0x80:
@@ -77,7 +77,6 @@ cdef class Port:
     streams; ``disarm`` closes it (the exchange ended, or it stopped reading).
     """
 
-    cdef readonly object conn
     cdef public object parser
     cdef readonly object connection_made, connection_lost, eof_received, pause_writing, resume_writing
     cdef readonly object on_header, on_headers_complete, on_message_complete
@@ -88,7 +87,6 @@ cdef class Port:
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
 
     def __init__(self, conn):
-        self.conn = conn
         self.connection_made = conn.connection_made
         self.connection_lost = conn.connection_lost
         self.eof_received = conn.eof_received
