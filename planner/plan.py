@@ -26,7 +26,9 @@ from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, calibration_server_limit, forecast_mix, recommended_budget
 from planner.observations import Observations
+from planner.replay import Correction
 from planner.sizing import (
+    NoReplicaCount,
     ReplicaPlan,
     SimOutcome,
     max_rate_per_replica,
@@ -62,6 +64,7 @@ class PlanRequest:
     token_budget: int | None = None  # a mix plan's calibration server's tokens per step (chunked prefill)
     kv_capacity_tokens: int | None = None  # a mix plan's server's KV cache, in tokens (vLLM logs it at start)
     queueing_simulated: bool = False  # TTFT/E2E SLOs are judged by a fleet's simulation (no QPS here), not the batch
+    correction: Correction | None = None  # how the endpoint served an open-loop run (``--validate``): replicas use it
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +381,8 @@ def _finish(
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill
         )
+        if request.correction is not None and recommended is not None:
+            method = f"{method}; corrected by the endpoint ({request.correction.text})"
     floor = next(
         (
             floor_note(lim.model, lim.slo)
@@ -536,9 +541,18 @@ def _size(
     step: float | None,
     warnings: list[str],
     prefill: Prefill,
-) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int, str]:
-    """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins."""
+) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int | None, str]:
+    """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins.
+
+    With a correction measured on the endpoint both run its slower (or faster) steps, and a TTFT or E2E
+    limit leaves room for the TTFT the engine does not hold."""
     assert request.qps is not None
+    judged = queueing_slos(request.slos)
+    if (correction := request.correction) is not None:
+        factor = correction.step_factor
+        fit = dataclasses.replace(fit, base_ms=fit.base_ms * factor, per_seq_ms=fit.per_seq_ms * factor)
+        engine = correction.engine(engine) if engine is not None else None
+        step = step * factor if step else None
     e2e_s = step * output_tokens / 1000.0 if step else None
     sizing = replicas_for(
         request.qps,
@@ -548,24 +562,35 @@ def _size(
         e2e_s=e2e_s,
     )
     rule = f"utilization target {request.max_utilization:g}"
-    judged = queueing_slos(request.slos)
     if not request.simulate or not judged or engine is None:
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return sizing, None, None, sizing.replicas_at_utilization, rule
     law = dataclasses.replace(engine, max_num_seqs=max_batch)
-    simulated, below = replicas_by_simulation(
-        law,
-        request.qps,
-        max(1, round(output_tokens)),
-        judged,
-        start=sizing.replicas_no_headroom,
-        prompt_tokens=prefill.prompt_tokens,
-        lengths=request.length_sample,
-        arrival=request.arrival,
-        burstiness=request.burstiness,
-        seed=request.seed,
-    )
+    try:
+        simulated, below = replicas_by_simulation(
+            law,
+            request.qps,
+            max(1, round(output_tokens)),
+            judged,
+            start=sizing.replicas_no_headroom,
+            prompt_tokens=prefill.prompt_tokens,
+            lengths=request.length_sample,
+            arrival=request.arrival,
+            burstiness=request.burstiness,
+            seed=request.seed,
+            added_ms=correction.added_ms if correction is not None else None,
+        )
+    except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
+        warnings.append(str(exc))
+        return (
+            sizing,
+            None,
+            None,
+            None,
+            f"none: {exc}"
+            + (f" (corrected by the endpoint: {request.correction.text})" if request.correction is not None else ""),
+        )
     shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
     term = (
         f"prefill {prefill.ms_per_token:.3g} ms/token x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source}"

@@ -227,7 +227,10 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             if plan.simulated_below is not None:
                 text += f"; {_sim_text(plan.simulated_below)}"
             lines.append(text)
-        lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
+        if plan.recommended_replicas is None:
+            lines.append(f"recommended: {plan.replicas_method}")
+        else:
+            lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
     if plan.batching is not None:
         b = plan.batching
         lines.append(
@@ -301,7 +304,8 @@ def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -
 
 
 def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
-    """A measured run replayed through the plan's engine (``plan --validate``): measured beside simulated."""
+    """A measured run replayed through the plan's engine (``plan --validate``): measured beside simulated,
+    and beside the simulation again with the correction that run measured."""
     rows = tuple(
         (
             check.label,
@@ -311,18 +315,28 @@ def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
             fmt(row.simulated_ms),
             f"{row.ratio:.2f}x",
             check.verdict,
+            fmt(corrected.simulated_ms) if corrected is not None else "-",
         )
         for check in checks
-        for row in check.rows
+        for row, corrected in zip(check.rows, check.corrected or (None,) * len(check.rows), strict=True)
     )
     return Section(
         "VALIDATION: the measured run replayed through the sizing simulation",
         paragraphs=(
             f"Each completed request sent again at its own send time, with its own prompt and output lengths, to "
-            f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them.",
+            f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them. "
+            "Corrected: the same replay with every step term scaled so the total decode time is the measured one, "
+            "and each TTFT (and E2E) plus the median TTFT the server added beyond that; a plan given --qps sizes "
+            "its replicas so.",
         ),
-        table=Table(("level", "requests", "statistic", "measured ms", "simulated ms", "ratio", "verdict"), rows),
-        bullets=tuple(f"{check.label}: {check.verdict}: {check.note}" for check in checks),
+        table=Table(
+            ("level", "requests", "statistic", "measured ms", "simulated ms", "ratio", "verdict", "corrected ms"), rows
+        ),
+        bullets=tuple(
+            f"{check.label}: {check.verdict}: {check.note}"
+            + (f"; correction: {check.correction.text}" if check.correction is not None else "")
+            for check in checks
+        ),
     )
 
 

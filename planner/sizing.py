@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -41,6 +41,7 @@ RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capaci
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
 RATE_SEARCH_REPLICATIONS = 10
 SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
+IDLE_UTILIZATION = 0.02  # a replica this lightly loaded that still fails an SLO fails it with no queue at all
 QUEUEING_METRICS = (Metric.TTFT, Metric.E2E)  # a queue decides them; the batch cap holds TPOT
 
 
@@ -190,11 +191,13 @@ def simulate_replicas(
     seed: int = 0,
     max_replications: int = MAX_REPLICATIONS,
     size: tuple[int, int] | None = None,
+    added_ms: Callable[[SloTarget], float] | None = None,
 ) -> SimOutcome:
     """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit.
 
     ``lengths``: each request's prompt and output drawn from this sample (else every request is
-    ``prompt_tokens`` / ``output_tokens``)."""
+    ``prompt_tokens`` / ``output_tokens``). ``added_ms``: what the server adds to an SLO's statistic
+    beyond the engine's steps, as an endpoint's validation measured it (``Correction.added_ms``)."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
     utilization = rate / load_capacity_rps(law, output_tokens, prompt_tokens, lengths)
@@ -211,7 +214,8 @@ def simulate_replicas(
         prompts, outputs = (prompt_tokens, output_tokens) if lengths is None else lengths.draw(warmup + measured, rng)
         timeline = simulate(law, offsets * 1000.0, outputs, prompts)
         for values, slo in zip(samples, checked):
-            values.append(_percentile(timeline, slo, warmup))
+            added = added_ms(slo) if added_ms is not None and slo.metric in QUEUEING_METRICS else 0.0
+            values.append(_percentile(timeline, slo, warmup) + added)
         k += 1
         if k < FIRST_REPLICATIONS:
             continue
@@ -280,6 +284,7 @@ def replicas_by_simulation(
     seed: int = 0,
     max_replicas: int = 10_000,
     size: tuple[int, int] | None = None,
+    added_ms: Callable[[SloTarget], float] | None = None,
 ) -> tuple[SimOutcome, SimOutcome | None]:
     """The smallest R (searching up from ``start``) whose SLO percentiles settle below their limits, and R-1."""
 
@@ -296,13 +301,22 @@ def replicas_by_simulation(
             burstiness=burstiness,
             seed=seed,
             size=size,
+            added_ms=added_ms,
         )
 
     r = max(1, start)
     tried = {r: outcome(r)}
     while not tried[r].passed:
+        if tried[r].verdict == "fail" and tried[r].utilization < IDLE_UTILIZATION:
+            missed = ", ".join(
+                f"{e.key} {e.value_ms:,.1f} ms > {e.limit_ms:g}" for e in tried[r].estimates if e.verdict == "fail"
+            )
+            raise NoReplicaCount(
+                f"no replica count meets the SLOs in simulation: a replica at utilization "
+                f"{tried[r].utilization:.2g} still reads {missed} (the limit is below what one request takes alone)"
+            )
         if r >= max_replicas:
-            raise ValueError(f"no replica count up to {max_replicas} meets the SLOs in simulation")
+            raise NoReplicaCount(f"no replica count up to {max_replicas} meets the SLOs in simulation")
         r = r + 1 if r < 16 else math.ceil(r * 1.25)
         tried[r] = outcome(r)
     # a geometric jump may overshoot: walk back down to the smallest passing count
@@ -313,6 +327,10 @@ def replicas_by_simulation(
             return tried[r], below
         r -= 1
     return tried[r], None
+
+
+class NoReplicaCount(ValueError):
+    """No number of replicas meets the SLOs: a latency limit below what a request takes at an idle replica."""
 
 
 def max_rate_per_replica(

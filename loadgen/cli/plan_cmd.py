@@ -40,7 +40,7 @@ from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mi
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
-from planner.replay import ReplayCheck, replay_check
+from planner.replay import ReplayCheck, most_conservative, replay_check
 from planner.report import predicted_section, replay_section
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
@@ -372,21 +372,27 @@ def plan(
     if dataset is not None:
         sample = dataset_lengths(dataset, dataset_format, calibrations, tokens_per_word, output_tokens)
         request = dataclasses.replace(request, length_sample=sample)
-    if len(calibrations) > 1:
-        capacity = mix_plan(calibrations, request)
-    elif results is not None:
-        if not results.levels:
-            raise UsageError(f"{calibrations[0][0]}: the results file has no levels to plan from")
-        capacity = plan_from_results(results, request)
-    else:
+    if results is not None and not results.levels:
+        raise UsageError(f"{calibrations[0][0]}: the results file has no levels to plan from")
+    if results is None and request.qps and not request.output_tokens:
+        raise UsageError("--qps needs --output-tokens in what-if mode")
+
+    def planned(request: PlanRequest) -> CapacityPlan:
+        if len(calibrations) > 1:
+            return mix_plan(calibrations, request)
+        if results is not None:
+            return plan_from_results(results, request)
         assert law is not None
-        if request.qps and not request.output_tokens:
-            raise UsageError("--qps needs --output-tokens in what-if mode")
-        capacity = plan_from_law(parse_law(law), request)
+        return plan_from_law(parse_law(law), request)
+
+    capacity = planned(request)
     predicted: tuple[PredictedLevel, ...] = ()
     if concurrencies and capacity.mix is not None:
         predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)
-    checks = replayed(capacity, validate) if validate is not None else ()
+    checks = replayed(capacity, validate, slos) if validate is not None else ()
+    engine_text = capacity.engine.law_text if capacity.engine is not None else ""
+    if request.qps and (correction := most_conservative(c.correction for c in checks)) is not None:
+        capacity = planned(dataclasses.replace(request, correction=correction))  # replicas on the endpoint's terms
     if json_out:
         doc = capacity.to_json()
         if predicted:
@@ -399,13 +405,14 @@ def plan(
         if predicted and capacity.mix is not None:
             for part in rich_section(predicted_section(predicted, capacity.mix)):
                 consoles().out.print(part)
-        if checks and capacity.engine is not None:
-            for part in rich_section(replay_section(checks, capacity.engine.law_text)):
+        if checks:
+            for part in rich_section(replay_section(checks, engine_text)):
                 consoles().out.print(part)
 
 
-def replayed(capacity: CapacityPlan, records: Path) -> tuple[ReplayCheck, ...]:
-    """Each level of ``records`` replayed through the engine the plan's sizing simulation runs."""
+def replayed(capacity: CapacityPlan, records: Path, slos: tuple[SloTarget, ...]) -> tuple[ReplayCheck, ...]:
+    """Each level of ``records`` replayed through the engine the plan's sizing simulation runs (and corrected
+    for each TTFT or E2E SLO of ``slos``)."""
     if capacity.engine is None:
         raise UsageError(
             f"--validate {records}: the plan has no batch to run its engine at: give --current-batch (the server's "
@@ -421,6 +428,7 @@ def replayed(capacity: CapacityPlan, records: Path) -> tuple[ReplayCheck, ...]:
             level.output_tokens,
             level.ttft_ms,
             level.e2e_ms,
+            slos=slos,
         )
         if level.skipped:
             left_out = f"{level.skipped} completed requests had no prompt length (the server sent no usage): left out"

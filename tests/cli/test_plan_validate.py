@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -82,3 +84,41 @@ def test_a_broken_or_missing_records_file_is_one_line(records: Path, tmp_path: P
     )
     assert missing.exit_code == 2 and "no such records file" in missing.stderr
     assert "Traceback" not in result.output + missing.output
+
+
+def test_a_plan_for_a_qps_sizes_its_replicas_with_what_the_endpoint_measured(records: Path, tmp_path: Path) -> None:
+    """Calibrated on a law twice as fast at idle (base 12 where 25 served the run), the sweep alone under-provisions;
+    given the open-loop run, the plan sizes with its correction and asks for what the true law's plan asks."""
+    sizing = ["--current-batch", "128", "--qps", "40", "--slo", "ttft_p95<60ms", "--json"]
+
+    def planned(calibration: Path, *extra: str) -> dict[str, Any]:
+        result = runner.invoke(app, ["plan", str(calibration), *sizing, *extra])
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(result.stdout))
+
+    fast = _calibrate(tmp_path, 12)
+    alone, corrected, truth = (
+        planned(fast),
+        planned(fast, "--validate", str(records)),
+        planned(_calibrate(tmp_path, 25)),
+    )
+    assert alone["replicas"] < truth["replicas"] == corrected["replicas"]
+    assert "corrected by the endpoint (steps x1.8" in corrected["replicas_method"], corrected["replicas_method"]
+    [check] = corrected["validation"]
+    assert check["verdict"] == "optimistic" and check["correction"]["step_factor"] > 1.5
+    corrected_rows = {row["statistic"]: row["simulated_ms"] for row in check["corrected"]}
+    measured_rows = {row["statistic"]: row["measured_ms"] for row in check["rows"]}
+    assert corrected_rows["e2e_mean"] == pytest.approx(measured_rows["e2e_mean"], rel=0.02)
+
+
+def test_an_slo_no_replica_count_can_meet_is_said_not_sized() -> None:
+    """A TTFT limit below one request's own prefill step: no count of replicas helps, so none is recommended (it used
+    to search to 10,000 replicas and end in a traceback)."""
+    args = ["plan", "--law", "25+0.4b", "--qps", "10", "--output-tokens", "32", "--current-batch", "16"]
+    result = runner.invoke(app, [*args, "--slo", "ttft_p95<5ms"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "recommended: none: no replica count meets the SLOs in simulation" in text
+    assert re.search(r"still reads ttft_p95_ms [0-9.]+ ms > 5 ", text) and "Traceback" not in result.output
+    doc = json.loads(runner.invoke(app, [*args, "--slo", "ttft_p95<5ms", "--json"]).stdout)
+    assert doc["replicas"] is None

@@ -15,12 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.inputs.measured import read_measured
 from loadgen.quantity import Metric
 from loadgen.results import Results, load
+from planner import PlanRequest, plan_from_results
+from planner.replay import MIN_REQUESTS, Correction, replay_check
 from planner.verdicts import judge
 from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
 
@@ -183,6 +187,71 @@ def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServ
     planned = runner.invoke(app, ["plan", str(out)])
     assert planned.exit_code == 0, planned.output
     assert "batch axis: server" in planned.output  # the running batch vLLM reports
+
+
+def test_a_plan_validated_on_the_engine_sizes_replicas_that_hold_when_re_measured(
+    vllm: VllmCpuServer, tmp_path: Path
+) -> None:
+    # Issue 30, item 8: the sizing simulation against the real engine. A closed calibration sweep, an open-loop
+    # run at about half of what it served, then a plan for three times that rate under a TTFT SLO, sized on the
+    # endpoint's terms (--validate: the replay's correction). One replica re-measured at the planned
+    # per-replica rate keeps the SLO, and the corrected engine serves that second run as vLLM did.
+    with vllm.pinned_apart():
+        _plan_validated_and_re_measured(vllm, tmp_path)
+
+
+def _plan_validated_and_re_measured(vllm: VllmCpuServer, tmp_path: Path) -> None:
+    profile = tmp_path / "calibration.yaml"
+    profile.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "vllm-calibration",
+                "target": {"url": vllm.base_url},
+                "api": "completions",
+                "extra_body": {"ignore_eos": True},
+                "workload": {"prompt_tokens": 64, "output_tokens": 32},
+                "load": {"mode": "closed", "levels": [1, 4], "duration_s": 6, "warmup_s": 1},
+                "seed": 1,
+            }
+        )
+    )
+    calibration = tmp_path / "calibration.json"
+    result = runner.invoke(app, ["sweep", "--profile", str(profile), "--no-stop", "-o", str(calibration), "--quiet"])
+    assert result.exit_code == 0, f"{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+    common = ["--prompt-tokens", "64", "--max-tokens", "32", "--api", "completions", "--extra-body", IGNORE_EOS]
+    busiest = load(calibration).levels[-1]
+    rate = 0.5 * busiest.completed / busiest.window_s
+
+    def open_loop(name: str, per_second: float) -> Path:
+        records = tmp_path / f"{name}.jsonl"
+        duration = max(12.0, (MIN_REQUESTS + 20) / per_second)  # enough completed requests to judge
+        run(vllm, tmp_path / f"{name}.json", *common, "--rate", f"{per_second:.3f}", "--duration", f"{duration:.0f}",
+            "--warmup", "0", "--records", str(records), "--seed", "3")  # fmt: skip
+        return records
+
+    first = open_loop("validation", rate)
+    [level] = read_measured(first)
+    slo_ms = round(4 * float(np.median(level.ttft_ms)))  # a TTFT SLO this engine meets with headroom, not at idle
+    qps = 3 * rate
+    args = ["plan", str(calibration), "--current-batch", str(vllm.max_num_seqs), "--qps", f"{qps:.3f}",
+            "--slo", f"ttft_p95<{slo_ms}ms", "--validate", str(first), "--json"]  # fmt: skip
+    planned = runner.invoke(app, args)
+    assert planned.exit_code == 0, planned.output
+    doc = json.loads(planned.stdout)
+    assert doc["replicas"] and "corrected by the endpoint (steps x" in doc["replicas_method"], doc["replicas_method"]
+    [check] = doc["validation"]
+    correction = Correction(**check["correction"])
+    second = open_loop("re-measured", qps / doc["replicas"])
+    [again] = read_measured(second)
+    # TTFT p95 of ~70 requests carries +-20% between runs of the same load: the replay's 1.25x tolerance
+    assert float(np.percentile(again.ttft_ms, 95)) <= 1.25 * slo_ms, (doc["replicas_method"], check)
+    engine = plan_from_results(load(calibration), PlanRequest(current_batch=vllm.max_num_seqs)).engine
+    assert engine is not None
+    replay = replay_check(correction.engine(engine), "re-measured", again.sent_s, again.prompt_tokens,
+                          again.output_tokens, again.ttft_ms, again.e2e_ms)  # fmt: skip
+    e2e = next(row for row in replay.rows if row.statistic == "e2e_mean")
+    assert e2e.simulated_ms + correction.ttft_offset_ms == pytest.approx(e2e.measured_ms, rel=0.2), (check, replay)
 
 
 def test_a_wrong_model_name_is_explained_with_the_models_served(vllm: VllmCpuServer, tmp_path: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from loadgen.sim.engine import EngineConfig
-from planner.replay import MIN_REQUESTS, replay_check
+from planner import parse_slo
+from planner.replay import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
 from planner.replica_sim import simulate
+from planner.sizing import simulate_replicas
 
 LAW = EngineConfig(base_ms=20, per_seq_ms=0.5, max_num_seqs=16, prefill_ms_per_token=0.02)
 
@@ -34,3 +37,47 @@ def test_a_run_the_law_itself_served_replays_exactly_and_a_slower_server_is_name
 def test_a_handful_of_requests_is_not_judged() -> None:
     check = replay_check(LAW, "r=10/s", *_served(MIN_REQUESTS - 1, LAW))
     assert check.verdict == "too few requests" and not check.rows
+
+
+def test_the_correction_recovers_a_uniformly_slower_server_and_the_ttft_it_adds() -> None:
+    """A server whose every step term is 1.3x the plan's engine, adding 15 ms to each TTFT besides: the factor and the
+    offset come back, and the corrected replay reads what the clients measured."""
+    sent, prompts, outputs, ttft, e2e = _served(400, scaled(LAW, 1.3))
+    check = replay_check(LAW, "r=10/s", sent, prompts, outputs, ttft + 15.0, e2e + 15.0)
+    assert check.verdict == "optimistic" and check.correction is not None
+    assert check.correction.step_factor == pytest.approx(1.3, rel=0.005)
+    # a step 1e-4 longer shifts every boundary against the arrivals: the mean wait moves by about a millisecond
+    assert check.correction.ttft_offset_ms == pytest.approx(15.0, abs=2.0)
+    assert check.correction.requests == 400
+    for row, corrected in zip(check.rows, check.corrected, strict=True):
+        assert corrected.simulated_ms == pytest.approx(row.measured_ms, rel=0.02), row.statistic
+    faster = replay_check(LAW, "r=10/s", *_served(400, scaled(LAW, 0.8)))
+    assert faster.correction is not None and faster.correction.step_factor == pytest.approx(0.8, rel=0.005)
+
+
+def test_several_levels_are_corrected_by_the_slowest_steps_and_the_largest_offset_any_showed() -> None:
+    one, two = Correction(1.1, 20.0, 100, 4.0), Correction(1.3, 5.0, 200, 6.0)
+    assert most_conservative([one, None, two]) == Correction(1.3, 20.0, 300, 6.0)
+    tail = Correction(1.0, 10.0, 50, 2.0, (("ttft_p95_ms", 80.0),))
+    assert most_conservative([one, tail]) == Correction(1.1, 20.0, 150, 4.0, (("ttft_p95_ms", 80.0),))
+    assert most_conservative([two, tail]).slo_offsets_ms == (("ttft_p95_ms", 80.0),)  # type: ignore[union-attr]
+    assert most_conservative([None]) is None
+
+
+def test_a_tail_the_engine_does_not_hold_is_added_where_an_slo_reads_it() -> None:
+    """One request in ten stalled 300 ms before its first token (a core shared with the API process, say): the mean
+    offset is ~30 ms, but a TTFT p95 SLO is sized with the p95 apart, and the sizing simulation adds it there."""
+    sent, prompts, outputs, ttft, e2e = _served(400, LAW)
+    stalled = np.where(np.arange(400) % 10 == 0, 300.0, 0.0)
+    p95, p50 = parse_slo("ttft_p95<1s"), parse_slo("e2e_p50<5s")
+    check = replay_check(LAW, "r=10/s", sent, prompts, outputs, ttft + stalled, e2e + stalled, slos=[p95, p50])
+    assert check.correction is not None
+    assert check.correction.ttft_offset_ms == pytest.approx(30.0, abs=2.0)
+    assert check.correction.added_ms(p95) > 3 * check.correction.ttft_offset_ms  # the p95s apart, not the means
+    assert check.correction.added_ms(p50) == check.correction.ttft_offset_ms  # never below the mean offset
+    assert check.correction.added_ms(parse_slo("ttft_p99<1s")) == check.correction.ttft_offset_ms  # not asked
+    assert "ttft_p95 +" in check.correction.text
+    slo = (p95,)
+    plain = simulate_replicas(LAW, 1, 5.0, 40, slo, prompt_tokens=200)
+    added = simulate_replicas(LAW, 1, 5.0, 40, slo, prompt_tokens=200, added_ms=check.correction.added_ms)
+    assert added.estimates[0].value_ms == pytest.approx(plain.estimates[0].value_ms + check.correction.added_ms(p95))
