@@ -154,23 +154,27 @@ def test_an_overloaded_open_loop_accounts_for_every_arrival(vllm: VllmCpuServer,
     assert streamed <= after["tokens"] - before["tokens"] <= streamed + tokens * len(cut) + 3 * tokens
 
 
+def closed_sweep_profile(
+    vllm: VllmCpuServer, path: Path, *, prompt_tokens: int, output_tokens: int, duration_s: float
+) -> Path:
+    """A closed sweep of vLLM at concurrency 1 and 4, fixed lengths (ignore_eos), written to ``path``."""
+    profile = {
+        "schema_version": 1,
+        "name": "vllm-cpu",
+        "target": {"url": vllm.base_url},
+        "api": "completions",
+        "extra_body": {"ignore_eos": True},
+        "workload": {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens},
+        "load": {"mode": "closed", "levels": [1, 4], "duration_s": duration_s, "warmup_s": 1},
+        "slo": {"tpot_p50_ms": 1000},
+        "seed": 1,
+    }
+    path.write_text(json.dumps(profile))
+    return path
+
+
 def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServer, tmp_path: Path) -> None:
-    profile = tmp_path / "p.yaml"
-    profile.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "name": "vllm-cpu",
-                "target": {"url": vllm.base_url},
-                "api": "completions",
-                "extra_body": {"ignore_eos": True},
-                "workload": {"prompt_tokens": 32, "output_tokens": 64},
-                "load": {"mode": "closed", "levels": [1, 4], "duration_s": 3, "warmup_s": 1},
-                "slo": {"tpot_p50_ms": 1000},
-                "seed": 1,
-            }
-        )
-    )
+    profile = closed_sweep_profile(vllm, tmp_path / "p.yaml", prompt_tokens=32, output_tokens=64, duration_s=3)
     out = tmp_path / "sweep.json"
     result = runner.invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet"])
     assert result.exit_code == 0, f"{result.output}\n--- vLLM log ---\n{vllm.tail()}"
@@ -201,20 +205,8 @@ def test_a_plan_validated_on_the_engine_sizes_replicas_that_hold_when_re_measure
 
 
 def _plan_validated_and_re_measured(vllm: VllmCpuServer, tmp_path: Path) -> None:
-    profile = tmp_path / "calibration.yaml"
-    profile.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "name": "vllm-calibration",
-                "target": {"url": vllm.base_url},
-                "api": "completions",
-                "extra_body": {"ignore_eos": True},
-                "workload": {"prompt_tokens": 64, "output_tokens": 32},
-                "load": {"mode": "closed", "levels": [1, 4], "duration_s": 6, "warmup_s": 1},
-                "seed": 1,
-            }
-        )
+    profile = closed_sweep_profile(
+        vllm, tmp_path / "calibration.yaml", prompt_tokens=64, output_tokens=32, duration_s=6
     )
     calibration = tmp_path / "calibration.json"
     result = runner.invoke(app, ["sweep", "--profile", str(profile), "--no-stop", "-o", str(calibration), "--quiet"])
