@@ -29,8 +29,10 @@ def diagnose(
     needed_replicas: int | None,
     tokens_per_s_at_current: float | None = None,
     tokens_per_s_at_max: float | None = None,
+    no_replica_count: str | None = None,
 ) -> tuple[Finding, ...]:
-    """``floor``: why no batch can meet the TPOT SLO (the law's batch-1 step breaches it), if so.
+    """``floor``: why no batch can meet the TPOT SLO (the law's batch-1 step breaches it), if so;
+    ``no_replica_count``: why no number of replicas meets a TTFT or E2E SLO, if so.
 
     Then shrinking the batch cannot help and saying so would be the crossed
     wires of another kind: the finding names the floor and what moves it.
@@ -79,6 +81,15 @@ def diagnose(
                 f"batch headroom: the SLO allows batch {max_batch}, above the cap of {current_batch} in use. "
                 f"Raising --max-num-seqs to {max_batch} gives {tokens_per_s_at_max:,.1f} tok/s per replica instead "
                 f"of {tokens_per_s_at_current:,.1f} (+{gain:.0%}), if the KV cache holds {max_batch} sequences.",
+            )
+        )
+    if no_replica_count is not None:
+        findings.append(
+            Finding(
+                "slo_below_floor",
+                "faster_step",
+                f"{no_replica_count}. More replicas cannot meet it: a faster first token can (a shorter prompt, a "
+                "faster prefill, a looser SLO).",
             )
         )
     if current_replicas is not None and needed_replicas is not None and needed_replicas > current_replicas:

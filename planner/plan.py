@@ -28,6 +28,7 @@ from planner.mixplan import MixForecast, calibration_server_limit, forecast_mix,
 from planner.observations import Observations
 from planner.replay import Correction
 from planner.sizing import (
+    NO_REPLICA_COUNT,
     NoReplicaCount,
     ReplicaPlan,
     SimOutcome,
@@ -365,7 +366,7 @@ def _finish(
     step = float(fit.step_ms(max_batch)) if fit is not None and max_batch else None
     per_replica = float(fit.tokens_per_s(max_batch)) if fit is not None and max_batch else None
     sizing = simulated = below = None
-    recommended, method = None, None
+    recommended, method, unmet = None, None, None
     if engine is None and decode is not None:
         if decode.base_ms < 0:
             warnings.append(
@@ -381,6 +382,8 @@ def _finish(
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill
         )
+        if recommended is None:  # the simulation found no count: the SLO is below one request's own latency
+            unmet = next((w for w in warnings if w.startswith(NO_REPLICA_COUNT)), None)
         if request.correction is not None and recommended is not None:
             method = f"{method}; corrected by the endpoint ({request.correction.text})"
     floor = next(
@@ -405,6 +408,7 @@ def _finish(
         if fit and request.current_batch
         else None,
         tokens_per_s_at_max=per_replica,
+        no_replica_count=unmet,
     )
     return CapacityPlan(
         source,

@@ -41,6 +41,7 @@ RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capaci
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
 RATE_SEARCH_REPLICATIONS = 10
 SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
+NO_REPLICA_COUNT = "no replica count meets the SLOs in simulation"
 IDLE_UTILIZATION = 0.02  # a replica this lightly loaded that still fails an SLO fails it with no queue at all
 QUEUEING_METRICS = (Metric.TTFT, Metric.E2E)  # a queue decides them; the batch cap holds TPOT
 
@@ -312,11 +313,11 @@ def replicas_by_simulation(
                 f"{e.key} {e.value_ms:,.1f} ms > {e.limit_ms:g}" for e in tried[r].estimates if e.verdict == "fail"
             )
             raise NoReplicaCount(
-                f"no replica count meets the SLOs in simulation: a replica at utilization "
+                f"{NO_REPLICA_COUNT}: a replica at utilization "
                 f"{tried[r].utilization:.2g} still reads {missed} (the limit is below what one request takes alone)"
             )
         if r >= max_replicas:
-            raise NoReplicaCount(f"no replica count up to {max_replicas} meets the SLOs in simulation")
+            raise NoReplicaCount(f"{NO_REPLICA_COUNT} (none up to {max_replicas})")
         r = r + 1 if r < 16 else math.ceil(r * 1.25)
         tried[r] = outcome(r)
     # a geometric jump may overshoot: walk back down to the smallest passing count

@@ -120,5 +120,6 @@ def test_an_slo_no_replica_count_can_meet_is_said_not_sized() -> None:
     text = " ".join(result.stdout.split())
     assert "recommended: none: no replica count meets the SLOs in simulation" in text
     assert re.search(r"still reads ttft_p95_ms [0-9.]+ ms > 5 ", text) and "Traceback" not in result.output
+    assert "More replicas cannot meet it: a faster first token can" in text  # the diagnosis, not "no breach found"
     doc = json.loads(runner.invoke(app, [*args, "--slo", "ttft_p95<5ms", "--json"]).stdout)
     assert doc["replicas"] is None
