@@ -14,7 +14,7 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import recommended_budget
+from planner.mixplan import quadratic_idle_ttft, recommended_budget
 from tests.virtual import run_virtual
 
 TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02,
@@ -153,6 +153,13 @@ def test_a_square_prefill_term_is_recovered_from_three_prompt_lengths_and_predic
     two = plan_for_mix(calibrations[:2], request)
     assert two.mix is not None and two.mix.model.coefficient("prefill_attention_ms").note
     assert any("may prefill slower than predicted" in w for w in two.warnings)
+    # the two lengths' line under-predicts the longer prompt; their growth taken as all attention bounds it above
+    linear = two.mix.model.predict(ttft_idle_features(Mix(1024, 64), None))
+    bound = quadratic_idle_ttft(two.mix.model, 1024)
+    measured = truth.percentile_ms(Metric.TTFT_SENT, 50)
+    assert linear is not None and bound is not None and measured is not None
+    assert linear.value_ms < measured < bound
+    assert any(f"TTFT at an idle server would read {bound:,.1f} ms" in w for w in two.warnings)
 
 
 def test_the_recommended_budget_prices_the_chunk_where_attention_costs_most() -> None:
