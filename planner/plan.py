@@ -557,6 +557,13 @@ def _size(
         fit = dataclasses.replace(fit, base_ms=fit.base_ms * factor, per_seq_ms=fit.per_seq_ms * factor)
         engine = correction.engine(engine) if engine is not None else None
         step = step * factor if step else None
+        for slo in request.slos:
+            if slo.metric == Metric.TPOT and step and step > slo.limit:
+                warnings.append(
+                    f"the endpoint's steps ran x{factor:.3g} the sweep's law: at batch {max_batch} a step takes "
+                    f"{step:.1f} ms there, over {slo.key} {slo.limit:g}: the batch was sized on the sweep's law; "
+                    "re-sweep the server as it runs now, or validate at a smaller --max-num-seqs"
+                )
     e2e_s = step * output_tokens / 1000.0 if step else None
     sizing = replicas_for(
         request.qps,

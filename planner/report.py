@@ -326,8 +326,8 @@ def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
             f"Each completed request sent again at its own send time, with its own prompt and output lengths, to "
             f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them. "
             "Corrected: the same replay with every step term scaled so the total decode time is the measured one, "
-            "and each TTFT (and E2E) plus the median TTFT the server added beyond that; a plan given --qps sizes "
-            "its replicas so.",
+            "and each TTFT (and E2E) plus the mean TTFT the server added beyond that; a plan given --qps sizes "
+            "its replicas so, with each TTFT/E2E SLO's own statistic apart where that is larger.",
         ),
         table=Table(
             ("level", "requests", "statistic", "measured ms", "simulated ms", "ratio", "verdict", "corrected ms"), rows

@@ -109,6 +109,9 @@ def test_a_plan_for_a_qps_sizes_its_replicas_with_what_the_endpoint_measured(rec
     corrected_rows = {row["statistic"]: row["simulated_ms"] for row in check["corrected"]}
     measured_rows = {row["statistic"]: row["measured_ms"] for row in check["rows"]}
     assert corrected_rows["e2e_mean"] == pytest.approx(measured_rows["e2e_mean"], rel=0.02)
+    # the batch rests on the sweep's law: steps 1.8x slower on the endpoint break a TPOT SLO it met there
+    tpot = planned(fast, "--validate", str(records), "--slo", "tpot_p50<25ms")  # batch 31: 24.1 ms, 44.5 there
+    assert any("the endpoint's steps ran x1.8" in w and "over tpot_p50_ms 25" in w for w in tpot["warnings"])
 
 
 def test_an_slo_no_replica_count_can_meet_is_said_not_sized() -> None:
