@@ -34,6 +34,7 @@ SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
 TURN_METRICS: Final = (Metric.TTFT, Metric.TPOT, Metric.E2E)  # recorded per turn of a conversation
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
+LAG_THRESHOLD_MS: Final = 10.0  # the default p99 send lag past which a level is client-bound
 # Another process (a noisy neighbour, a hypervisor's steal) holds the generator's core when it waited
 # for it more than this share of the time it was ready to run (wait / (wait + run)): it got less than
 # 40% of a core each time it woke, i.e. at least two competitors. The share of the *window* it waited
@@ -158,7 +159,7 @@ class LevelResult:
     tokens_estimated: bool  # some output counts were chunk counts, not server usage
     achieved_concurrency: float  # time-weighted mean of requests in flight (sent..done) in the window
     histograms: Mapping[Metric, LatencyHistogram]
-    lag_threshold_ms: float = 10.0  # p99 lag above this flags the level client-bound
+    lag_threshold_ms: float = LAG_THRESHOLD_MS  # p99 lag above this flags the level client-bound
     server: ServerSample | None = None
     complete: bool = True  # False: the level was interrupted
     workers: int = 1

@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from loadgen.results import Metric, SloTarget
+from loadgen.results import LAG_THRESHOLD_MS, Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner.replica_sim import simulate
 from planner.sizing import slo_statistic
@@ -144,10 +144,12 @@ def replay_check(
     e2e_ms: np.ndarray,
     *,
     slos: Sequence[SloTarget] = (),
+    send_lag_ms: np.ndarray | None = None,
 ) -> ReplayCheck:
     """The measured requests of one level (any order), served again by ``engine`` at the times they were sent,
     and the correction that makes the engine serve them as the server did (with an offset for each TTFT or
-    E2E SLO in ``slos``)."""
+    E2E SLO in ``slos``). ``send_lag_ms``: how late the client sent each request; a run whose p99 is past
+    the client-bound rule's limit measured the load generator, and no correction is taken from it."""
     n = len(sent_s)
     order = np.argsort(sent_s, kind="stable")
     sent = np.asarray(sent_s, dtype=np.float64)[order]
@@ -185,6 +187,13 @@ def replay_check(
         )
     else:
         verdict, note = "agrees", f"every statistic within {TOLERANCE:g}x of what the clients measured"
+    lag_p99 = float(np.percentile(send_lag_ms, 99)) if send_lag_ms is not None and len(send_lag_ms) else 0.0
+    if lag_p99 > LAG_THRESHOLD_MS:
+        note += (
+            f"; no correction taken: the client sent late (send lag p99 {lag_p99:,.1f} ms > {LAG_THRESHOLD_MS:g} "
+            "ms), so the run measured the load generator as much as the server: validate with a trusted run"
+        )
+        return ReplayCheck(label, n, rate, tuple(rows), verdict, note)
     return ReplayCheck(label, n, rate, tuple(rows), verdict, note, correction, tuple(corrected))
 
 

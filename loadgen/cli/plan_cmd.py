@@ -429,6 +429,7 @@ def replayed(capacity: CapacityPlan, records: Path, slos: tuple[SloTarget, ...])
             level.ttft_ms,
             level.e2e_ms,
             slos=slos,
+            send_lag_ms=level.send_lag_ms,
         )
         if level.skipped:
             left_out = f"{level.skipped} completed requests had no prompt length (the server sent no usage): left out"

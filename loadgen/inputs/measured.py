@@ -29,13 +29,14 @@ class MeasuredLevel:
     ttft_ms: np.ndarray
     e2e_ms: np.ndarray
     skipped: int  # completed, but without the server's prompt length
+    send_lag_ms: np.ndarray  # how late each was sent against its schedule (t_sent - max(t_intended, t_slot))
 
 
 def read_measured(path: Path) -> list[MeasuredLevel]:
     """The levels of a records file, in the order they first appear; a broken line is a one-line error."""
     if not path.is_file():
         raise MissingResultsFile(f"--validate {path}: no such records file")
-    rows: dict[str, list[tuple[float, float, int, float, float]]] = {}
+    rows: dict[str, list[tuple[float, float, int, float, float, float]]] = {}
     skipped: dict[str, int] = {}
     try:
         with path.open("rb") as lines:
@@ -54,7 +55,7 @@ def read_measured(path: Path) -> list[MeasuredLevel]:
         raise LoadgenError(f"--validate {path}: cannot read ({exc.strerror})") from None
     levels = []
     for label, requests in rows.items():
-        table = np.array(requests, dtype=np.float64).reshape(-1, 5)
+        table = np.array(requests, dtype=np.float64).reshape(-1, 6)
         levels.append(
             MeasuredLevel(
                 label,
@@ -64,6 +65,7 @@ def read_measured(path: Path) -> list[MeasuredLevel]:
                 (table[:, 3] - table[:, 0]) * 1000.0,
                 (table[:, 4] - table[:, 0]) * 1000.0,
                 skipped[label],
+                table[:, 5] * 1000.0,
             )
         )
     if not levels:
@@ -73,7 +75,7 @@ def read_measured(path: Path) -> list[MeasuredLevel]:
 
 def _row(
     path: Path, number: int, line: bytes
-) -> tuple[tuple[str, tuple[float, float, int, float, float] | None] | None, int]:
+) -> tuple[tuple[str, tuple[float, float, int, float, float, float] | None] | None, int]:
     """((level label, the request's values or None when it has no prompt length), skipped) for a completed
     request; (None, 0) for one that failed or was cut."""
     where = f"--validate {path}, line {number}"
@@ -98,4 +100,6 @@ def _row(
         return (label, None), 1
     if not (np.isfinite([sent, first, last]).all() and first >= sent and last >= first and output >= 1):
         raise LoadgenError(f"{where}: times out of order or no output token")
-    return (label, (sent, float(prompt), output, first, last)), 0
+    due = [float(t) for k in ("t_intended", "t_slot") if isinstance(t := record.get(k), int | float)]
+    lag = max(sent - max(due), 0.0) if due else 0.0  # a send may wake a little early: never a negative lag
+    return (label, (sent, float(prompt), output, first, last, lag)), 0

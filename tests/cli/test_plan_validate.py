@@ -126,3 +126,19 @@ def test_an_slo_no_replica_count_can_meet_is_said_not_sized() -> None:
     assert "More replicas cannot meet it: a faster first token can" in text  # the diagnosis, not "no breach found"
     doc = json.loads(runner.invoke(app, [*args, "--slo", "ttft_p95<5ms", "--json"]).stdout)
     assert doc["replicas"] is None
+
+
+def test_a_run_whose_client_sent_late_corrects_nothing(records: Path, tmp_path: Path) -> None:
+    """The same run, its schedule rewritten so every request went out 30 ms late: a client-bound run measured the
+    load generator too, so the replay still reads it but takes no correction from it."""
+    late = tmp_path / "late.jsonl"
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    late.write_text("".join(json.dumps({**r, "t_intended": r["t_sent"] - 0.030}) + "\n" for r in rows))
+    calibration = _calibrate(tmp_path, 12)
+    args = ["plan", str(calibration), "--current-batch", "128", "--qps", "40", "--slo", "ttft_p95<60ms", "--json"]
+    doc = json.loads(runner.invoke(app, [*args, "--validate", str(late)]).stdout)
+    [check] = doc["validation"]
+    assert check["correction"] is None and "the client sent late (send lag p99 30.0 ms > 10 ms)" in check["note"]
+    assert "corrected by the endpoint" not in doc["replicas_method"]
+    on_time = json.loads(runner.invoke(app, [*args, "--validate", str(records)]).stdout)
+    assert "corrected by the endpoint" in on_time["replicas_method"]  # the same run, sent on time
