@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from loadgen.limits import MAX_EVENT_CHARS
-from loadgen.quantity import Metric
+from loadgen.quantity import LAG_THRESHOLD_MS, Metric
 
 
 class Arrival(StrEnum):
@@ -138,7 +138,7 @@ class LevelPlan:
     max_event_chars: int = MAX_EVENT_CHARS  # an SSE line or event beyond this fails its request
     request_id_header: str | None = None  # a fresh id per request in this header (None: none sent)
     arrivals_s: tuple[float, ...] | None = None  # open loop: replay these offsets (a trace) instead of drawing
-    lag_threshold_ms: float = 10.0
+    lag_threshold_ms: float = LAG_THRESHOLD_MS
     seed: int = 0
     goodput_limits_ms: tuple[tuple[Metric, float], ...] = ()  # per-request limits counted as goodput
     min_requests: int | None = None  # request floor: the session lengthens the duration to reach it

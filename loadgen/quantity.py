@@ -19,6 +19,9 @@ import math
 import re
 from dataclasses import dataclass
 
+#: the default p99 of ``Metric.LAG`` (ms) past which a level measured its client: client-bound
+LAG_THRESHOLD_MS = 10.0
+
 
 class Metric(enum.StrEnum):
     """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.run.metrics``)."""

@@ -22,7 +22,7 @@ from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVe
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.load import Load
-from loadgen.quantity import Aggregate, Quantity, samples_needed
+from loadgen.quantity import LAG_THRESHOLD_MS, Aggregate, Quantity, samples_needed
 from loadgen.quantity import Metric as Metric  # re-exported: results and metrics travel together
 from loadgen.run_settings import RunSettings
 
@@ -34,7 +34,6 @@ SCHEMA_VERSION: Final = 1
 SUMMARY_PERCENTILES: Final = (50, 90, 95, 99)
 TURN_METRICS: Final = (Metric.TTFT, Metric.TPOT, Metric.E2E)  # recorded per turn of a conversation
 CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
-LAG_THRESHOLD_MS: Final = 10.0  # the default p99 send lag past which a level is client-bound
 # Another process (a noisy neighbour, a hypervisor's steal) holds the generator's core when it waited
 # for it more than this share of the time it was ready to run (wait / (wait + run)): it got less than
 # 40% of a core each time it woke, i.e. at least two competitors. The share of the *window* it waited
@@ -408,7 +407,7 @@ class LevelResult:
             histograms={
                 m: LatencyHistogram.decode(hists.get(m.value, ""), config, int(oor.get(m.value, 0))) for m in Metric
             },
-            lag_threshold_ms=float(raw.get("lag_threshold_ms", 10.0)),
+            lag_threshold_ms=float(raw.get("lag_threshold_ms", LAG_THRESHOLD_MS)),
             server=ServerSample.from_json(raw["server"]) if raw.get("server") else None,
             complete=bool(raw.get("complete", True)),
             workers=int(raw.get("workers", 1)),

@@ -29,7 +29,8 @@ from typing import Literal
 
 import numpy as np
 
-from loadgen.results import LAG_THRESHOLD_MS, Metric, SloTarget
+from loadgen.quantity import LAG_THRESHOLD_MS
+from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner.replica_sim import simulate
 from planner.sizing import slo_statistic

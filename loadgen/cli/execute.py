@@ -17,6 +17,7 @@ from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import owned_key_problem
+from loadgen.quantity import LAG_THRESHOLD_MS
 from loadgen.results import Results
 from loadgen.run.execute import execute as run_execute
 from loadgen.run.observe import LevelObserver, NullObserver
@@ -100,7 +101,7 @@ def target_options(
     scrape: Scrape,
     metric_convention: Convention,
     start: Start,
-    lag_threshold_ms: float = 10.0,
+    lag_threshold_ms: float = LAG_THRESHOLD_MS,
 ) -> TargetOptions:
     """The connection flags ``run`` and ``sweep`` share."""
     return TargetOptions(

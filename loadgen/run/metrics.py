@@ -35,6 +35,7 @@ import numpy as np
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.load import Load
+from loadgen.quantity import LAG_THRESHOLD_MS
 from loadgen.results import TURN_METRICS, LevelResult, Metric, ServerSample, Trend, empty_histograms, independent_share
 from loadgen.wire.records import RequestRecord
 
@@ -69,7 +70,7 @@ class LevelRecorder:
         window_start: float,
         *,
         window_end: float = math.inf,
-        lag_threshold_ms: float = 10.0,
+        lag_threshold_ms: float = LAG_THRESHOLD_MS,
         config: HistogramConfig = DEFAULT_CONFIG,
         goodput_limits_ms: Mapping[Metric, float] | None = None,
     ) -> None:

@@ -19,7 +19,7 @@ from loadgen.inputs.profile import Profile
 from loadgen.inputs.trace import Trace, load_trace
 from loadgen.inputs.workload import Workload, load_dataset
 from loadgen.load import Arrival, LevelPlan, Load
-from loadgen.quantity import PER_REQUEST
+from loadgen.quantity import LAG_THRESHOLD_MS, PER_REQUEST
 from loadgen.run.ray_workers import RayOptions
 from loadgen.run.session import Scrape, Session, Start
 from loadgen.wire.client import HttpOptions
@@ -38,7 +38,7 @@ class TargetOptions:
     scrape: Scrape = Scrape.AUTO
     metric_convention: Convention = Convention.TOKENS
     start: Start = Start.STAGGERED
-    lag_threshold_ms: float = 10.0  # p99 generator lag that flags a level client-bound
+    lag_threshold_ms: float = LAG_THRESHOLD_MS  # p99 generator lag that flags a level client-bound
 
 
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions, command: str = "sweep") -> Session:
