@@ -384,7 +384,7 @@ def _finish(
         )
         if recommended is None:  # the simulation found no count: the SLO is below one request's own latency
             unmet = next((w for w in warnings if w.startswith(NO_REPLICA_COUNT)), None)
-        if request.correction is not None and recommended is not None:
+        if request.correction is not None:
             method = f"{method}; corrected by the endpoint ({request.correction.text})"
     floor = next(
         (
@@ -594,14 +594,7 @@ def _size(
         )
     except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
         warnings.append(str(exc))
-        return (
-            sizing,
-            None,
-            None,
-            None,
-            f"none: {exc}"
-            + (f" (corrected by the endpoint: {request.correction.text})" if request.correction is not None else ""),
-        )
+        return sizing, None, None, None, f"none: {exc}"
     shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
     term = (
         f"prefill {prefill.ms_per_token:.3g} ms/token x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source}"

@@ -33,7 +33,7 @@ from loadgen.quantity import LAG_THRESHOLD_MS
 from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner.replica_sim import simulate
-from planner.sizing import slo_statistic
+from planner.sizing import QUEUEING_METRICS, slo_statistic
 
 FACTOR_RANGE = (0.2, 5.0)  # a step factor outside this is no correction but a wrong plan: the search stops there
 FACTOR_PRECISION = 1e-4  # relative: the bisection's last bracket (TTFT's mean moves ~1 ms with a 1e-4 step change)
@@ -166,9 +166,6 @@ def replay_check(
         np.asarray(e2e_ms, dtype=np.float64)[order],
     )
     rows = replay.rows(*replay.serve(engine))
-    correction = replay.correction(engine, rate, slos)
-    ttft, e2e = replay.serve(correction.engine(engine))
-    corrected = replay.rows(ttft + correction.ttft_offset_ms, e2e + correction.ttft_offset_ms)
     fast = [r for r in rows if r.ratio < 1 / TOLERANCE]
     slow = [r for r in rows if r.ratio > TOLERANCE]
     if fast or slow:  # the unsafe side first: a simulation faster than the server under-provisions
@@ -195,6 +192,8 @@ def replay_check(
             "ms), so the run measured the load generator as much as the server: validate with a trusted run"
         )
         return ReplayCheck(label, n, rate, tuple(rows), verdict, note)
+    correction, (ttft, e2e) = replay.correction(engine, rate, slos)
+    corrected = replay.rows(ttft + correction.ttft_offset_ms, e2e + correction.ttft_offset_ms)
     return ReplayCheck(label, n, rate, tuple(rows), verdict, note, correction, tuple(corrected))
 
 
@@ -229,8 +228,11 @@ class _Replay:
         ttft, e2e = self.serve(engine)
         return float(np.sum(e2e - ttft))
 
-    def correction(self, engine: EngineConfig, rate: float, slos: Sequence[SloTarget]) -> Correction:
-        """The step factor (bisection: the simulated decode time grows with it) and then the TTFT offset."""
+    def correction(
+        self, engine: EngineConfig, rate: float, slos: Sequence[SloTarget]
+    ) -> tuple[Correction, tuple[np.ndarray, np.ndarray]]:
+        """The step factor (bisection: the simulated decode time grows with it) and then the TTFT offsets; with
+        each request's TTFT and E2E as the engine at that factor serves them (before any offset)."""
         measured = float(np.sum(self.e2e_ms - self.ttft_ms))
         factor = 1.0
         if measured > 0 and self.decode_ms(engine) > 0:
@@ -250,11 +252,11 @@ class _Replay:
         mean = float(np.mean(self.ttft_ms) - np.mean(ttft))
         offsets = []
         for slo in slos:
-            if slo.metric in (Metric.TTFT, Metric.E2E):
+            if slo.metric in QUEUEING_METRICS:
                 measured_values, simulated = (self.ttft_ms, ttft) if slo.metric == Metric.TTFT else (self.e2e_ms, e2e)
                 apart = slo_statistic(measured_values, slo) - slo_statistic(simulated, slo)
                 offsets.append((slo.key, max(mean, apart)))
-        return Correction(factor, mean, len(self.arrival_ms), rate, tuple(offsets))
+        return Correction(factor, mean, len(self.arrival_ms), rate, tuple(offsets)), (ttft, e2e)
 
 
 def most_conservative(corrections: Iterable[Correction | None]) -> Correction | None:
