@@ -28,9 +28,35 @@ from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
 
+import time
+
 import httptools
 
+cdef extern from *:
+    """
+    #include <time.h>
+    #if defined(__linux__)
+    /* time.monotonic on Linux, to the bit: CLOCK_MONOTONIC in whole ns, then seconds as CPython converts them */
+    #define LOADGEN_MONOTONIC_IN_C 1
+    static double loadgen_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        volatile double d = (double)((long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec);
+        d /= 1e9;
+        return d;
+    }
+    #else
+    #define LOADGEN_MONOTONIC_IN_C 0  /* elsewhere time.monotonic reads another clock: it is called */
+    static double loadgen_monotonic(void) { return 0.0; }
+    #endif
+    """
+    const bint MONOTONIC_IN_C "LOADGEN_MONOTONIC_IN_C"
+    double loadgen_monotonic()
+
 cdef tuple PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+cdef object CALLBACK_ERROR = httptools.HttpParserCallbackError
+cdef object MONOTONIC = time.monotonic
+cdef Py_ssize_t MAX_SIZE_DIGITS = 6  # a chunk up to 16 MiB is framed here; a longer one goes to llhttp
 cdef bytes SENTINEL = b"Zq7loadgenSentinel4w"  # letters only: cut inside another string, it is no JSON
 cdef bytes SENTINEL_LITERAL = b'"' + SENTINEL + b'"'
 cdef str SENTINEL_TEXT = SENTINEL.decode()
@@ -75,6 +101,12 @@ cdef class Port:
     The connection's other callbacks are exposed as its own bound methods, so the event loop and
     llhttp call them directly. ``arm`` opens the lane for one exchange once its headers said it
     streams; ``disarm`` closes it (the exchange ended, or it stopped reading).
+
+    While armed and llhttp stands between two chunks of a chunked body (its last chunk callback was
+    ``on_chunk_complete`` and nothing was fed after it), a read that starts with whole chunks of the
+    plain form (hex size, CRLF, data, CRLF) is framed here, chunk by chunk, each handed on exactly as
+    llhttp's body callback would hand it; llhttp is between chunks before and after, so it reads
+    whatever is left of the read (a partial chunk, the last chunk, an extension, a bare LF) from there.
     """
 
     cdef public object parser
@@ -82,6 +114,8 @@ cdef class Port:
     cdef readonly object on_header, on_headers_complete, on_message_complete
     cdef object conn_data_received, conn_on_body, feed_failed
     cdef bint armed, named, idle  # named: the response's id was read; idle: the decoder holds nothing
+    cdef bint completed, boundary  # llhttp's last chunk callback was the end of a chunk; and nothing came after
+    cdef bint c_clock  # the clock is time.monotonic, read here without a call
     cdef object clock, times, cumulative, texts, decoder, state, plain, api
     cdef Py_ssize_t limit
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
@@ -111,36 +145,92 @@ cdef class Port:
         """
         self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
         self.decoder, self.state, self.plain, self.api, self.limit = decoder, state, plain, api, decoder.limit
+        self.c_clock = MONOTONIC_IN_C and clock is MONOTONIC
         self.prefix = self.suffix = None
         self.named, self.idle = state.response_id is not None, decoder.idle
+        self.completed = self.boundary = False  # called from llhttp's headers callback: not framed yet
         self.armed = True
 
     def disarm(self):
-        self.armed = False
+        self.armed = self.boundary = False
         self.clock = self.times = self.cumulative = self.texts = self.decoder = self.state = self.plain = self.api = None
         self.prefix = self.suffix = None
 
     def data_received(self, bytes data):
+        cdef Py_ssize_t taken = 0
         if not self.armed:
-            self.conn_data_received(data)
-            return
-        # in a body: what the connection's own data_received does then (no head to count or cap)
-        try:
-            self.parser.feed_data(data)
-        except PARSER_ERRORS as exc:
-            self.feed_failed(exc)
+            self.conn_data_received(data)  # the head (it may arm this port), or a body read the Python way
+        else:
+            if self.boundary:
+                taken = self.frames(data)
+                if taken < 0 or taken == PyBytes_GET_SIZE(data):  # a callback failed (told), or all taken
+                    return
+                if taken:
+                    data = data[taken:]
+                self.completed = True  # llhttp is between chunks, as after its own chunk's end
+            # in a body: what the connection's own data_received does then (no head to count or cap)
+            try:
+                self.parser.feed_data(data)
+            except PARSER_ERRORS as exc:
+                self.feed_failed(exc)
+        # a chunk's end is llhttp's last callback, and the read ends with its CRLF: nothing was fed after it
+        # (any byte after it would begin a size line, and a CRLF would end that line with a chunk header)
+        self.boundary = self.armed and self.completed and data.endswith(b"\r\n")
+
+    def on_chunk_header(self):
+        self.completed = False
+
+    def on_chunk_complete(self):
+        self.completed = True
 
     def on_body(self, bytes body):
-        if self.armed and self.take(body):
+        if self.armed and self.take(<const unsigned char*> PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)):
             return
         self.conn_on_body(body)
         if self.armed:  # the Python path read this piece: what it left in the decoder and the state
             self.named, self.idle = self.state.response_id is not None, self.decoder.idle
 
-    cdef bint take(self, bytes body) except -1:
-        """Stamp and keep ``body`` when it is one event holding one plain token; False: not taken."""
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(body)
-        cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(body)
+    cdef Py_ssize_t frames(self, bytes data) except -2:
+        """Hand on the whole plain chunks ``data`` starts with; the bytes they took, or -1 when the
+        connection's body callback raised (then told as llhttp tells it, and the read ends there)."""
+        cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), pos = 0, i, size, end
+        cdef unsigned char c
+        while self.armed and pos < n:
+            i, size = pos, 0
+            while i < n and i - pos <= MAX_SIZE_DIGITS:
+                c = s[i]
+                if 48 <= c <= 57:
+                    size = size * 16 + (c - 48)
+                elif 97 <= c <= 102:
+                    size = size * 16 + (c - 87)
+                elif 65 <= c <= 70:
+                    size = size * 16 + (c - 55)
+                else:
+                    break
+                i += 1
+            if i == pos or i - pos > MAX_SIZE_DIGITS or size == 0 or i + 1 >= n or s[i] != 13 or s[i + 1] != 10:
+                break  # not a plain size line (the last chunk, an extension, a bare LF, cut short): llhttp's
+            end = i + 2 + size
+            if end + 2 > n or s[end] != 13 or s[end + 1] != 10:
+                break  # the chunk is not whole in this read, or its data does not end as llhttp requires
+            if not self.take(s + i + 2, size):
+                body = PyBytes_FromStringAndSize(<const char*> s + i + 2, size)
+                try:
+                    self.conn_on_body(body)
+                except BaseException as exc:  # as llhttp reports a callback's exception
+                    error = CALLBACK_ERROR("`on_body` callback error")
+                    error.__context__ = exc
+                    self.feed_failed(error)
+                    return -1
+                if self.armed:
+                    self.named, self.idle = self.state.response_id is not None, self.decoder.idle
+            pos = end + 2
+        return pos
+
+    cdef bint take(self, const unsigned char* s, Py_ssize_t n) except -1:
+        """Stamp and keep the body piece ``s[:n]`` when it is one event holding one plain token; False: not taken."""
+        cdef double now
         if n < 8 or n - 8 > self.limit or not (self.named and self.idle):
             return False
         if memcmp(s, b"data: ", 6) != 0 or s[n - 2] != 10 or s[n - 1] != 10:
@@ -149,12 +239,16 @@ cdef class Port:
             return False
         text = self.match(s + 6, n - 8)
         if text is None:
-            payload = body[6 : n - 2]
+            payload = PyBytes_FromStringAndSize(<const char*> s + 6, n - 8)
             text = self.plain(payload, self.api)
             if text is None:
                 return False
             self.learn(payload, text)
-        PyList_Append(self.times, self.clock())
+        if self.c_clock:
+            now = loadgen_monotonic()
+            PyList_Append(self.times, now)
+        else:
+            PyList_Append(self.times, self.clock())
         PyList_Append(self.cumulative, None)
         if self.texts is not None:
             self.texts.append(text)

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -209,6 +210,50 @@ def test_the_compiled_reader_takes_the_plain_tokens_of_a_stream() -> None:
     assert asyncio.run(go()) == [1.0] * 5
     # the first names the response, the second is learned from; the rest are the compiled path's own
     assert len(calls) == 1
+
+
+class CountedParser:
+    """llhttp, counting the reads it is fed (the compiled path frames the plain chunks between them itself)."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser, self.fed = parser, 0
+
+    def feed_data(self, data: bytes) -> None:
+        self.fed += 1
+        self.parser.feed_data(data)
+
+
+def test_the_compiled_reader_frames_whole_chunks_itself_and_reads_time_monotonic_to_the_bit() -> None:
+    """Once llhttp has ended a chunk, reads of whole plain chunks never reach it, and the clock is read in
+    C: each stamp lies between two ``time.monotonic`` readings around it; the last chunk is llhttp's again."""
+    token = b'data: {"id":"c","choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n'
+    chunk = [b"%x\r\n%s\r\n" % (len(p), p) for p in (token % t for t in (b"a", b"b", b"c", b"d", b"e", b"f"))]
+
+    async def go() -> tuple[list[float], list[float], int, int]:
+        wire = native.Wire("http://127.0.0.1:9", compiled=True)
+        conn = native._Connection(wire)
+        conn.protocol.connection_made(Socket())
+        counted = CountedParser(conn.parser)
+        assert conn.port is not None
+        conn.port.parser = counted
+        times: list[float] = []
+        state = client._StreamState(Convention.TOKENS)
+        exchange = client._WireExchange(Api.COMPLETIONS, state, SSEDecoder(), time.monotonic, times, [])
+        conn.start(exchange, b"POST / HTTP/1.1\r\n\r\n")
+        marks = [time.monotonic()]
+        for read in (HEAD + chunk[0], chunk[1], chunk[2] + chunk[3], chunk[4], chunk[5] + b"0\r\n\r\n"):
+            conn.protocol.data_received(read)
+            marks.append(time.monotonic())
+        return times, marks, counted.fed, len(wire.idle)
+
+    times, marks, fed, idle = asyncio.run(go())
+    assert len(times) == 6 and idle == 1  # every token, and the message ended: the connection is reusable
+    # the port feeds llhttp the last read only (the final chunk): the reads between were whole chunks
+    # (the head's read went to llhttp through the connection, not counted here)
+    assert fed == 1
+    # stamps 0..5 were read during reads 0, 1, 2, 2, 3, 4: each between the readings around its read
+    for stamp, read in zip(times, (0, 1, 2, 2, 3, 4), strict=True):
+        assert marks[read] <= stamp <= marks[read + 1]
 
 
 TOKEN = b'data: {"id":"c","choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n'
