@@ -184,9 +184,10 @@ cdef class Port:
         self.completed = True
 
     def on_body(self, bytes body):
-        if self.armed and self.take(<const unsigned char*> PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)):
+        cdef bint tested = self.armed  # take's test is the Python path's own: failed here, it need not run there
+        if tested and self.take(<const unsigned char*> PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)):
             return
-        self.conn_on_body(body)
+        self.conn_on_body(body, tested)
         if self.armed:  # the Python path read this piece: what it left in the decoder and the state
             self.named, self.idle = self.state.response_id is not None, self.decoder.idle
 
@@ -217,7 +218,7 @@ cdef class Port:
             if not self.take(s + i + 2, size):
                 body = PyBytes_FromStringAndSize(<const char*> s + i + 2, size)
                 try:
-                    self.conn_on_body(body)
+                    self.conn_on_body(body, True)
                 except BaseException as exc:  # as llhttp reports a callback's exception
                     error = CALLBACK_ERROR("`on_body` callback error")
                     error.__context__ = exc

@@ -61,8 +61,9 @@ class Exchange(Protocol):
     def on_response(self, status: int, content_type: str) -> bool:
         """The status and headers have arrived; return False to stop reading (the answer is not a stream)."""
 
-    def on_body(self, data: bytes) -> bool:
-        """A piece of the body (de-chunked); return False once nothing more is wanted ([DONE])."""
+    def on_body(self, data: bytes, tested: bool = False) -> bool:
+        """A piece of the body (de-chunked); return False once nothing more is wanted ([DONE]).
+        ``tested``: the compiled reader found it is not one plain token (the same test need not run again)."""
 
     def on_end(self, kind: ErrorKind | None, detail: str | None) -> None:
         """The exchange is over: complete (None), or failed with a kind and a short reason."""
@@ -186,9 +187,10 @@ class _Connection(asyncio.Protocol):
         elif self.port is not None and (lane := exchange.lane()) is not None:
             self.port.arm(*lane)
 
-    def on_body(self, body: bytes) -> None:
+    def on_body(self, body: bytes, tested: bool = False) -> None:
+        """A piece of the body from llhttp; ``tested``: from the compiled port, whose plain-token test it failed."""
         if self.exchange is not None and self.wanted:
-            self.wanted = self.exchange.on_body(body)
+            self.wanted = self.exchange.on_body(body, tested)
             if not self.wanted:
                 # [DONE] or enough of an error body: the answer is complete for the caller; the
                 # connection is reusable only once the rest of the message has been read

@@ -193,9 +193,9 @@ def test_the_compiled_reader_takes_the_plain_tokens_of_a_stream() -> None:
     calls: list[bytes] = []
 
     class Counted(client._WireExchange):
-        def on_body(self, data: bytes) -> bool:
+        def on_body(self, data: bytes, tested: bool = False) -> bool:
             calls.append(data)
-            return super().on_body(data)
+            return super().on_body(data, tested)
 
     async def go() -> list[float]:
         conn = native._Connection(native.Wire("http://127.0.0.1:9", compiled=True))
