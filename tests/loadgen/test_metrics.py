@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind
 from loadgen.load import Load
 from loadgen.results import Metric
-from loadgen.run.metrics import LevelRecorder
+from loadgen.run.metrics import LevelRecorder, inter_token_gaps
 from loadgen.wire.records import RequestRecord
 
 
@@ -74,6 +79,30 @@ def test_tpot_uses_server_token_count_and_itl_splits_multi_token_chunks() -> Non
     assert value_ms(rec, Metric.TPOT) == pytest.approx(100, abs=0.1)
     assert rec.histograms[Metric.ITL].count == 3
     assert value_ms(rec, Metric.ITL) == pytest.approx(100, abs=0.1)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> RequestRecord:
+    """A record of 0..6 token events (increasing times), with or without the server's tokens per chunk."""
+    gaps = draw(st.lists(st.floats(0.0, 1.0), max_size=6))
+    chunks = tuple(float(t) for t in np.cumsum([10.0, *gaps]))[: len(gaps)]
+    per_chunk = draw(st.none() | st.tuples(*(st.integers(0, 4) for _ in chunks)))
+    return record(chunks=chunks, chunk_tokens=per_chunk if chunks else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(streams(), max_size=8))
+def test_pooled_inter_token_gaps_are_each_records_own_gaps(records: list[RequestRecord]) -> None:
+    """The recorder pools many records' gaps in one array: the same gaps as record by record, and none
+    from one record's last event to the next one's first."""
+    one_by_one = [g for r in records for g in inter_token_gaps([r]).tolist()]
+    for r in records:
+        times = r.chunk_times
+        if r.chunk_tokens is None:
+            assert inter_token_gaps([r]).tolist() == [b - a for a, b in itertools.pairwise(times)]
+        else:
+            assert inter_token_gaps([r]).size == sum(max(n, 1) for n in r.chunk_tokens[1:])
+    assert sorted(inter_token_gaps(records).tolist()) == sorted(one_by_one)
 
 
 def test_single_token_output_has_ttft_but_no_tpot() -> None:
