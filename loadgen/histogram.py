@@ -133,7 +133,8 @@ class LatencyHistogram:
         self.out_of_range += int(v.size - np.count_nonzero(ok))
         kept = v[ok]
         if kept.size:
-            np.add.at(self._counts(), index[ok], 1)
+            counts = self._counts()
+            counts += np.bincount(index[ok], minlength=counts.size).astype(counts.dtype)  # np.add.at: 36x slower
             h.total_count += int(kept.size)
             h.min_value = min(h.min_value, int(kept.min()))
             h.max_value = max(h.max_value, int(kept.max()))
