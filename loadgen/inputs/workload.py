@@ -493,7 +493,7 @@ class RequestFactory:
 
     def _nonce(self) -> str:
         """A per-request first word: no two prompts share a prefix for a cache to serve."""
-        return f"r{self._rng.integers(0, 2**40):x}"
+        return f"r{self._rng.bit_generator.random_raw() >> 24:x}"  # 40 random bits; Generator.integers costs 6x
 
 
 class _Deck:
