@@ -46,6 +46,7 @@ from loadgen.wire.sse import (
     SSEEvent,
     error_message,
     parse_chunk,
+    plain_token_named,
     plain_token_text,
 )
 from loadgen.wire.target import split_endpoint
@@ -422,7 +423,8 @@ class _WireExchange:
         if self.error_body is not None:
             return None
         state = self.state
-        return self.clock, self.times, self.cumulative, state.texts, self.decoder, state, plain_token_text, self.api
+        plain = plain_token_text, plain_token_named
+        return self.clock, self.times, self.cumulative, state.texts, self.decoder, state, *plain, self.api
 
     def on_body(self, data: bytes, tested: bool = False) -> bool:
         now = self.clock()
@@ -430,10 +432,16 @@ class _WireExchange:
             self.error_body += data
             return len(self.error_body) < ERROR_BODY_BYTES
         state = self.state
-        # the common chunk (one event, one plain token) without the general decoder and parser; ``tested``:
-        # the compiled reader ran this very test (``fastread.Port.take``) and the piece failed it
-        if not tested and state.response_id is not None and self.decoder.whole_event(data):
-            text = plain_token_text(data[6:-2], self.api)
+        # the common chunk (one event, one plain token) without the general decoder and parser, the first
+        # one naming the response; ``tested``: the compiled reader ran this very test
+        # (``fastread.Port.take``) and the piece failed it
+        if not tested and self.decoder.whole_event(data):
+            if state.response_id is not None:
+                text = plain_token_text(data[6:-2], self.api)
+            elif (named := plain_token_named(data[6:-2], self.api)) is not None:
+                text, state.response_id = named
+            else:
+                text = None
             if text is not None:
                 self.times.append(now)
                 self.cumulative.append(None)

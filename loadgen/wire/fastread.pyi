@@ -15,6 +15,7 @@ class Port:
         decoder: Any,
         state: Any,
         plain: Callable[[bytes, Any], str | None],
+        name: Callable[[bytes, Any], tuple[str, str | None] | None],
         api: Any,
     ) -> None: ...
     def disarm(self) -> None: ...

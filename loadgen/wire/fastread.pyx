@@ -116,7 +116,7 @@ cdef class Port:
     cdef bint armed, named, idle  # named: the response's id was read; idle: the decoder holds nothing
     cdef bint completed, boundary  # llhttp's last chunk callback was the end of a chunk; and nothing came after
     cdef bint c_clock  # the clock is time.monotonic, read here without a call
-    cdef object clock, times, cumulative, texts, decoder, state, plain, api
+    cdef object clock, times, cumulative, texts, decoder, state, plain, name, api
     cdef Py_ssize_t limit
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
 
@@ -134,17 +134,19 @@ cdef class Port:
         self.feed_failed = conn.feed_failed
         self.armed = False
 
-    def arm(self, clock, list times, list cumulative, texts, decoder, state, plain, api):
-        """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test.
+    def arm(self, clock, list times, list cumulative, texts, decoder, state, plain, name, api):
+        """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test,
+        ``name(data, api)`` the same with the chunk's id, for the first token (it names the response).
 
         Its lists are the exchange's own (``loadgen.wire.client._WireExchange``): a token taken here
-        lands where the Python path would have put it. Until the first chunk named the response
-        (``state.response_id``), and while the decoder holds part of an event (``decoder.idle``
-        False), every piece goes the Python way, as it would without this module; both are read
-        again after each piece the Python path reads, the only reader that changes them.
+        lands where the Python path would have put it, and a first token names the response
+        (``state.response_id``) as it would there. While the decoder holds part of an event
+        (``decoder.idle`` False), every piece goes the Python way, as it would without this module;
+        the name and the decoder are read again after each piece the Python path reads.
         """
         self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
-        self.decoder, self.state, self.plain, self.api, self.limit = decoder, state, plain, api, decoder.limit
+        self.decoder, self.state, self.plain, self.name, self.api = decoder, state, plain, name, api
+        self.limit = decoder.limit
         self.c_clock = MONOTONIC_IN_C and clock is MONOTONIC
         self.prefix = self.suffix = None
         self.named, self.idle = state.response_id is not None, decoder.idle
@@ -153,7 +155,8 @@ cdef class Port:
 
     def disarm(self):
         self.armed = self.boundary = False
-        self.clock = self.times = self.cumulative = self.texts = self.decoder = self.state = self.plain = self.api = None
+        self.clock = self.times = self.cumulative = self.texts = self.decoder = self.state = None
+        self.plain = self.name = self.api = None
         self.prefix = self.suffix = None
 
     def data_received(self, bytes data):
@@ -232,18 +235,25 @@ cdef class Port:
     cdef bint take(self, const unsigned char* s, Py_ssize_t n) except -1:
         """Stamp and keep the body piece ``s[:n]`` when it is one event holding one plain token; False: not taken."""
         cdef double now
-        if n < 8 or n - 8 > self.limit or not (self.named and self.idle):
+        if n < 8 or n - 8 > self.limit or not self.idle:
             return False
         if memcmp(s, b"data: ", 6) != 0 or s[n - 2] != 10 or s[n - 1] != 10:
             return False
         if memchr(s, 10, n - 2) != NULL or memchr(s, 13, n) != NULL:  # one line, no CR
             return False
-        text = self.match(s + 6, n - 8)
+        text = self.match(s + 6, n - 8) if self.named else None
         if text is None:
             payload = PyBytes_FromStringAndSize(<const char*> s + 6, n - 8)
-            text = self.plain(payload, self.api)
-            if text is None:
-                return False
+            if self.named:
+                text = self.plain(payload, self.api)
+                if text is None:
+                    return False
+            else:
+                named = self.name(payload, self.api)
+                if named is None:
+                    return False
+                text, self.state.response_id = named
+                self.named = self.state.response_id is not None
             self.learn(payload, text)
         if self.c_clock:
             now = loadgen_monotonic()

@@ -214,8 +214,7 @@ def parse_chunk(data: str, api: Api) -> Chunk:
         raise MalformedChunk("chunk data is not a JSON object")
     if "choices" not in obj and "error" in obj:
         return Chunk("", None, None, None, error=error_message(obj)[:200])
-    cid = obj.get("id")
-    cid = cid[:ID_CHARS] if isinstance(cid, str) else None
+    cid = _chunk_id(obj)
     choices = obj.get("choices")
     if not isinstance(choices, list):
         raise MalformedChunk("chunk has no 'choices' list")
@@ -251,6 +250,26 @@ def plain_token_text(data: bytes, api: Api) -> str | None:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+    return _plain_text(obj, api)
+
+
+def plain_token_named(data: bytes, api: Api) -> tuple[str, str | None] | None:
+    """``plain_token_text`` with the chunk's id as ``parse_chunk`` reads it: a response's first token
+    names it (``_StreamState.response_id``) without the general path."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    text = _plain_text(obj, api)
+    return None if text is None else (text, _chunk_id(obj))
+
+
+def _chunk_id(obj: dict[str, Any]) -> str | None:
+    cid = obj.get("id")
+    return cid[:ID_CHARS] if isinstance(cid, str) else None
+
+
+def _plain_text(obj: Any, api: Api) -> str | None:
     if type(obj) is not dict or obj.get("usage") is not None or "error" in obj:
         return None
     choices = obj.get("choices")

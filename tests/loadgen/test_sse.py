@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.api import Api
-from loadgen.wire.sse import Chunk, MalformedChunk, SSEDecoder, SSEError, SSEEvent, parse_chunk, plain_token_text
+from loadgen.wire.sse import (
+    Chunk,
+    MalformedChunk,
+    SSEDecoder,
+    SSEError,
+    SSEEvent,
+    parse_chunk,
+    plain_token_named,
+    plain_token_text,
+)
 
 
 def encode(events: list[str], newline: str) -> bytes:
@@ -175,6 +184,10 @@ def _chunk(draw: st.DrawFn) -> dict[str, object]:
     if sometimes():
         choice["finish_reason"] = draw(st.one_of(st.none(), st.sampled_from(["stop", "length"]), st.just(3)))
     obj: dict[str, object] = {"id": "cmpl-1", "choices": [choice]}
+    if sometimes():  # no id, or one to cut (ID_CHARS), or one that is no string: parse_chunk's id, or None
+        obj["id"] = draw(st.one_of(st.none(), st.text(min_size=120, max_size=140), st.integers(0, 3)))
+        if obj["id"] is None and sometimes():
+            del obj["id"]
     if sometimes():
         obj["choices"] = draw(st.one_of(st.lists(st.just(choice), max_size=2), st.none(), st.just({}), st.just(["x"])))
     if sometimes():
@@ -194,6 +207,7 @@ def test_the_plain_token_fast_path_reads_what_parse_chunk_reads(obj: dict[str, o
     chunk = parse_chunk(data.decode(), Api(api))
     assert chunk.text == text != "" and chunk.token and chunk.error is None and chunk.finish_reason is None
     assert chunk.completion_tokens is None and chunk.prompt_tokens is None
+    assert plain_token_named(data, Api(api)) == (text, chunk.id)  # a first token names its response alike
 
 
 def test_the_plain_token_fast_path_takes_the_common_chunks_and_nothing_else() -> None:
