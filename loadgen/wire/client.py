@@ -282,11 +282,9 @@ async def stream_request(
             wire_bytes = http.serialise_post(path, body, tag)
             t_sent = clock()
             exchange = _WireExchange(api, state, decoder, clock, times, cumulative)
-            try:
-                async with asyncio.timeout(timeout_s):
-                    await http.wire.post(wire_bytes, exchange)
+            if await http.wire.post(wire_bytes, exchange, timeout_s):
                 status, (error, detail) = exchange.status, exchange.outcome()
-            except TimeoutError:
+            else:
                 status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
         else:
             headers = {"content-type": "application/json"}

@@ -115,6 +115,7 @@ class _Connection(asyncio.Protocol):
         self.framed = False  # the body's end is marked (a length or chunking), not the connection's close
         self.wanted = True  # the exchange still reads the body
         self.interim = False  # reading a 1xx response that comes before the answer
+        self.expired = False  # the exchange's deadline passed before its answer ended
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -209,7 +210,7 @@ class _Connection(asyncio.Protocol):
     def start(self, exchange: Exchange, request: bytes) -> asyncio.Future[None]:
         assert self.transport is not None
         self.exchange, self.in_body, self.header_bytes, self.head_bytes, self.wanted = exchange, False, 0, 0, True
-        self.content_type, self.framed, self.interim = b"", False, False
+        self.content_type, self.framed, self.interim, self.expired = b"", False, False, False
         self.done = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self.done
@@ -229,6 +230,12 @@ class _Connection(asyncio.Protocol):
             self._release(False)
         else:
             self.pool.draining.append(self)
+
+    def expire(self) -> None:
+        """The exchange's deadline: its answer did not end in time, and the connection is dropped."""
+        if self.exchange is not None:
+            self.expired = True
+            self._finish(ErrorKind.TIMEOUT, "deadline", reusable=False)
 
     def _release(self, keep: bool) -> None:
         self.done = None
@@ -290,28 +297,56 @@ class Wire:
         if conn in self.draining:
             self.draining.remove(conn)
 
-    async def post(self, request: bytes, exchange: Exchange) -> None:
-        """Send one serialised request and feed its answer to ``exchange`` until it ends.
+    async def post(self, request: bytes, exchange: Exchange, timeout_s: float) -> bool:
+        """Send one serialised request and feed its answer to ``exchange`` until it ends; False when it
+        did not end within ``timeout_s`` (the connection is then dropped, and the exchange told).
 
-        The caller bounds the time. Cancelled (its deadline, an interrupt): the
-        connection is dropped and the exchange is told nothing (the caller
-        knows why).
+        The deadline is one timer on the loop for the exchange in flight, cancelled when it ends; only
+        the waits before sending (a slot under ``max_connections``, a new connection) run under an
+        ``asyncio.timeout``, which costs several times more a request. Cancelled (the level's end, an
+        interrupt): the connection is dropped and the exchange is told nothing (the caller knows why).
         """
-        if self.limit is not None:
-            await self.limit.acquire()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        conn = self._reuse() if self.limit is None else None
+        acquired = False
         try:
-            conn = await self._connection(exchange)
             if conn is None:
-                return
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        if self.limit is not None:
+                            await self.limit.acquire()
+                            acquired = True
+                        conn = await self._connection(exchange)
+                except TimeoutError:
+                    return False
+                if conn is None:
+                    return True
+            expiry = loop.call_at(deadline, conn.expire)
             try:
                 await conn.start(exchange, request)
             except asyncio.CancelledError:
                 conn.exchange = None
                 conn.abort()
                 raise
+            finally:
+                expiry.cancel()
+            return not conn.expired
         finally:
-            if self.limit is not None:
+            if acquired and self.limit is not None:
                 self.limit.release()
+
+    def _reuse(self) -> _Connection | None:
+        """An idle connection still open, with nothing to read (see ``_Connection.readable``); None: none
+        is, or one the server is closing waits to be seen (``_connection`` gives it a turn of the loop)."""
+        if not self.idle and any(conn.readable() for conn in self.draining):
+            return None
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed and not conn.readable():
+                return conn
+            conn.abort()
+        return None
 
     async def _connection(self, exchange: Exchange) -> _Connection | None:
         """An idle connection still open, or a new one; None when none could be made (exchange told).
@@ -322,11 +357,8 @@ class Wire:
         """
         if not self.idle and any(conn.readable() for conn in self.draining):
             await asyncio.sleep(0)
-        while self.idle:
-            conn = self.idle.pop()
-            if not conn.closed and not conn.readable():
-                return conn
-            conn.abort()
+        if (conn := self._reuse()) is not None:
+            return conn
         if self.draining:
             self.draining.pop(0).abort()
             await asyncio.sleep(0)  # its socket closes on the loop's next turn: before this one opens another
