@@ -89,9 +89,26 @@ class SSEDecoder:
                 return [SSEEvent(chunk[6:-2].decode())]
             except UnicodeDecodeError as exc:
                 raise SSEError(f"invalid UTF-8 in event stream: {exc.reason}") from None
+        if (events := self._whole_events(chunk)) is not None:
+            return events
         events = self._feed(chunk)
         self.idle = not (self._buf or self._data or self._event or self._pending_cr) and not self._utf8.getstate()[0]
         return events
+
+    def _whole_events(self, chunk: bytes) -> list[SSEEvent] | None:
+        """The events of a piece that is only whole ``data: ...\\n\\n`` events, one line each, no CR, with
+        nothing held before it (a stream's last piece: the usage chunk and [DONE]); None: anything else,
+        for the incremental path, which would read such a piece the same way line by line."""
+        if not (self.idle and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") and b"\r" not in chunk):
+            return None
+        try:
+            text = chunk.decode()
+        except UnicodeDecodeError as exc:
+            raise SSEError(f"invalid UTF-8 in event stream: {exc.reason}") from None
+        parts = text[:-2].split("\n\n")
+        if any(not part.startswith("data: ") or "\n" in part for part in parts):
+            return None
+        return [SSEEvent(part[6:]) for part in parts]
 
     def _feed(self, chunk: bytes) -> list[SSEEvent]:
         try:

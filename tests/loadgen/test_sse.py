@@ -52,6 +52,27 @@ def test_any_split_of_the_bytes_decodes_the_same_events(events: list[str], newli
 
 
 @given(
+    events=st.lists(st.lists(safe_text, min_size=1, max_size=2).map("\n".join), min_size=1, max_size=5),
+    spoil=st.one_of(st.none(), st.integers(0, 400)),
+)
+def test_a_piece_of_whole_events_reads_as_byte_by_byte(events: list[str], spoil: int | None) -> None:
+    """A stream's last piece is often several whole events (usage, then [DONE]): read at once, they are
+    the events (or the error) the incremental path reads from the same bytes one at a time."""
+    raw = bytearray(encode(events, "\n"))
+    if spoil is not None and spoil < len(raw):
+        raw[spoil] = 0xFF  # invalid UTF-8 anywhere: the same error either way
+
+    def read(pieces: list[bytes]) -> list[SSEEvent] | str:
+        decoder = SSEDecoder()
+        try:
+            return [e for piece in pieces for e in decoder.feed(piece)]
+        except SSEError as exc:
+            return str(exc)
+
+    assert read([bytes(raw)]) == read([bytes([b]) for b in raw])
+
+
+@given(
     events=st.lists(st.lists(safe_text, min_size=1, max_size=2).map("\n".join), min_size=1, max_size=8),
     newline=st.sampled_from(["\n", "\r\n"]),
     splits=st.lists(st.integers(min_value=-1, max_value=40), min_size=8, max_size=8),
