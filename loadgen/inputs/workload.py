@@ -510,7 +510,7 @@ class _Deck:
 
     def __init__(self, rng: np.random.Generator, size: int) -> None:
         self._rng = rng
-        self._cards = rng.permutation(size)
+        self._cards: list[int] = rng.permutation(size).tolist()  # a list: a short deal is a slice, no array
         self._next = 0
 
     def uniform(self) -> float:
@@ -520,9 +520,9 @@ class _Deck:
         out: list[int] = []
         while len(out) < n:
             if self._next == len(self._cards):
-                self._cards, self._next = self._rng.permutation(len(self._cards)), 0
+                self._cards, self._next = self._rng.permutation(len(self._cards)).tolist(), 0
             take = min(n - len(out), len(self._cards) - self._next)
-            out.extend(self._cards[self._next : self._next + take].tolist())
+            out += self._cards[self._next : self._next + take]
             self._next += take
         return out
 
