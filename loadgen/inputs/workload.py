@@ -365,7 +365,7 @@ class Workload:
         return self.api.path
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
 class PreparedRequest:
     body: bytes
     max_tokens: int

@@ -302,7 +302,7 @@ class LevelRecorder:
         self._last_t = max(self._last_t, t)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
 class RequestMetrics:
     """One successful request's metrics, in seconds: the one place they are computed.
 
