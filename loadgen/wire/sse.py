@@ -39,6 +39,9 @@ class SSEEvent(NamedTuple):
     event: str = "message"
 
 
+_UTF8_DECODER = codecs.getincrementaldecoder("utf-8")  # looked up once: a decoder is made per request
+
+
 class SSEDecoder:
     """Incremental event-stream decoder, bounded in memory.
 
@@ -52,7 +55,7 @@ class SSEDecoder:
     __slots__ = ("_buf", "_data", "_data_chars", "_event", "_pending_cr", "_utf8", "idle", "limit")
 
     def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self._utf8 = _UTF8_DECODER("strict")
         self._buf = ""
         self._data: list[str] = []
         self._data_chars = 0  # characters held in _data (the event being assembled)
