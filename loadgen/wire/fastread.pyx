@@ -242,6 +242,8 @@ cdef class Port:
         if memchr(s, 10, n - 2) != NULL or memchr(s, 13, n) != NULL:  # one line, no CR
             return False
         text = self.match(s + 6, n - 8) if self.named else None
+        if text is None and self.named and self.other_tail(s + 6, n - 8):
+            return False  # the learned head with another tail (a finish reason): the Python path's
         if text is None:
             payload = PyBytes_FromStringAndSize(<const char*> s + 6, n - 8)
             if self.named:
@@ -264,6 +266,19 @@ cdef class Port:
         if self.texts is not None:
             self.texts.append(text)
         return True
+
+    cdef bint other_tail(self, const unsigned char* s, Py_ssize_t n) noexcept:
+        """Whether ``s[:n]`` has the learned prefix but not the learned suffix: a chunk with more to read
+        after its text, mostly a finish reason. The Python path reads it (as it reads any chunk, plain or
+        not, to the same result) without its plain-token test run first; a plain token whose text holds
+        an escape keeps both ends, and is tested here."""
+        if self.prefix is None:
+            return False
+        cdef Py_ssize_t pl = PyBytes_GET_SIZE(self.prefix)
+        cdef Py_ssize_t sl = PyBytes_GET_SIZE(self.suffix)
+        if n < pl + sl or memcmp(s, PyBytes_AS_STRING(self.prefix), pl) != 0:
+            return False
+        return memcmp(s + n - sl, PyBytes_AS_STRING(self.suffix), sl) != 0
 
     cdef object match(self, const unsigned char* s, Py_ssize_t n):
         """The text of ``s[:n]`` when it is the learned prefix, a plain JSON string, the learned suffix; else None.

@@ -26,9 +26,11 @@ on httpx, where speed does not matter.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import select
 import ssl
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -91,6 +93,16 @@ def has_input(transport: asyncio.BaseTransport | None) -> bool:
     return bool(poller.poll(0))
 
 
+def input_probe(transport: asyncio.BaseTransport | None) -> Callable[[], bool]:
+    """``has_input`` for one connection, its poller made once: a connection is polled before every reuse."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or not hasattr(select, "poll"):
+        return functools.partial(has_input, transport)
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return lambda: bool(poller.poll(0))
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; serves one exchange at a time."""
 
@@ -116,6 +128,7 @@ class _Connection(asyncio.Protocol):
         self.wanted = True  # the exchange still reads the body
         self.interim = False  # reading a 1xx response that comes before the answer
         self.expired = False  # the exchange's deadline passed before its answer ended
+        self.has_input: Callable[[], bool] | None = None  # its socket's poll, made at the first reuse
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -251,7 +264,9 @@ class _Connection(asyncio.Protocol):
         longer a clean idle connection: a request sent on it would fail for nothing the server did.
         One poll of the socket; what is left is a close that arrives while the request is in flight,
         which no client can tell from a server that dropped the request (and is counted as such)."""
-        return has_input(self.transport)
+        if self.has_input is None:
+            self.has_input = input_probe(self.transport)
+        return self.has_input()
 
     def abort(self) -> None:
         self.closed = True
