@@ -40,7 +40,7 @@ from loadgen.wire.client import stream_request
 from loadgen.wire.records import Clock, RequestRecord
 
 PROGRESS_INTERVAL_S = 0.5
-LOOP_PROBE_INTERVAL_S = 0.02  # the loop-lag probe's timer: 50 wake-ups a second; an idle loop's wake-up costs ~120 us
+LOOP_PROBE_INTERVAL_S = 0.05  # the loop-lag probe's timer: 20 wake-ups a second; an idle loop's wake-up costs ~150 us
 LOOP_PROBE_HELD = 4096  # loop-lag samples held before they are recorded (a histogram call each cost ~1.5% CPU)
 CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
