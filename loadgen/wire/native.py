@@ -352,10 +352,7 @@ class Wire:
                 self.limit.release()
 
     def _reuse(self) -> _Connection | None:
-        """An idle connection still open, with nothing to read (see ``_Connection.readable``); None: none
-        is, or one the server is closing waits to be seen (``_connection`` gives it a turn of the loop)."""
-        if not self.idle and any(conn.readable() for conn in self.draining):
-            return None
+        """An idle connection still open, with nothing to read (see ``_Connection.readable``); None: none is."""
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed and not conn.readable():
