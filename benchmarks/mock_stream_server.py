@@ -5,7 +5,11 @@ per-step bookkeeping would cost more than the client under test. Here every
 stream is independent: the first chunk is written ``--ttft-ms`` after the
 request arrived, then one chunk every ``--gap-ms``, on absolute deadlines
 (no drift), so the truth is TTFT = ttft, TPOT = ITL = gap whatever the load,
-as long as this server keeps up (it reports how late it wrote).
+as long as this server keeps up (it reports how late it wrote). Where it does
+not, the truth is still known: the first chunk's id is
+``bench-<arrived>-<written>``, the ``time.monotonic_ns()`` at which the
+request's bytes were read and the first chunk was written, so a client's
+TTFT can be held to what this server actually did (``--records`` keep the id).
 
 It must keep up at 256+ streams on one core, which an aiohttp handler per
 stream (one timer and one coroutine wake-up per chunk) did not: the target,
@@ -25,6 +29,7 @@ import asyncio
 import heapq
 import itertools
 import json
+import time
 from typing import cast
 
 import httptools
@@ -39,21 +44,25 @@ def chunked(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def frames(tokens: int) -> tuple[bytes, bytes, bytes]:
-    """(regular chunk, last chunk, usage + done + end of body), serialised and framed once."""
+def event(body: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
 
-    def event(body: dict[str, object]) -> bytes:
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
 
-    def chunk(finish: str | None) -> bytes:
-        return event({**HEAD, "choices": [{"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}]})
+def token_chunk(finish: str | None, response_id: str) -> bytes:
+    """One framed token chunk of the response ``response_id``."""
+    choice = {"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}
+    return chunked(event({**HEAD, "id": response_id, "choices": [choice]}))
+
+
+def end_of_body(tokens: int) -> bytes:
+    """Usage, done and the body's end, serialised and framed once per length."""
 
     usage = {
         **HEAD,
         "choices": [],
         "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
     }
-    return chunked(chunk(None)), chunked(chunk("length")), chunked(event(usage) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    return chunked(event(usage) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
 def plain(status: str, body: dict[str, object]) -> bytes:
@@ -63,12 +72,23 @@ def plain(status: str, body: dict[str, object]) -> bytes:
 
 
 class Stream:
-    """One response in flight: where it writes and how far it has got."""
+    """One response in flight: where it writes and how far it has got.
 
-    __slots__ = ("frames", "sent", "t0", "tokens", "transport")
+    Every chunk of a response carries its id, as a real server's do; the id is made at the first
+    write, which it stamps, and the response's two token chunks are serialised then, once.
+    """
 
-    def __init__(self, transport: asyncio.Transport, t0: float, tokens: int, frames: tuple[bytes, bytes, bytes]):
-        self.transport, self.t0, self.sent, self.tokens, self.frames = transport, t0, 0, tokens, frames
+    __slots__ = ("arrived_ns", "last", "regular", "sent", "t0", "tail", "tokens", "transport")
+
+    def __init__(self, transport: asyncio.Transport, t0: float, arrived_ns: int, tokens: int, tail: bytes):
+        self.transport, self.t0, self.arrived_ns, self.sent, self.tokens = transport, t0, arrived_ns, 0, tokens
+        self.regular = self.last = b""
+        self.tail = tail
+
+    def name(self) -> None:
+        """Make this response's chunks, named ``bench-<arrived>-<written>`` (``time.monotonic_ns()``)."""
+        response_id = f"bench-{self.arrived_ns}-{time.monotonic_ns()}"
+        self.regular, self.last = token_chunk(None, response_id), token_chunk("length", response_id) + self.tail
 
 
 class Scheduler:
@@ -80,13 +100,15 @@ class Scheduler:
         self.seq = itertools.count()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = float("inf")
-        self.cache: dict[int, tuple[bytes, bytes, bytes]] = {}
+        self.cache: dict[int, bytes] = {}
         self.late_writes = 0
         self.writes = 0
 
-    def start(self, transport: asyncio.Transport, tokens: int) -> None:
+    def start(self, transport: asyncio.Transport, arrived_ns: int, tokens: int) -> None:
         transport.write(STREAM_HEAD)
-        stream = Stream(transport, self.loop.time(), tokens, self.cache.setdefault(tokens, frames(tokens)))
+        stream = Stream(
+            transport, self.loop.time(), arrived_ns, tokens, self.cache.setdefault(tokens, end_of_body(tokens))
+        )
         self._push(stream.t0 + self.ttft_s, stream)
 
     def _push(self, deadline: float, stream: Stream) -> None:
@@ -108,13 +130,14 @@ class Scheduler:
             if now - deadline > LATE_S:
                 self.late_writes += 1
             self.writes += 1
-            regular, last, tail = stream.frames
+            if not stream.sent:
+                stream.name()
             stream.sent += 1
             if stream.sent < stream.tokens:
-                stream.transport.write(regular)
+                stream.transport.write(stream.regular)
                 heapq.heappush(heap, (stream.t0 + self.ttft_s + stream.sent * self.gap_s, next(self.seq), stream))
             else:
-                stream.transport.write(last + tail)
+                stream.transport.write(stream.last)
         if heap:
             self.timer_at = heap[0][0]
             self.timer = self.loop.call_at(self.timer_at, self._fire)
@@ -129,11 +152,13 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.url = b""
         self.body = bytearray()
+        self.arrived_ns = 0  # when the read that ended the request came in
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
 
     def data_received(self, data: bytes) -> None:
+        self.arrived_ns = time.monotonic_ns()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -157,7 +182,7 @@ class Connection(asyncio.Protocol):
         method, path = self.parser.get_method(), self.url.split(b"?", 1)[0]
         if method == b"POST" and path == b"/v1/completions":
             tokens = int(json.loads(self.body or b"{}").get("max_tokens", 16))
-            self.scheduler.start(transport, max(tokens, 1))
+            self.scheduler.start(transport, self.arrived_ns, max(tokens, 1))
         elif method == b"GET" and path == b"/v1/models":
             transport.write(plain("200 OK", {"object": "list", "data": [{"id": "bench", "object": "model"}]}))
         elif method == b"GET" and path == b"/stats":
