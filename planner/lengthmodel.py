@@ -21,8 +21,10 @@ when its feature vector lies in the row space of the calibration's design (an es
 otherwise the model says which terms it could not separate, and never guesses them.
 
 The fit is least squares on relative residuals (latency noise grows with the latency), made robust
-by Huber weights (one bad level cannot drag it), with 95% intervals by a bootstrap over levels
-within each sweep and each kind of row, so every resample keeps the calibration's design.
+by Huber weights (one bad level cannot drag it), with 95% intervals by a two-stage bootstrap: the
+sweeps of each mix, then the levels within each sweep and each kind of row. Every resample keeps
+the calibration's design, and where a mix was swept more than once the intervals hold the engine's
+drift between sweeps.
 """
 
 from __future__ import annotations
@@ -228,6 +230,19 @@ class LengthModel:
                 out.append(f"{name.replace('_', ' ')} {value:.0f} outside the calibrated {low:.0f}..{high:.0f}")
         return tuple(out)
 
+    def drift_note(self) -> str:
+        """Why the intervals may be too narrow: a mix swept once shows only its own levels' noise, not
+        how far the engine's speed moves between sweeps ("" when every mix was swept at least twice)."""
+        once = [sweeps[0] for sweeps in _strata(self.points) if len(sweeps) == 1]
+        if not once:
+            return ""
+        return (
+            f"{len(once)} of the calibration's mixes {'was' if len(once) == 1 else 'were'} swept once "
+            f"({', '.join(once)}): the 95% intervals hold the noise between a sweep's levels, not the engine's "
+            "drift between sweeps, which can be larger on a shared machine; sweep each length twice, interleaved "
+            "(e.g. 64, 256, 64, 256), and give plan all the files"
+        )
+
     def separation_note(self) -> str:
         """What the calibration could not separate and what would (empty when every term is fitted)."""
         missing = self.not_separated
@@ -359,23 +374,52 @@ def _huber(xs: np.ndarray, y: np.ndarray, iterations: int = 30) -> tuple[np.ndar
 def _bootstrap(
     rows: tuple[CalibrationPoint, ...], xs: np.ndarray, y: np.ndarray, n: int, seed: int
 ) -> list[np.ndarray]:
-    """Refits on rows resampled within each (sweep, kind) group; resamples that lose a direction the
-    full design sees are skipped (they would answer a different question)."""
+    """Refits on resamples that keep the calibration's design, in two stages: the sweeps of each mix
+    (``_strata``) are drawn with replacement, then each drawn sweep's rows within each kind. Where a mix
+    was swept more than once, the first stage carries the engine's drift between sweeps into every
+    interval (vLLM's CPU build read a prefill slope of 0.048 and then 0.022 ms/token from the same two
+    sweeps minutes apart, each with an interval a tenth that wide); where it was swept once it cannot
+    (``LengthModel.drift_note``). Resamples that lose a direction the full design sees are skipped
+    (they would answer a different question)."""
     if n <= 0:
         return []
-    groups: dict[tuple[str, str], list[int]] = {}
+    rows_of: dict[str, dict[str, list[int]]] = {}
     for i, p in enumerate(rows):
-        groups.setdefault((p.group, p.kind), []).append(i)
+        rows_of.setdefault(p.group, {}).setdefault(p.kind, []).append(i)
+    strata = _strata(rows)
     full_rank = _rank(np.linalg.svd(xs, compute_uv=False))
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        pick = np.concatenate([rng.choice(idx, size=len(idx)) for idx in groups.values()])
+        drawn = [sweeps[k] for sweeps in strata for k in rng.integers(len(sweeps), size=len(sweeps))]
+        pick = np.concatenate([rng.choice(idx, size=len(idx)) for group in drawn for idx in rows_of[group].values()])
         sub = xs[pick]
         if _rank(np.linalg.svd(sub, compute_uv=False)) < full_rank:
             continue
         out.append(_huber(sub, y[pick])[0])
     return out
+
+
+def _strata(rows: Iterable[CalibrationPoint]) -> list[list[str]]:
+    """The sweeps (groups) of each mix: sweeps whose prompt and output lengths are each within 10% of
+    the mix's shortest (``_distinct``'s rule) repeat one mix."""
+    mixes: dict[str, Mix] = {}
+    for p in rows:
+        mixes.setdefault(p.group, p.mix)
+    strata: list[list[str]] = []
+    first: list[Mix] = []
+    for group, mix in sorted(mixes.items(), key=lambda item: (item[1].prompt_tokens, item[1].output_tokens)):
+        for k, m in enumerate(first):
+            if (
+                mix.prompt_tokens <= m.prompt_tokens * 1.1
+                and m.output_tokens / 1.1 <= mix.output_tokens <= m.output_tokens * 1.1
+            ):
+                strata[k].append(group)
+                break
+        else:
+            first.append(mix)
+            strata.append([group])
+    return strata
 
 
 IDLE_CONCURRENCY = 1.5  # a level below this achieved concurrency met an idle engine

@@ -107,8 +107,9 @@ def forecast_mix(
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
-    if note := model.separation_note():
-        warnings.append(note)
+    for note in (model.separation_note(), model.drift_note()):
+        if note:
+            warnings.append(note)
     law = model.at_mix(mix)
     extrapolation = model.extrapolation(mix)
     longest = model.ranges()["prompt_tokens"][1]

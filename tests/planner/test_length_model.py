@@ -71,6 +71,33 @@ def test_one_bad_level_does_not_drag_the_fit() -> None:
             assert model.coefficient(name).value == pytest.approx(TRUE[name], rel=0.03)
 
 
+def _swept_again(rows: list[CalibrationPoint], name: str, factor: float) -> list[CalibrationPoint]:
+    """The same sweeps run again as ``name``, the engine ``factor`` times slower on the second prompt length."""
+    longest = max(p.mix.prompt_tokens for p in rows)
+    out = []
+    for p in rows:
+        value = p.value_ms * (factor if p.mix.prompt_tokens == longest else 1.0)
+        out.append(CalibrationPoint(f"{name} {p.group}", f"{name} {p.label}", p.kind, p.batch, p.mix, value))
+    return out
+
+
+def test_sweeps_repeated_minutes_apart_put_the_engines_drift_into_the_intervals() -> None:
+    # vLLM's CPU build, two calibrations at 64 and 256 minutes apart: prefill 0.048 then 0.022 ms/token, each
+    # with a within-sweep interval a tenth of that gap. Here the second pair's 256 sweep ran 1.3x slower.
+    rows = _rows([Mix(64, 64), Mix(256, 64)], idle=True)
+    first, second = _swept_again(rows, "a", 1.0), _swept_again(rows, "b", 1.3)
+    alone = [fit_length_model(pair).coefficient("prefill_ms_per_token") for pair in (first, second)]
+    slow, fast = (c.value for c in alone)
+    assert slow is not None and fast is not None and fast > 2 * slow
+    for c, other in zip(alone, (fast, slow)):  # each alone is sure of itself, and wrong about the other
+        assert c.ci is not None and not c.ci[0] <= other <= c.ci[1]
+    assert "swept once" in fit_length_model(first).drift_note()
+    both = fit_length_model(first + second)
+    assert both.drift_note() == ""
+    ci = both.coefficient("prefill_ms_per_token").ci
+    assert ci is not None and ci[0] <= slow and fast <= ci[1]
+
+
 @pytest.mark.parametrize("budget", [None, 100])
 def test_three_prompt_lengths_fit_prefills_square_term_exactly(budget: int | None) -> None:
     truth = {**TRUE, "prefill_attention_ms": 12.0}  # ms per million token pairs: 6.3 ms at 1,024 tokens
