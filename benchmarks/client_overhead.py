@@ -81,7 +81,10 @@ def run_level(
     ray: bool = False,
     event_loop: str = "auto",
     pure: bool = False,
+    records: bool = True,
 ) -> dict[str, float]:
+    """One ``loadgen run`` level in a pinned child; ``records``: write ``--records`` and hold TTFT to the
+    mock's send times (``wire_floor`` leaves them out: its CPU is that of a run as a user starts it)."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
@@ -110,20 +113,20 @@ def run_level(
             event_loop,
             "--scrape-metrics",
             "off",
-            "--records",
-            str(Path(tmp) / "records.jsonl"),
             "--json",
             "--quiet",
             "-o",
             str(Path(tmp) / "r.json"),
-        ] + (["--ray", "local"] if ray else [])
+        ]
+        cmd += ["--ray", "local"] if ray else []
+        cmd += ["--records", str(Path(tmp) / "records.jsonl")] if records else []
         env = {**os.environ, "LOADGEN_PURE_WIRE": "1" if pure else "0"}  # the Python path alone, or compiled
         out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120, env=env)
         if out.returncode != 0:
             raise SystemExit(f"loadgen failed at c={concurrency}: {out.stderr.strip()[-300:]}")
         saved = json.loads((Path(tmp) / "r.json").read_text())
         level, read_path = saved["levels"][0], saved["settings"].get("read_path", "?")
-        ttft = ttft_against_target(Path(tmp) / "records.jsonl", WARMUP_S)
+        ttft = ttft_against_target(Path(tmp) / "records.jsonl", WARMUP_S) if records else {}
     s = json.loads(out.stdout)
     # CPU of the generator's own processes over the measured window (process_time in each
     # worker, summed), so interpreter start-up and the probe do not count

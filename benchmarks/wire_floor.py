@@ -167,7 +167,10 @@ def main() -> None:
                     r = minimal_loop(url, args.concurrency, args.duration, 2.0, loop, "_protocol_child")
                 else:
                     pure = "Python path" in kind  # LOADGEN_PURE_WIRE=1: without the compiled reader
-                    r = run_level(url, args.concurrency, args.duration, 1, kind.split()[1], event_loop=loop, pure=pure)
+                    transport = kind.split()[1]
+                    r = run_level(
+                        url, args.concurrency, args.duration, 1, transport, event_loop=loop, pure=pure, records=False
+                    )
                 costs[name].append(r["cpu_s_per_1k_tok"])
                 time.sleep(0.5)
         # ratios are taken round by round (the contenders of a round ran within a minute of each other,
