@@ -74,21 +74,21 @@ def plain(status: str, body: dict[str, object]) -> bytes:
 class Stream:
     """One response in flight: where it writes and how far it has got.
 
-    Every chunk of a response carries its id, as a real server's do; the id is made at the first
+    Every token chunk of a response carries its id, as a real server's do; the id is made at the first
     write, which it stamps, and the response's two token chunks are serialised then, once.
     """
 
-    __slots__ = ("arrived_ns", "last", "regular", "sent", "t0", "tail", "tokens", "transport")
+    __slots__ = ("arrived_ns", "last", "regular", "sent", "t0", "tokens", "transport")
 
-    def __init__(self, transport: asyncio.Transport, t0: float, arrived_ns: int, tokens: int, tail: bytes):
+    def __init__(self, transport: asyncio.Transport, t0: float, arrived_ns: int, tokens: int):
         self.transport, self.t0, self.arrived_ns, self.sent, self.tokens = transport, t0, arrived_ns, 0, tokens
         self.regular = self.last = b""
-        self.tail = tail
 
-    def name(self) -> None:
-        """Make this response's chunks, named ``bench-<arrived>-<written>`` (``time.monotonic_ns()``)."""
+    def name(self, tail: bytes) -> None:
+        """Make this response's chunks, named ``bench-<arrived>-<written>`` (``time.monotonic_ns()``);
+        ``tail``: what follows its last token (usage, ``[DONE]``, the chunked terminator)."""
         response_id = f"bench-{self.arrived_ns}-{time.monotonic_ns()}"
-        self.regular, self.last = token_chunk(None, response_id), token_chunk("length", response_id) + self.tail
+        self.regular, self.last = token_chunk(None, response_id), token_chunk("length", response_id) + tail
 
 
 class Scheduler:
@@ -106,9 +106,7 @@ class Scheduler:
 
     def start(self, transport: asyncio.Transport, arrived_ns: int, tokens: int) -> None:
         transport.write(STREAM_HEAD)
-        stream = Stream(
-            transport, self.loop.time(), arrived_ns, tokens, self.cache.setdefault(tokens, end_of_body(tokens))
-        )
+        stream = Stream(transport, self.loop.time(), arrived_ns, tokens)
         self._push(stream.t0 + self.ttft_s, stream)
 
     def _push(self, deadline: float, stream: Stream) -> None:
@@ -131,7 +129,7 @@ class Scheduler:
                 self.late_writes += 1
             self.writes += 1
             if not stream.sent:
-                stream.name()
+                stream.name(self.cache.setdefault(stream.tokens, end_of_body(stream.tokens)))
             stream.sent += 1
             if stream.sent < stream.tokens:
                 stream.transport.write(stream.regular)

@@ -87,15 +87,15 @@ def test_sweeps_repeated_minutes_apart_put_the_engines_drift_into_the_intervals(
     rows = _rows([Mix(64, 64), Mix(256, 64)], idle=True)
     first, second = _swept_again(rows, "a", 1.0), _swept_again(rows, "b", 1.3)
     alone = [fit_length_model(pair).coefficient("prefill_ms_per_token") for pair in (first, second)]
-    slow, fast = (c.value for c in alone)
-    assert slow is not None and fast is not None and fast > 2 * slow
-    for c, other in zip(alone, (fast, slow)):  # each alone is sure of itself, and wrong about the other
+    low, high = (c.value for c in alone)
+    assert low is not None and high is not None and high > 2 * low
+    for c, other in zip(alone, (high, low)):  # each alone is sure of itself, and wrong about the other
         assert c.ci is not None and not c.ci[0] <= other <= c.ci[1]
     assert "swept once" in fit_length_model(first).drift_note()
     both = fit_length_model(first + second)
     assert both.drift_note() == ""
     ci = both.coefficient("prefill_ms_per_token").ci
-    assert ci is not None and ci[0] <= slow and fast <= ci[1]
+    assert ci is not None and ci[0] <= low and high <= ci[1]
 
 
 @pytest.mark.parametrize("budget", [None, 100])
