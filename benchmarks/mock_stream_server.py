@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import heapq
 import itertools
 import json
@@ -54,6 +55,7 @@ def token_chunk(finish: str | None, response_id: str) -> bytes:
     return chunked(event({**HEAD, "id": response_id, "choices": [choice]}))
 
 
+@functools.cache
 def end_of_body(tokens: int) -> bytes:
     """Usage, done and the body's end, serialised and framed once per length."""
 
@@ -100,7 +102,6 @@ class Scheduler:
         self.seq = itertools.count()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = float("inf")
-        self.cache: dict[int, bytes] = {}
         self.late_writes = 0
         self.writes = 0
 
@@ -129,7 +130,7 @@ class Scheduler:
                 self.late_writes += 1
             self.writes += 1
             if not stream.sent:
-                stream.name(self.cache.setdefault(stream.tokens, end_of_body(stream.tokens)))
+                stream.name(end_of_body(stream.tokens))
             stream.sent += 1
             if stream.sent < stream.tokens:
                 stream.transport.write(stream.regular)
