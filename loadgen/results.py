@@ -67,6 +67,18 @@ class ServerSample:
     counted_s: float | None = None  # between the first and the last scrape: the counters' span
     prompt_tokens: float | None = None  # prompt tokens the server counted in that span (None: no counter)
     generation_tokens: float | None = None  # tokens it generated in that span
+    # the server's own per-request means over that span (vLLM's request_queue_time / request_prefill_time):
+    # waiting for a batch slot, and from admission to the first token; None where it exports neither
+    queue_ms_mean: float | None = None
+    prefill_ms_mean: float | None = None
+    prefill_requests: float | None = None  # requests the prefill mean is over
+
+    def outside_engine_ms(self, ttft_sent_ms: float | None) -> float | None:
+        """What a mean TTFT (from the send) holds beyond the engine's queue and prefill: the API server's
+        front end (HTTP, tokenising, handing the request on), the network and the first chunk's way back."""
+        if ttft_sent_ms is None or self.queue_ms_mean is None or self.prefill_ms_mean is None:
+            return None
+        return ttft_sent_ms - self.queue_ms_mean - self.prefill_ms_mean
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +90,9 @@ class ServerSample:
             "counted_s": self.counted_s,
             "prompt_tokens": self.prompt_tokens,
             "generation_tokens": self.generation_tokens,
+            "queue_ms_mean": self.queue_ms_mean,
+            "prefill_ms_mean": self.prefill_ms_mean,
+            "prefill_requests": self.prefill_requests,
         }
 
     def per_s(self, tokens: float | None) -> float | None:
@@ -95,6 +110,9 @@ class ServerSample:
             raw.get("counted_s"),
             raw.get("prompt_tokens"),
             raw.get("generation_tokens"),
+            raw.get("queue_ms_mean"),
+            raw.get("prefill_ms_mean"),
+            raw.get("prefill_requests"),
         )
 
 

@@ -415,6 +415,42 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
     )
 
 
+def ttft_split_section(results: Results) -> Section | None:
+    """Per level, the mean TTFT (from the send) split by the server's own per-request times (vLLM's
+    request_queue_time and request_prefill_time); None where no level scraped them."""
+    rows = []
+    for lv in results.levels:
+        server, ttft = lv.server, lv.mean_ms(Metric.TTFT_SENT)
+        outside = server.outside_engine_ms(ttft) if server is not None else None
+        if server is None or outside is None:
+            continue
+        rows.append(
+            (
+                lv.load.label,
+                fmt(ttft),
+                fmt(server.queue_ms_mean),
+                fmt(server.prefill_ms_mean),
+                fmt(outside),
+                fmt(server.prefill_requests, 0),
+            )
+        )
+    if not rows:
+        return None
+    return Section(
+        "Where TTFT goes",
+        paragraphs=(
+            "The mean TTFT from the send, and the server's own means over the same window: waiting for a batch "
+            "slot (queue), and from admission to the first token (prefill). The rest is outside the engine: the "
+            "API server's front end (HTTP, tokenising, handing the request on), the network and the first "
+            "chunk's way back. A rest that grows with concurrency is a front end serving requests one at a time.",
+        ),
+        table=Table(
+            ("load", "TTFT mean ms", "queue ms", "prefill ms", "outside engine ms", "server requests"),
+            tuple(rows),
+        ),
+    )
+
+
 def goodput_rule(slos: Sequence[SloTarget]) -> str:
     """How goodput was counted, naming each SLO's percentile: the threshold applies per request."""
     limits = [
@@ -532,6 +568,8 @@ def build_report(
     )
     trust = level_verdicts(results, plan, slos)
     sections = [Section("Levels", table=level_rows(results, trust))]
+    if (split := ttft_split_section(results)) is not None:
+        sections.append(split)
     verdicts = slo_verdicts(results, slos, trust)
     if verdicts is not None:
         sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))

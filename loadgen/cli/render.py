@@ -97,6 +97,16 @@ def throughput_table(level: LevelResult) -> Table:
         )
         if prompt_rate is not None or generation_rate is not None:
             rows.append(("server tokens/s (prompt / generated)", f"{fmt(prompt_rate)} / {fmt(generation_rate)}"))
+        server = level.server
+        outside = server.outside_engine_ms(level.mean_ms(Metric.TTFT_SENT))
+        if outside is not None:
+            rows.append(
+                (
+                    "TTFT mean, where (ms)",
+                    f"server queue {fmt(server.queue_ms_mean)} + prefill {fmt(server.prefill_ms_mean)} "
+                    f"+ {fmt(outside)} outside the engine (API front end, network)",
+                )
+            )
     for row in rows:
         table.add_row(*row)
     return table

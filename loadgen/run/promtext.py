@@ -16,6 +16,10 @@ class GaugeNames:
     kv_usage: tuple[str, ...] = ()
     prompt_tokens: str = ""  # counter of prompt tokens processed ("": the server has none)
     generation_tokens: str = ""  # counter of tokens generated
+    # per-request histograms (their ``_sum`` in seconds and ``_count``): the wait for a batch slot, and from
+    # admission to the first token; what TTFT holds beyond them is the API front end and the network
+    queue_time: str = ""
+    prefill_time: str = ""
 
 
 KNOWN: Final = (
@@ -26,6 +30,8 @@ KNOWN: Final = (
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         "vllm:prompt_tokens_total",
         "vllm:generation_tokens_total",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
     ),
     GaugeNames(
         "sglang",
@@ -43,8 +49,18 @@ KNOWN: Final = (
         (),
         "loadgen_sim:prompt_tokens_total",
         "loadgen_sim:generation_tokens_total",
+        "loadgen_sim:request_queue_time_seconds",
+        "loadgen_sim:request_prefill_time_seconds",
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """A per-request histogram's running totals: seconds summed over ``count`` requests."""
+
+    seconds: float
+    count: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +73,13 @@ class Gauges:
     kv_usage: float | None = None
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
+    queue: Timed | None = None
+    prefill: Timed | None = None
+
+
+def _timed(samples: dict[str, float], name: str) -> Timed | None:
+    total, count = samples.get(f"{name}_sum"), samples.get(f"{name}_count")
+    return Timed(total, count) if name and total is not None and count is not None else None
 
 
 def parse_samples(text: str) -> dict[str, float]:
@@ -94,5 +117,7 @@ def read_gauges(text: str) -> Gauges | None:
                 next((samples[k] for k in names.kv_usage if k in samples), None),
                 samples.get(names.prompt_tokens) if names.prompt_tokens else None,
                 samples.get(names.generation_tokens) if names.generation_tokens else None,
+                _timed(samples, names.queue_time),
+                _timed(samples, names.prefill_time),
             )
     return None

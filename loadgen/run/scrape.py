@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from loadgen.results import ServerSample
-from loadgen.run.promtext import read_gauges
+from loadgen.run.promtext import Timed, read_gauges
 from loadgen.wire.control import OversizedBody, get_capped
 from loadgen.wire.target import split_endpoint
 
@@ -44,6 +44,7 @@ class MetricsScraper:
         self._waiting: list[float] = []
         self._kv: list[float] = []
         self._counters: list[tuple[float, float | None, float | None]] = []  # (time, prompt, generation)
+        self._timed: list[tuple[Timed | None, Timed | None]] = []  # (queue, prefill) per scrape
         self.failures = 0
 
     async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
@@ -64,6 +65,7 @@ class MetricsScraper:
                 if gauges.kv_usage is not None:
                     self._kv.append(gauges.kv_usage)
                 self._counters.append((clock(), gauges.prompt_tokens, gauges.generation_tokens))
+                self._timed.append((gauges.queue, gauges.prefill))
             await asyncio.sleep(self._interval_s)
 
     def sample(self) -> ServerSample | None:
@@ -79,6 +81,9 @@ class MetricsScraper:
             counted_s=self._counters[-1][0] - self._counters[0][0] if len(self._counters) > 1 else None,
             prompt_tokens=_delta([c[1] for c in self._counters]),
             generation_tokens=_delta([c[2] for c in self._counters]),
+            queue_ms_mean=_mean_ms([t[0] for t in self._timed]),
+            prefill_ms_mean=_mean_ms([t[1] for t in self._timed]),
+            prefill_requests=_delta([t[1].count if t[1] is not None else None for t in self._timed]),
         )
 
 
@@ -87,3 +92,11 @@ def _delta(values: list[float | None]) -> float | None:
     if len(values) < 2 or values[0] is None or values[-1] is None or values[-1] < values[0]:
         return None
     return values[-1] - values[0]
+
+
+def _mean_ms(totals: list[Timed | None]) -> float | None:
+    """A per-request histogram's mean between the first and the last scrape, in ms (None: absent, reset,
+    or no request counted meanwhile)."""
+    seconds = _delta([t.seconds if t is not None else None for t in totals])
+    count = _delta([t.count if t is not None else None for t in totals])
+    return seconds / count * 1000.0 if seconds is not None and count else None

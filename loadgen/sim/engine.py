@@ -123,6 +123,7 @@ class _Sequence:
     arrival_ms: float
     generated: int = 0
     prefilled: int = 0  # prompt tokens processed so far (chunked prefill)
+    admitted_ms: float = 0.0  # the start of the step that admitted it
 
     @property
     def reserved(self) -> int:
@@ -157,6 +158,11 @@ class EngineCounters:
     admitted: int = 0
     finished: int = 0
     cancelled: int = 0
+    # what vLLM's request_queue_time / request_prefill_time histograms sum: arrival to admission (over
+    # ``admitted``), admission to the end of the step that samples the first token (over ``first_tokens``)
+    queue_ms: float = 0.0
+    prefill_ms: float = 0.0
+    first_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -246,6 +252,7 @@ class Engine:
                 if seq.prefilled == seq.prompt_tokens:
                     emitting.append(seq)  # its first token is sampled at the end of its last chunk
         finished: list[int] = []
+        first = [s for s in emitting if s.generated == 0]
         for seq in emitting:
             seq.generated += 1
             if seq.generated == seq.max_tokens:
@@ -261,6 +268,8 @@ class Engine:
         c.slot_steps += occupied
         c.admitted += len(admitted)
         c.finished += len(finished)
+        c.first_tokens += len(first)
+        c.prefill_ms += sum(now_ms + duration - s.admitted_ms for s in first)
         emitted = tuple(s.seq_id for s in emitting)
         return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied)
 
@@ -284,6 +293,8 @@ class Engine:
             if capacity is not None and self._running and reserved + head.reserved > capacity:
                 break  # it waits for KV space (one too large for the cache runs alone)
             seq = self._waiting.popleft()
+            seq.admitted_ms = now_ms
+            self.counters.queue_ms += now_ms - seq.arrival_ms
             reserved += seq.reserved
             self._running[seq.seq_id] = seq
             admitted.append(seq.seq_id)

@@ -162,10 +162,24 @@ async def _metrics(request: web.Request) -> web.Response:
             driver.stats.gaps,
         ),
     ]
+    # per-request times as vLLM names them (histograms there; only their sum and count here)
+    summaries = [
+        ("request_queue_time_seconds", "From arrival to admission into the batch.", c.queue_ms, c.admitted),
+        (
+            "request_prefill_time_seconds",
+            "From admission to the end of the step that samples the first token.",
+            c.prefill_ms,
+            c.first_tokens,
+        ),
+    ]
     lines = []
     for name, kind, doc, value in rows:
         lines += [f"# HELP {METRIC_PREFIX}{name} {doc}", f"# TYPE {METRIC_PREFIX}{name} {kind}"]
         lines.append(f"{METRIC_PREFIX}{name}{label} {value}")
+    for name, doc, total_ms, count in summaries:
+        lines += [f"# HELP {METRIC_PREFIX}{name} {doc}", f"# TYPE {METRIC_PREFIX}{name} summary"]
+        lines.append(f"{METRIC_PREFIX}{name}_sum{label} {round(total_ms / 1000, 6)}")
+        lines.append(f"{METRIC_PREFIX}{name}_count{label} {count}")
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
 

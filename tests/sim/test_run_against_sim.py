@@ -232,3 +232,37 @@ def test_the_servers_token_counters_agree_with_what_the_client_counted(tmp_path)
     assert server.per_s(server.generation_tokens) == pytest.approx(level.output_tokens_per_s, rel=0.02)
     prompt_mean = level.prompt_tokens / level.prompt_tokens_reported
     assert server.per_s(server.prompt_tokens) == pytest.approx(level.requests_per_s * prompt_mean, rel=0.03)  # type: ignore[operator]
+
+
+def test_the_servers_queue_and_prefill_times_account_for_ttft_on_the_simulator(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # vLLM's request_queue_time / request_prefill_time (the simulator's by the same names): their means over
+    # the window, with what TTFT holds beyond them. The simulator has no front end, and in virtual time no
+    # network: queue + prefill is the whole TTFT. Past the batch cap (8 clients, 4 slots) most of it is queue.
+    from typer.testing import CliRunner
+
+    from loadgen.cli import app
+    from loadgen.results import load
+
+    profile = tmp_path / "queued.yaml"
+    profile.write_text(
+        "schema_version: 1\nname: queued\n"
+        "target:\n  sim: {base_ms: 10, per_seq_ms: 0.5, prefill_ms_per_token: 0.05, max_num_seqs: 4}\n"
+        "api: completions\nworkload: {prompt_tokens: 200, output_tokens: 16}\n"
+        "load: {mode: closed, levels: [8], duration_s: 10, warmup_s: 2}\nseed: 1\n"
+    )
+    out = tmp_path / "r.json"
+    args = ["sweep", "--profile", str(profile), "--virtual-time", "--scrape-metrics", "on", "-o", str(out), "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    level = load(out).levels[0]
+    server = level.server
+    assert server is not None and server.queue_ms_mean is not None and server.prefill_ms_mean is not None
+    # admitted into a full batch of 4 and prefilled in one step: 10 + 0.5 * 4 + 0.05 * 200
+    assert server.prefill_ms_mean == pytest.approx(22.0, abs=0.01)
+    assert server.queue_ms_mean > 5 * server.prefill_ms_mean
+    ttft_sent = level.mean_ms(Metric.TTFT_SENT)
+    assert server.outside_engine_ms(ttft_sent) == pytest.approx(0.0, abs=0.1)
+    assert server.prefill_requests == pytest.approx(level.completed, rel=0.05)
+    report = tmp_path / "report.md"
+    assert CliRunner().invoke(app, ["report", str(out), "-o", str(report)]).exit_code == 0
+    assert "## Where TTFT goes" in report.read_text()
