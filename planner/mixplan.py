@@ -94,6 +94,36 @@ def quadratic_idle_ttft(model: LengthModel, prompt_tokens: float) -> float | Non
     return long_ms + per_pair * (prompt_pairs(prompt_tokens) - prompt_pairs(long))
 
 
+FRONT_END_SLACK_MS = 2.0  # outside-engine time within this (or 20%) of the fitted overhead: nothing to say
+
+
+def front_end_note(calibrations: Sequence[tuple[str, Results]], overhead_ms: float | None) -> str:
+    """Where the calibration's server split TTFT (vLLM's queue and prefill times), whether what a level spent
+    outside the engine outgrew the overhead the fit adds to every predicted TTFT; "" when it did not, or
+    when no level has the split. The fit's overhead is TTFT beyond the engine at concurrency 1; an API
+    server that tokenises and hands on requests one at a time adds more as concurrency grows, which the
+    step model does not hold."""
+    outside = [
+        (lv.load.value, ms)
+        for _, results in calibrations
+        for lv in results.levels
+        if lv.load.kind == "concurrency"
+        and lv.server is not None
+        and (ms := lv.server.outside_engine_ms(lv.mean_ms(Metric.TTFT_SENT))) is not None
+    ]
+    if not outside or overhead_ms is None:
+        return ""
+    c, worst = max(outside, key=lambda row: row[1])
+    if worst <= overhead_ms + max(FRONT_END_SLACK_MS, 0.2 * overhead_ms):
+        return ""
+    return (
+        f"predicted TTFT adds {overhead_ms:.1f} ms beyond the engine (fitted at concurrency 1), but the calibration's "
+        f"server spent up to {worst:.1f} ms of a mean TTFT outside its engine (its queue and prefill times taken off) "
+        f"at c={c:g}: its front end (HTTP, tokenising) grows with load, so TTFT predicted under concurrency can be "
+        f"short by about {worst - overhead_ms:.1f} ms"
+    )
+
+
 def forecast_mix(
     calibrations: Sequence[tuple[str, Results]],
     mix: Mix,
@@ -107,7 +137,8 @@ def forecast_mix(
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
-    for note in (model.separation_note(), model.drift_note()):
+    overhead = model.coefficient("overhead_ms").value
+    for note in (model.separation_note(), model.drift_note(), front_end_note(calibrations, overhead)):
         if note:
             warnings.append(note)
     law = model.at_mix(mix)
