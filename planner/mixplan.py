@@ -138,6 +138,7 @@ def forecast_mix(
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
     overhead = model.coefficient("overhead_ms").value
+    overhead = None if overhead is None else max(overhead, 0.0)  # as predicted levels add it (never below 0)
     for note in (model.separation_note(), model.drift_note(), front_end_note(calibrations, overhead)):
         if note:
             warnings.append(note)
