@@ -8,6 +8,7 @@ counting, interrupts, held-back tokens and the open-loop steady verdict are logi
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -88,6 +89,20 @@ async def test_coordinated_omission_queue_is_in_ttft_not_in_ttft_sent(sim: SimPr
     lag = result.percentile_ms(Metric.LAG, 99)
     assert lag is not None and lag < 10  # the generator kept its schedule
     assert not result.client_bound
+
+
+@pytest.mark.asyncio
+async def test_what_lived_before_a_real_time_level_is_out_of_the_collectors_scans_only_while_it_runs(
+    sim: SimProcess,
+) -> None:
+    # A full collection scanned every object alive (a test runner's heap, the results of earlier levels):
+    # one 30-80 ms pause, and the sends and timestamps due then were that late. Frozen during the level.
+    frozen: list[int] = []
+    async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=30)) as http:
+        plan = LevelPlan(Load("concurrency", 2), duration_s=0.3, warmup_s=0.0)
+        result = await run_level(plan, workload(4), http, on_record=lambda _: frozen.append(gc.get_freeze_count()))
+    assert result.completed > 0 and frozen and min(frozen) > 1000
+    assert gc.get_freeze_count() == 0  # and back in the oldest generation afterwards
 
 
 @pytest.mark.parametrize(
