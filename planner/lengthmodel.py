@@ -146,6 +146,13 @@ class LengthModel:
         return self.coefficients[TERMS.index(name)]
 
     @property
+    def ttft_overhead_ms(self) -> float | None:
+        """What every predicted TTFT adds beyond the engine: the fitted overhead, never below zero (None: not
+        estimable; a prediction then adds nothing)."""
+        value = self.coefficient("overhead_ms").value
+        return None if value is None else max(value, 0.0)
+
+    @property
     def separated(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.coefficients[: len(COEFFICIENTS)] if c.value is not None)
 

@@ -137,9 +137,7 @@ def forecast_mix(
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
-    overhead = model.coefficient("overhead_ms").value
-    overhead = None if overhead is None else max(overhead, 0.0)  # as predicted levels add it (never below 0)
-    for note in (model.separation_note(), model.drift_note(), front_end_note(calibrations, overhead)):
+    for note in (model.separation_note(), model.drift_note(), front_end_note(calibrations, model.ttft_overhead_ms)):
         if note:
             warnings.append(note)
     law = model.at_mix(mix)

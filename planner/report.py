@@ -287,7 +287,7 @@ def _prediction_text(p: Prediction | None) -> str:
 
 def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -> Section:
     """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
-    overhead = max(forecast.model.coefficient("overhead_ms").value or 0.0, 0.0)
+    overhead = forecast.model.ttft_overhead_ms or 0.0
     rows = tuple(
         (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
         for lv in levels

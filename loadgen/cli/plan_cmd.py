@@ -162,9 +162,9 @@ def predicted_sweep(
         max_num_batched_tokens=budget,
         kv_capacity_tokens=forecast.kv_capacity_tokens,  # known: a sequence waits for room, as on the server
     )
-    overhead = forecast.model.coefficient("overhead_ms").value or 0.0
+    overhead = forecast.model.ttft_overhead_ms or 0.0
     p95 = forecast.tpot_p95 or fit_calibration(calibrations, 95.0, budget, seed)
-    return predict_levels(engine, forecast.mix, levels, overhead_ms=max(overhead, 0.0), tpot_p95=p95, seed=seed)
+    return predict_levels(engine, forecast.mix, levels, overhead_ms=overhead, tpot_p95=p95, seed=seed)
 
 
 def require_mix(files: int, **flags: object) -> None:
