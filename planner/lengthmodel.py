@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 
 from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from planner.observations import LevelObservation
 from planner.stepmodel import StepModel, context_tokens, prompt_pairs
 from planner.verdicts import judge
 
@@ -432,21 +433,24 @@ def _strata(rows: Iterable[CalibrationPoint]) -> list[list[str]]:
 IDLE_CONCURRENCY = 1.5  # a level below this achieved concurrency met an idle engine
 
 
-def points_from_results(results: Results, group: str, percentile: float | None) -> list[CalibrationPoint]:
-    """A sweep's rows: each trusted unsaturated level's TPOT (``percentile``; None: the mean) at its
-    batch, and its TTFT where it ran at concurrency 1, all at the sweep's realised mix."""
+def calibrated_levels(results: Results, group: str) -> tuple[Mix, list[tuple[LevelObservation, LevelResult]]]:
+    """A sweep's realised mix and the levels a calibration reads: trusted, unsaturated."""
     verdicts = judge(results.levels)
     obs = verdicts.observations
     prompt = mean_prompt_tokens(obs.results)
     output = mean_output_tokens(obs.results)
     if prompt is None or output is None or output < 1:
         raise ValueError(f"{group}: the server reported no prompt or output usage: its mix is unknown")
-    mix = Mix(prompt, output)
+    levels = [(obs.levels[i], obs.results[i]) for i in verdicts.saturation.unsaturated if verdicts.levels[i].trusted]
+    return Mix(prompt, output), levels
+
+
+def points_from_results(results: Results, group: str, percentile: float | None) -> list[CalibrationPoint]:
+    """A sweep's rows: each calibrated level's TPOT (``percentile``; None: the mean) at its batch, and its
+    TTFT where it ran at concurrency 1, all at the sweep's realised mix."""
+    mix, levels = calibrated_levels(results, group)
     rows = []
-    for i in verdicts.saturation.unsaturated:
-        lv, level = obs.levels[i], obs.results[i]
-        if not verdicts.levels[i].trusted:
-            continue
+    for lv, level in levels:
         tpot = level.mean_ms(Metric.TPOT) if percentile is None else level.percentile_ms(Metric.TPOT, percentile)
         if tpot is not None and lv.batch > 0:
             rows.append(CalibrationPoint(group, f"{group} {lv.label}", "tpot", lv.batch, mix, tpot))

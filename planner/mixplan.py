@@ -19,6 +19,7 @@ from loadgen.sim.engine import EngineConfig
 from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
 from planner.slo import BatchLimit, floor_note
 from planner.stepmodel import StepModel, fit_statistic, prompt_pairs
+from planner.ttft_residual import TtftResidual
 
 MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
 
@@ -44,11 +45,12 @@ class MixForecast:
     kv_capacity_tokens: int | None = None  # the server's KV cache (None: not known, the batch not checked)
     kv_batch: int | None = None  # the most sequences of the mix it holds whole
     kv_note: str = ""
+    ttft_residual: TtftResidual | None = None  # TTFT beyond the fitted engine, by load (predicted levels, sizing)
 
 
 @dataclass(frozen=True, slots=True)
 class PredictedLevel:
-    """One closed-loop level of a sweep not run, at a forecast's mix (``loadgen.run.predict`` runs it)."""
+    """One closed-loop level of a sweep not run, at a forecast's mix (``planner.predicted`` runs it)."""
 
     concurrency: int
     ttft_p50_ms: float | None
@@ -94,36 +96,6 @@ def quadratic_idle_ttft(model: LengthModel, prompt_tokens: float) -> float | Non
     return long_ms + per_pair * (prompt_pairs(prompt_tokens) - prompt_pairs(long))
 
 
-FRONT_END_SLACK_MS = 2.0  # outside-engine time within this (or 20%) of the fitted overhead: nothing to say
-
-
-def front_end_note(calibrations: Sequence[tuple[str, Results]], overhead_ms: float | None) -> str:
-    """Where the calibration's server split TTFT (vLLM's queue and prefill times), whether what a level spent
-    outside the engine outgrew the overhead the fit adds to every predicted TTFT; "" when it did not, or
-    when no level has the split. The fit's overhead is TTFT beyond the engine at concurrency 1; an API
-    server that tokenises and hands on requests one at a time adds more as concurrency grows, which the
-    step model does not hold."""
-    outside = [
-        (lv.load.value, ms)
-        for _, results in calibrations
-        for lv in results.levels
-        if lv.load.kind == "concurrency"
-        and lv.server is not None
-        and (ms := lv.server.outside_engine_ms(lv.mean_ms(Metric.TTFT_SENT))) is not None
-    ]
-    if not outside or overhead_ms is None:
-        return ""
-    c, worst = max(outside, key=lambda row: row[1])
-    if worst <= overhead_ms + max(FRONT_END_SLACK_MS, 0.2 * overhead_ms):
-        return ""
-    return (
-        f"predicted TTFT adds {overhead_ms:.1f} ms beyond the engine (fitted at concurrency 1), but the calibration's "
-        f"server spent up to {worst:.1f} ms of a mean TTFT outside its engine (its queue and prefill times taken off) "
-        f"at c={c:g}: its front end (HTTP, tokenising) grows with load, so TTFT predicted under concurrency can be "
-        f"short by about {worst - overhead_ms:.1f} ms"
-    )
-
-
 def forecast_mix(
     calibrations: Sequence[tuple[str, Results]],
     mix: Mix,
@@ -137,7 +109,7 @@ def forecast_mix(
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
     warnings = []
-    for note in (model.separation_note(), model.drift_note(), front_end_note(calibrations, model.ttft_overhead_ms)):
+    for note in (model.separation_note(), model.drift_note()):
         if note:
             warnings.append(note)
     law = model.at_mix(mix)

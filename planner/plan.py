@@ -26,6 +26,7 @@ from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, calibration_server_limit, forecast_mix, recommended_budget
 from planner.observations import Observations
+from planner.predicted import calibration_residual
 from planner.replay import Correction
 from planner.sizing import (
     NO_REPLICA_COUNT,
@@ -39,6 +40,7 @@ from planner.sizing import (
 )
 from planner.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.stepmodel import StepModel, fit_statistic, fit_step_model, prefill_share_ms
+from planner.ttft_residual import TtftResidual
 from planner.verdicts import Verdicts, judge
 
 PREFILL_ITL_RATIO = 1.3  # ITL p95 over TPOT p50 beyond this: some steps carry prefill work
@@ -259,8 +261,25 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
             "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "
             "N tokens'): the batch is not checked against it"
         )
+    residual = None
+    if forecast.engine is not None:  # TTFT beyond the fitted engine: that engine run at each calibration level
+        residual = calibration_residual(forecast.engine, calibrations, forecast.model.budget, kv)
+        forecast = dataclasses.replace(forecast, ttft_residual=residual)
+        if residual is not None and (note := residual.prompt_note()):
+            warnings.append(note)
     plan = _finish(
-        "mix", None, law, forecast.limits, request, mix.output_tokens, warnings, prefill, law, forecast.engine, kv_cap
+        "mix",
+        None,
+        law,
+        forecast.limits,
+        request,
+        mix.output_tokens,
+        warnings,
+        prefill,
+        law,
+        forecast.engine,
+        kv_cap,
+        residual,
     )
     if plan.max_batch and forecast.engine is not None and law is not None:
         engine = dataclasses.replace(forecast.engine, max_num_seqs=plan.max_batch)
@@ -275,7 +294,10 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
                 arrival=request.arrival,
                 burstiness=request.burstiness,
                 seed=request.seed,
+                added_ms=residual.slo_added_ms if residual is not None else None,
             )
+        if rate is not None and residual is not None:
+            how = f"{how}; TTFT and E2E plus what the calibration measured beyond the engine at that load"
         latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
             (s for s in request.slos if s.metric == Metric.TPOT), None
         )
@@ -347,10 +369,12 @@ def _finish(
     decode: StepModel | None,
     engine: EngineConfig | None = None,
     kv_cap: tuple[int, str] | None = None,
+    residual: TtftResidual | None = None,
 ) -> CapacityPlan:
     """``fit`` is the mean step with prefill's share in it (every printed figure); ``decode`` the step
     without it, which the sizing simulation runs with the prefill term: one step model, prefill once.
-    ``kv_cap``: the most sequences the KV cache holds whole, and why (a mix plan's)."""
+    ``kv_cap``: the most sequences the KV cache holds whole, and why (a mix plan's). ``residual``: what a mix
+    plan's calibration measured beyond its fitted engine (TTFT/E2E SLOs read it; a correction replaces it)."""
     saturation = verdicts.saturation if verdicts else None
     limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
     if kv_cap is not None and max_batch is not None and max_batch > kv_cap[0]:
@@ -380,7 +404,7 @@ def _finish(
         )
     if request.qps and output_tokens and fit is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(
-            fit, engine, max_batch, request, output_tokens, step, warnings, prefill
+            fit, engine, max_batch, request, output_tokens, step, warnings, prefill, residual
         )
         if recommended is None:  # the simulation found no count: the SLO is below one request's own latency
             unmet = next((w for w in warnings if w.startswith(NO_REPLICA_COUNT)), None)
@@ -545,6 +569,7 @@ def _size(
     step: float | None,
     warnings: list[str],
     prefill: Prefill,
+    residual: TtftResidual | None,
 ) -> tuple[ReplicaPlan, SimOutcome | None, SimOutcome | None, int | None, str]:
     """Replicas: the utilisation rule, and a simulation when an SLO it can judge is given; the larger wins.
 
@@ -590,7 +615,7 @@ def _size(
             arrival=request.arrival,
             burstiness=request.burstiness,
             seed=request.seed,
-            added_ms=correction.added_ms if correction is not None else None,
+            added_ms=correction.added_ms if correction is not None else residual.slo_added_ms if residual else None,
         )
     except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
         warnings.append(str(exc))
@@ -702,6 +727,16 @@ def _mix_json(f: MixForecast) -> dict[str, Any]:
         "kv_capacity_tokens": f.kv_capacity_tokens,
         "kv_max_batch": f.kv_batch,
         "kv_max_batch_method": f.kv_note or None,
+        "ttft_residual": [
+            {
+                "percentile": t.percentile,
+                "at_one_client_ms": t.at_one_ms,
+                "per_added_client_ms": t.per_client_ms,
+                "per_added_client_ci_ms": list(t.line.per_seq_ci_ms) if t.line and t.line.per_seq_ci_ms else None,
+                "levels": len(t.rows),
+            }
+            for t in (f.ttft_residual.terms if f.ttft_residual is not None else ())
+        ],
     }
 
 

@@ -72,8 +72,9 @@ class Correction:
     # A tail the engine does not hold (a stall, a core shared with the API) is added where the SLO reads it.
     slo_offsets_ms: tuple[tuple[str, float], ...] = ()
 
-    def added_ms(self, slo: SloTarget) -> float:
-        """What the server adds to ``slo``'s statistic beyond the corrected engine's steps."""
+    def added_ms(self, slo: SloTarget, clients: float = 1.0) -> float:
+        """What the server adds to ``slo``'s statistic beyond the corrected engine's steps: measured at one
+        load, and added at any (``clients``, the requests in flight, is not read)."""
         return dict(self.slo_offsets_ms).get(slo.key, self.ttft_offset_ms)
 
     def engine(self, engine: EngineConfig) -> EngineConfig:

@@ -33,6 +33,7 @@ from planner.replay import ReplayCheck
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
 from planner.stepmodel import StepModel
+from planner.ttft_residual import ResidualRow, TtftResidual
 from planner.verdicts import Verdicts, judge
 
 DEFINITIONS = (
@@ -268,6 +269,8 @@ def mix_lines(forecast: MixForecast) -> list[str]:
         + ", ".join(f"{k.replace('_', ' ')} {lo:,.0f}..{hi:,.0f}" for k, (lo, hi) in ranges.items())
         + (f"; token budget {m.budget} per step" if m.budget else "")
     )
+    if forecast.ttft_residual is not None:
+        lines.extend(term.text for term in forecast.ttft_residual.terms)
     where = "; extrapolated: " + "; ".join(forecast.extrapolation) if forecast.extrapolation else ""
     lines.append(f"PREDICTED for {forecast.mix.label} tokens, a mix not measured{where}")
     if forecast.max_rate_rps is not None or forecast.max_rate_note:
@@ -287,7 +290,11 @@ def _prediction_text(p: Prediction | None) -> str:
 
 def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -> Section:
     """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
-    overhead = forecast.model.ttft_overhead_ms or 0.0
+    added = (
+        "what the calibration measured beyond the same engine at that many clients (each statistic its own)"
+        if forecast.ttft_residual is not None
+        else f"the fitted overhead {forecast.model.ttft_overhead_ms or 0.0:.1f} ms"
+    )
     rows = tuple(
         (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
         for lv in levels
@@ -296,7 +303,7 @@ def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -
         f"PREDICTED levels for {forecast.mix.label} tokens",
         paragraphs=(
             "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix; "
-            f"TTFT plus the fitted overhead {overhead:.1f} ms; TPOT p95 from the model fitted on TPOT p95. "
+            f"TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
             "Re-measure these levels on the server before acting on the plan.",
         ),
         table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
@@ -415,7 +422,37 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
     )
 
 
-def ttft_split_section(results: Results) -> Section | None:
+def residual_section(residual: TtftResidual) -> Section:
+    """Each calibration level's TTFT beside the fitted engine run at it, and the line fitted on the rest."""
+    by_level: dict[str, dict[float, ResidualRow]] = {}
+    for term in residual.terms:
+        for row in term.rows:
+            by_level.setdefault(row.label, {})[term.percentile] = row
+    rows = []
+    for label, stats in by_level.items():
+        cells = []
+        for q in (50.0, 95.0):
+            stat = stats.get(q)
+            cells += [fmt(stat.measured_ms), fmt(stat.simulated_ms), fmt(stat.residual_ms)] if stat else ["-"] * 3
+        rows.append((label, *cells))
+    return Section(
+        "TTFT beyond the fitted engine",
+        paragraphs=(
+            "Each calibration level's TTFT beside the fitted engine run closed-loop at that level's mix and "
+            "concurrency: the rest is what the engine does not hold (the front end, the hop into the engine, "
+            "the spread of real steps). A line in the clients is fitted on it per statistic and added to every "
+            "predicted TTFT and to the TTFT/E2E SLOs of the sizing simulation (never below zero, never falling "
+            "with the load).",
+        ),
+        bullets=tuple(term.text for term in residual.terms),
+        table=Table(
+            ("level", "p50 measured", "p50 engine", "p50 rest", "p95 measured", "p95 engine", "p95 rest"),
+            tuple(rows),
+        ),
+    )
+
+
+def ttft_split_section(results: Results, name: str = "") -> Section | None:
     """Per level, the mean TTFT (from the send) split by the server's own per-request times (vLLM's
     request_queue_time and request_prefill_time); None where no level scraped them."""
     rows = []
@@ -437,12 +474,13 @@ def ttft_split_section(results: Results) -> Section | None:
     if not rows:
         return None
     return Section(
-        "Where TTFT goes",
+        f"Where TTFT goes{': ' + name if name else ''}",
         paragraphs=(
             "The mean TTFT from the send, and the server's own means over the same window: waiting for a batch "
-            "slot (queue), and from admission to the first token (prefill). The rest is outside the engine: the "
-            "API server's front end (HTTP, tokenising, handing the request on), the network and the first "
-            "chunk's way back. A rest that grows with concurrency is a front end serving requests one at a time.",
+            "slot (queue), and from admission to the first token (prefill). The rest is outside both: the API "
+            "server's front end (HTTP, tokenising, handing the request on), the network, the first chunk's way "
+            "back, and on vLLM the step already running when the request reached the engine (its engine core "
+            "takes requests in only between steps; its queue time starts after that step).",
         ),
         table=Table(
             ("load", "TTFT mean ms", "queue ms", "prefill ms", "outside engine ms", "server requests"),
@@ -618,6 +656,9 @@ def build_mix_report(
             table=surface_table(plan.mix),
         )
     )
+    if plan.mix.ttft_residual is not None:
+        sections.append(residual_section(plan.mix.ttft_residual))
+    sections += [split for name, results in calibrations if (split := ttft_split_section(results, name)) is not None]
     if predicted:
         sections.append(predicted_section(predicted, plan.mix))
     sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))

@@ -192,13 +192,14 @@ def simulate_replicas(
     seed: int = 0,
     max_replications: int = MAX_REPLICATIONS,
     size: tuple[int, int] | None = None,
-    added_ms: Callable[[SloTarget], float] | None = None,
+    added_ms: Callable[[SloTarget, float], float] | None = None,
 ) -> SimOutcome:
     """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit.
 
     ``lengths``: each request's prompt and output drawn from this sample (else every request is
     ``prompt_tokens`` / ``output_tokens``). ``added_ms``: what the server adds to an SLO's statistic
-    beyond the engine's steps, as an endpoint's validation measured it (``Correction.added_ms``)."""
+    beyond the engine's steps at the replication's mean requests in flight (Little's law), as an endpoint's
+    validation measured it (``Correction.added_ms``) or a mix plan's calibration (``TtftResidual``)."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
     utilization = rate / load_capacity_rps(law, output_tokens, prompt_tokens, lengths)
@@ -214,8 +215,9 @@ def simulate_replicas(
         offsets = arrival_offsets(rate, warmup + measured, arrival=arrival, burstiness=burstiness, rng=rng)
         prompts, outputs = (prompt_tokens, output_tokens) if lengths is None else lengths.draw(warmup + measured, rng)
         timeline = simulate(law, offsets * 1000.0, outputs, prompts)
+        in_flight = rate * float(np.mean((timeline.last_ms - timeline.arrival_ms)[warmup:])) / 1000.0  # Little
         for values, slo in zip(samples, checked):
-            added = added_ms(slo) if added_ms is not None and slo.metric in QUEUEING_METRICS else 0.0
+            added = added_ms(slo, in_flight) if added_ms is not None and slo.metric in QUEUEING_METRICS else 0.0
             values.append(_percentile(timeline, slo, warmup) + added)
         k += 1
         if k < FIRST_REPLICATIONS:
@@ -285,7 +287,7 @@ def replicas_by_simulation(
     seed: int = 0,
     max_replicas: int = 10_000,
     size: tuple[int, int] | None = None,
-    added_ms: Callable[[SloTarget], float] | None = None,
+    added_ms: Callable[[SloTarget, float], float] | None = None,
 ) -> tuple[SimOutcome, SimOutcome | None]:
     """The smallest R (searching up from ``start``) whose SLO percentiles settle below their limits, and R-1."""
 
@@ -344,10 +346,12 @@ def max_rate_per_replica(
     arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
+    added_ms: Callable[[SloTarget, float], float] | None = None,
 ) -> tuple[float | None, str]:
     """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
     limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found:
-    mu_slo, the per-replica rate a fleet is sized with. ``lengths``: requests drawn from this sample."""
+    mu_slo, the per-replica rate a fleet is sized with. ``lengths``: requests drawn from this sample;
+    ``added_ms``: what the server adds beyond the engine (``simulate_replicas``)."""
     judged = queueing_slos(slos)
     if not judged:
         return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
@@ -367,6 +371,7 @@ def max_rate_per_replica(
             seed=seed,
             max_replications=RATE_SEARCH_REPLICATIONS,
             size=RATE_SEARCH_SIZE,
+            added_ms=added_ms,
         ).passed
 
     if not holds(RATE_PRECISION):

@@ -248,8 +248,9 @@ def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[tuple[str, ..
         out.append(f"only {len(x)} unsaturated levels: the fit cannot be checked; sweep more levels")
     order = np.argsort(x)
     xs, ys = x[order], y[order]
-    if len(x) >= 4:
-        half = len(x) // 2
+    half = len(x) // 2
+    # each half needs two distinct batches (levels repeated across sweeps can fill a half with one)
+    if len(x) >= 4 and np.unique(xs[: half + 1]).size > 1 and np.unique(xs[half:]).size > 1:
         lo = _theil_sen(xs[: half + 1], ys[: half + 1])[1]
         hi = _theil_sen(xs[half:], ys[half:])[1]
         if lo > 0 and (hi / lo > CURVATURE_RATIO or hi / lo < 1 / CURVATURE_RATIO):

@@ -35,11 +35,11 @@ from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
-from loadgen.run.predict import predict_levels
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
+from planner.predicted import predict_levels
 from planner.replay import ReplayCheck, most_conservative, replay_check
 from planner.report import predicted_section, replay_section
 
@@ -147,7 +147,7 @@ def predicted_sweep(
     cap: int | None,
     seed: int,
 ) -> tuple[PredictedLevel, ...]:
-    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``loadgen.run.predict``)."""
+    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``planner.predicted``)."""
     if forecast.engine is None:
         raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
     budget = forecast.model.budget
@@ -164,7 +164,14 @@ def predicted_sweep(
     )
     overhead = forecast.model.ttft_overhead_ms or 0.0
     p95 = forecast.tpot_p95 or fit_calibration(calibrations, 95.0, budget, seed)
-    return predict_levels(engine, forecast.mix, levels, overhead_ms=overhead, tpot_p95=p95, seed=seed)
+    return predict_levels(
+        engine,
+        forecast.mix,
+        levels,
+        residual=forecast.ttft_residual,
+        overhead_ms=overhead,
+        tpot_p95=p95,
+    )
 
 
 def require_mix(files: int, **flags: object) -> None:

@@ -104,7 +104,7 @@ def throughput_table(level: LevelResult) -> Table:
                 (
                     "TTFT mean, where (ms)",
                     f"server queue {fmt(server.queue_ms_mean)} + prefill {fmt(server.prefill_ms_mean)} "
-                    f"+ {fmt(outside)} outside the engine (API front end, network)",
+                    f"+ {fmt(outside)} outside (front end, network, the step in flight)",
                 )
             )
     for row in rows:

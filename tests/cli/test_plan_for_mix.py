@@ -73,6 +73,9 @@ def test_the_plan_says_it_is_predicted_and_what_it_recommends(calibration: list[
         prompt_tokens=1024,
     )
     assert truth is not None and mix["max_rate_rps_per_replica"] == pytest.approx(truth, rel=0.05)
+    # the simulator's engine is the fitted one: its calibration leaves next to nothing beyond it
+    assert [t["percentile"] for t in mix["ttft_residual"]] == [50.0, 95.0]
+    assert all(t["levels"] == 6 and abs(t["at_one_client_ms"]) < 0.5 for t in mix["ttft_residual"])
 
 
 def _at(batch: int) -> EngineConfig:
@@ -114,6 +117,8 @@ def test_the_report_shows_the_surface_measured_beside_the_model_and_the_mix_pred
     # the asked mix, at batch 1, the batch acted on and the largest calibrated, and its TTFT at c=1
     assert {r[2] for r in asked} == {"1,024"} and len(asked) >= 3
     assert all(r[5] == "-" and "(" in r[6] for r in asked)
+    rest = text.split("## TTFT beyond the fitted engine")[1].split("## ")[0]
+    assert "| calib-64.json c=8 |" in rest and "TTFT p95 adds" in rest  # each level beside the engine run at it
     predicted = text.split("## PREDICTED levels for prompt 1024 / output 128 tokens")[1].split("## ")[0]
     assert "| c=1 |" in predicted and "| c=8 |" in predicted  # the sweep not run, beside the plan
     html = tmp_path / "mix.html"

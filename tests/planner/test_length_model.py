@@ -4,19 +4,18 @@ simulator's laws recovered from virtual-time sweeps at two prompt lengths (DESIG
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import LevelResult, Metric, Results, ServerSample, SloTarget
+from loadgen.results import Metric, Results, SloTarget
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import front_end_note, quadratic_idle_ttft, recommended_budget
-from tests.planner.synthetic import closed_level, sweep_results
+from planner.mixplan import forecast_mix, quadratic_idle_ttft, recommended_budget
+from planner.predicted import calibration_residual
 from tests.virtual import run_virtual
 
 TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02,
@@ -206,20 +205,16 @@ def test_the_recommended_budget_prices_the_chunk_where_attention_costs_most() ->
     assert cost(c) <= 15.0 < cost(c + 1)
 
 
-def test_a_front_end_that_outgrows_the_fitted_overhead_is_said_and_one_that_does_not_is_not() -> None:
-    # vLLM's CPU build spent 25-40 ms of a mean TTFT outside its engine (queue and prefill times taken off)
-    # at c=8: an API server serving requests one at a time, which the step model's constant overhead misses
-    def level(c: int, ttft_ms: float, queue_ms: float, prefill_ms: float) -> LevelResult:
-        lv = closed_level(c, np.full(60, ttft_ms))  # TTFT from the send: ttft_ms for every request
-        assert lv.mean_ms(Metric.TTFT_SENT) == pytest.approx(ttft_ms, rel=1e-3)
-        return replace(
-            lv, server=ServerSample("vllm", 50, float(c), 0.0, queue_ms_mean=queue_ms, prefill_ms_mean=prefill_ms)
-        )
-
-    grows = [("a.json", sweep_results((level(1, 10.0, 0.0, 7.0), level(8, 40.0, 1.0, 15.0))))]
-    note = front_end_note(grows, overhead_ms=3.0)
-    assert "24.0 ms" in note and "c=8" in note and "short by about 21.0 ms" in note
-    steady = [("a.json", sweep_results((level(1, 10.0, 0.0, 7.0), level(8, 20.0, 1.0, 15.5))))]
-    assert front_end_note(steady, overhead_ms=3.0) == ""  # 3.5 ms outside: within the slack
-    unsplit = [("a.json", sweep_results((closed_level(8, np.full(60, 40.0)),)))]
-    assert front_end_note(unsplit, overhead_ms=3.0) == ""  # no queue/prefill times: nothing to compare
+def test_against_its_own_simulator_the_fitted_engine_leaves_no_ttft_residual() -> None:
+    """The residual is what a server holds beyond the fitted engine: a calibration of the simulator, whose
+    engine the fit recovers, must leave about none, at every level and statistic (none invented)."""
+    law, budget = LAWS[3]  # chunks the 256-token prompts: the residual's simulation must chunk them too
+    calibrations = [(f"calib-{p}.json", _calibrate(law, budget, p, levels=(1, 4, 8))) for p in (64, 256)]
+    forecast = forecast_mix(calibrations, Mix(1024, 128), ())
+    assert forecast.engine is not None
+    residual = calibration_residual(forecast.engine, calibrations, budget, None)
+    assert residual is not None and [t.percentile for t in residual.terms] == [50.0, 95.0]
+    for term in residual.terms:
+        assert len(term.rows) == 6
+        assert abs(term.at_one_ms) < 0.5 and abs(term.per_client_ms) < 0.1, term.text  # steps of 18-40 ms
+        assert term.added_ms(8.0) < 1.0

@@ -1,0 +1,85 @@
+"""A sweep not run, and what a calibration holds beyond its fitted engine (pure).
+
+The length model answers for a mean step. What a closed loop at concurrency c sees for TTFT depends
+on how each prompt joins a running batch, which the simulator's engine reproduces step by step with
+the fitted terms (``planner.closed_loop``). So ``plan --predict-levels`` runs that engine closed-loop
+at each concurrency, and adds to TTFT what the calibration measured beyond the same engine at that
+many clients (``planner.ttft_residual``: the front end, the hop into the engine, the spread of real
+steps), found by running the engine at every calibration level too. The engine has no step noise, so
+TPOT p95 comes from the length model fitted on TPOT p95 at that batch, and TTFT p95 from the residual
+of TTFT p95.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from loadgen.results import Metric, Results
+from loadgen.sim.engine import EngineConfig
+from planner.closed_loop import ClosedLevel, run_closed_loop
+from planner.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
+from planner.mixplan import PredictedLevel
+from planner.ttft_residual import PERCENTILES, ResidualRow, TtftResidual, fit_ttft_residual
+
+
+def predict_levels(
+    engine: EngineConfig,
+    mix: Mix,
+    levels: Sequence[int],
+    *,
+    residual: TtftResidual | None,
+    overhead_ms: float,
+    tpot_p95: LengthModel,
+) -> tuple[PredictedLevel, ...]:
+    """Each closed-loop level served by ``engine`` at ``mix``, TTFT plus what the calibration measured
+    beyond the engine at that many clients (``residual``; without one, the fitted ``overhead_ms``)."""
+    predicted = []
+    for c in levels:
+        level = _closed(engine, mix, c)
+
+        def ttft(q: float, level: ClosedLevel = level, c: int = c) -> float:
+            added = overhead_ms if residual is None else residual.added_ms(q, c)
+            return level.ttft_percentile_ms(q) + added
+
+        p95 = tpot_p95.predict(tpot_features(c, mix))
+        predicted.append(
+            PredictedLevel(c, ttft(50), ttft(95), level.tpot_percentile_ms(50), None if p95 is None else p95.value_ms)
+        )
+    return tuple(predicted)
+
+
+def calibration_residual(
+    engine: EngineConfig, calibrations: Sequence[tuple[str, Results]], budget: int | None, kv: int | None
+) -> TtftResidual | None:
+    """Each calibration level's TTFT p50 and p95 beside the same statistics of ``engine`` run closed-loop
+    at that sweep's mix and the level's concurrency (with the calibration server's token ``budget`` per
+    step and ``kv`` capacity, where known): the residual line ``planner.ttft_residual`` fits."""
+    rows = []
+    for name, results in calibrations:
+        mix, calibrated = calibrated_levels(results, name)
+        closed = [(lv, level) for lv, level in calibrated if level.load.kind == "concurrency"]
+        if not closed:
+            continue
+        cap = max(round(level.load.value) for _, level in closed)  # the server's is at least this: unsaturated
+        served = dataclasses.replace(
+            engine,
+            max_num_seqs=cap,
+            max_num_batched_tokens=None if budget is None else max(budget, cap),
+            kv_capacity_tokens=kv,
+        )
+        for lv, level in closed:
+            simulated = _closed(served, mix, round(level.load.value))
+            for q in PERCENTILES:
+                measured = level.percentile_ms(Metric.TTFT, q)
+                if measured is not None:
+                    row = ResidualRow(
+                        f"{name} {lv.label}", lv.concurrency, mix.prompt_tokens, q, measured,
+                        simulated.ttft_percentile_ms(q),
+                    )  # fmt: skip
+                    rows.append(row)
+    return fit_ttft_residual(rows)
+
+
+def _closed(engine: EngineConfig, mix: Mix, clients: int) -> ClosedLevel:
+    return run_closed_loop(engine, clients, max(round(mix.prompt_tokens), 0), max(round(mix.output_tokens), 1))

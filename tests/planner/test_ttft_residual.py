@@ -1,0 +1,108 @@
+"""TTFT beyond the fitted engine: the residual line per statistic, and where plans read it."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.results import Metric, SloTarget
+from loadgen.sim.engine import EngineConfig
+from planner.sizing import max_rate_per_replica, simulate_replicas
+from planner.ttft_residual import ResidualRow, fit_ttft_residual
+
+
+def rows(
+    at_one: float, per_client: float, *, prompts: tuple[float, ...] = (64.0, 256.0), q: float = 50.0
+) -> list[ResidualRow]:
+    """Levels at 1, 2, 4 and 8 clients whose measured TTFT exceeds the simulated one by the line."""
+    return [
+        ResidualRow(f"p{p:g} c={c}", float(c), p, q, 30.0 + at_one + per_client * (c - 1), 30.0)
+        for p in prompts
+        for c in (1, 2, 4, 8)
+    ]
+
+
+def test_the_line_is_recovered_per_statistic_and_read_at_the_clients_in_flight() -> None:
+    # vLLM's CPU build: about 8 ms beyond its engine at one client, +2.3 ms per added client
+    residual = fit_ttft_residual(rows(8.0, 2.3) + rows(20.0, 3.0, q=95.0))
+    assert residual is not None
+    p50, p95 = residual.term(50.0), residual.term(95.0)
+    assert (p50.at_one_ms, p50.per_client_ms) == pytest.approx((8.0, 2.3))
+    assert (p95.at_one_ms, p95.per_client_ms) == pytest.approx((20.0, 3.0))
+    assert residual.added_ms(50.0, 8.0) == pytest.approx(8.0 + 2.3 * 7)
+    assert residual.added_ms(95.0, 0.5) == pytest.approx(20.0)  # below one client: as at one
+    assert residual.max_clients == 8.0
+    assert "+2.30 ms per added client" in p50.text and "8 calibration levels at concurrency 1..8" in p95.text
+
+
+def test_an_slo_reads_the_fitted_statistic_at_or_below_its_own() -> None:
+    residual = fit_ttft_residual(rows(8.0, 2.0) + rows(20.0, 3.0, q=95.0))
+    assert residual is not None
+    assert residual.term(None).percentile == 50.0  # a mean
+    assert residual.term(90.0).percentile == 50.0  # never a larger residual than measured for it
+    assert residual.term(99.0).percentile == 95.0
+    assert residual.slo_added_ms(SloTarget(Metric.TTFT, 95, 500.0), 3.0) == pytest.approx(26.0)
+    assert residual.slo_added_ms(SloTarget(Metric.E2E, None, 900.0, mean=True), 3.0) == pytest.approx(12.0)
+
+
+def test_a_simulation_that_over_predicts_is_never_taken_as_a_discount() -> None:
+    falling = fit_ttft_residual(rows(5.0, -1.0))
+    assert falling is not None and falling.term(50.0).per_client_ms == pytest.approx(-1.0)
+    assert falling.added_ms(50.0, 8.0) == pytest.approx(5.0)  # as at one client, not 5 - 7
+    below = fit_ttft_residual(rows(-4.0, 0.0))
+    assert below is not None and below.added_ms(50.0, 1.0) == 0.0
+
+
+def test_one_concurrency_gives_the_median_and_no_slope() -> None:
+    one = [ResidualRow(f"r{k}", 4.0, 64.0, 50.0, 40.0 + k, 30.0) for k in range(5)]
+    residual = fit_ttft_residual(one)
+    assert residual is not None
+    term = residual.term(50.0)
+    assert term.line is None and term.at_one_ms == 12.0 and term.per_client_ms == 0.0
+    assert fit_ttft_residual([]) is None
+
+
+def test_a_residual_that_changes_with_the_prompt_is_said() -> None:
+    steady = fit_ttft_residual(rows(8.0, 2.0))
+    assert steady is not None and steady.prompt_note() == ""
+    by_prompt = rows(8.0, 2.0, prompts=(64.0,)) + rows(20.0, 2.0, prompts=(256.0,))
+    grows = fit_ttft_residual(by_prompt)
+    assert grows is not None
+    note = grows.prompt_note()
+    assert "64 prompt tokens" in note and "256" in note and "short" in note
+
+
+ENGINE = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
+TTFT_P95 = SloTarget(Metric.TTFT, 95, 120.0)
+
+
+def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight() -> None:
+    seen: list[float] = []
+
+    def added(slo: SloTarget, clients: float) -> float:
+        seen.append(clients)
+        return 0.0
+
+    rate = 2.0  # requests/s, each 64 tokens of about 22 ms steps: ~1.4 s in flight, ~2.9 requests at once
+    simulate_replicas(ENGINE, 1, rate, 64, (TTFT_P95,), seed=1, max_replications=3, added_ms=added)
+    assert seen
+    e2e_s = 64 * (ENGINE.base_ms + ENGINE.per_seq_ms * 3) / 1000
+    for clients in seen:
+        assert clients == pytest.approx(rate * e2e_s, rel=0.25)
+
+
+def test_a_residual_lowers_the_largest_rate_one_replica_holds() -> None:
+    bare, _ = max_rate_per_replica(ENGINE, 64, (TTFT_P95,), seed=1)
+    loaded, _ = max_rate_per_replica(ENGINE, 64, (TTFT_P95,), seed=1, added_ms=lambda slo, clients: 10.0 * clients)
+    assert bare is not None and loaded is not None
+    assert loaded < 0.9 * bare
+
+
+def test_levels_repeated_across_sweeps_fit_a_line_where_a_half_holds_one_concurrency() -> None:
+    # two sweeps at 1, 8, 8: the upper half of the sorted levels is all c=8 (a bend check cannot run there)
+    repeated = [
+        ResidualRow(f"r{p}c{c}", float(c), p, 50.0, 30.0 + 2.0 + 0.5 * (c - 1), 30.0)
+        for p in (64.0, 256.0)
+        for c in (1, 8, 8)
+    ]
+    residual = fit_ttft_residual(repeated)
+    assert residual is not None and residual.term(50.0).per_client_ms == pytest.approx(0.5)
