@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from loadgen.results import Metric, Results, SloTarget
 from loadgen.sim.engine import EngineConfig
-from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, tpot_features
+from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, prompt_group, tpot_features
 from planner.slo import BatchLimit, floor_note
 from planner.stepmodel import StepModel, fit_statistic, prompt_pairs
 from planner.ttft_residual import TtftResidual
@@ -80,20 +80,33 @@ def fit_calibration(
     return fit_length_model(points, statistic=fit_statistic(percentile), budget=budget, seed=seed)
 
 
-def quadratic_idle_ttft(model: LengthModel, prompt_tokens: float) -> float | None:
-    """TTFT at concurrency 1 for ``prompt_tokens`` were prefill's growth between the two longest calibrated
-    prompts all attention (per attended pair, not per token): with two prompt lengths the square term cannot
-    be fitted, and the linear prediction is the optimistic end. vLLM's CPU build, calibrated at 64 and 256,
-    read 81.9 ms at 1,024 where the linear prediction said 50 and this bound 102.6."""
-    idle: dict[float, list[float]] = {}
-    for point in model.points:
-        if point.kind == "ttft_idle":
-            idle.setdefault(point.mix.prompt_tokens, []).append(point.value_ms)
+def idle_ttft_bound(model: LengthModel, prompt_tokens: float) -> float | None:
+    """TTFT at concurrency 1 for ``prompt_tokens`` at the larger of two readings of the calibration, each of
+    which the linear prediction (the optimistic end) can miss:
+
+    - prefill's growth between the two longest calibrated prompts all attention (per attended pair, not per
+      token): with two prompt lengths the square term cannot be fitted;
+    - every prompt token as dear as the whole TTFT at the longest calibrated prompt: short prompts can ride a
+      step's fixed cost (the weights read once, the scheduler's own time), below the knee where prefill
+      turns compute-bound, so two short calibrated prompts can show no growth at all.
+
+    vLLM's CPU build, calibrated at 64 and 256, read at 1,024: 81.9 ms where the linear prediction said 50
+    and the attention reading 102.6; in two later rounds 48.1 (attention 71.3, per token 100) and 38.2
+    (a flat calibration: attention 29.0, per token 58.4)."""
+    points = [p for p in model.points if p.kind == "ttft_idle"]
+    group = prompt_group(p.mix.prompt_tokens for p in points)
+    idle: dict[float, list[tuple[float, float]]] = {}  # a prompt length swept again joins its group
+    for point in points:
+        idle.setdefault(group[point.mix.prompt_tokens], []).append((point.mix.prompt_tokens, point.value_ms))
     if len(idle) < 2:
         return None
-    (short, short_ms), (long, long_ms) = [(p, sum(v) / len(v)) for p, v in sorted(idle.items())[-2:]]
+    (short, short_ms), (long, long_ms) = [
+        (sum(p for p, _ in rows) / len(rows), sum(v for _, v in rows) / len(rows))
+        for _, rows in sorted(idle.items())[-2:]
+    ]
     per_pair = max(long_ms - short_ms, 0.0) / (prompt_pairs(long) - prompt_pairs(short))
-    return long_ms + per_pair * (prompt_pairs(prompt_tokens) - prompt_pairs(long))
+    attention = long_ms + per_pair * (prompt_pairs(prompt_tokens) - prompt_pairs(long))
+    return max(attention, long_ms * prompt_tokens / long)
 
 
 def forecast_mix(
@@ -116,14 +129,15 @@ def forecast_mix(
     extrapolation = model.extrapolation(mix)
     longest = model.ranges()["prompt_tokens"][1]
     if model.coefficient("prefill_attention_ms").note and mix.prompt_tokens > longest * 1.05:
-        bound = quadratic_idle_ttft(model, mix.prompt_tokens)
+        bound = idle_ttft_bound(model, mix.prompt_tokens)
         warnings.append(
             f"prefill is taken as linear in the prompt (two prompt lengths calibrated): attention's share grows "
             f"with its square, so prompts of {mix.prompt_tokens:.0f} tokens, beyond the {longest:.0f} calibrated, "
             "may prefill slower than predicted (TTFT most)"
             + (
-                f"; were the growth between the two longest calibrated prompts all attention, TTFT at an idle "
-                f"server would read {bound:,.1f} ms (the bound to size a TTFT SLO against)"
+                f"; were the growth between the two longest calibrated prompts all attention, or every prompt "
+                "token as dear as the whole TTFT at the longest (short prompts riding a step's fixed cost), TTFT "
+                f"at an idle server would read up to {bound:,.1f} ms (the bound to size a TTFT SLO against)"
                 if bound is not None
                 else ""
             )
@@ -138,7 +152,7 @@ def forecast_mix(
             continue
         if slo.percentile not in fitted:
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
-        limits.append(_limit(fitted[slo.percentile], mix, slo))
+        limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
     coef = {c.name: c.value for c in model.coefficients}
     engine: EngineConfig | None = EngineConfig(
         base_ms=max(coef["base_ms"] or 0.0, 0.0),
@@ -157,12 +171,18 @@ def forecast_mix(
     )
 
 
-def _limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
+def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     """The largest batch whose predicted step, at the upper end of its 95% interval, meets the SLO."""
     law = model.at_mix(mix)
     if law is None:
         return BatchLimit(slo, None, None, None, None, "insufficient range", note=model.separation_note())
     point = law.max_batch(slo.limit)
+    if point is None and law.meets(1, slo.limit):  # a law that does not grow with the batch bounds no batch
+        note = (
+            f"predicted for {mix.label}: TPOT does not grow with the batch in the calibration (slope "
+            f"{law.per_seq_ms:.3g} ms/seq), so it bounds no batch; sweep again, to a larger concurrency"
+        )
+        return BatchLimit(slo, None, None, None, None, "insufficient range", model=law, note=note)
     if point is None:
         return BatchLimit(slo, None, None, None, None, "below the floor", model=law, note=floor_note(law, slo))
     batch = point

@@ -307,6 +307,8 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         forecast = dataclasses.replace(forecast, max_rate_rps=rate, max_rate_note=how, budget=budget, budget_note=why)
     if kv_cap is not None:
         forecast = dataclasses.replace(forecast, kv_capacity_tokens=kv, kv_batch=kv_cap[0], kv_note=kv_cap[1])
+    if residual is not None and plan.max_batch and (note := residual.reach_note(plan.max_batch)):
+        plan = dataclasses.replace(plan, warnings=(*plan.warnings, note))
     return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
 
 
@@ -410,6 +412,8 @@ def _finish(
             unmet = next((w for w in warnings if w.startswith(NO_REPLICA_COUNT)), None)
         if request.correction is not None:
             method = f"{method}; corrected by the endpoint ({request.correction.text})"
+        elif residual is not None and simulated is not None:
+            method = f"{method}; TTFT and E2E plus what the calibration measured beyond the engine at that load"
     floor = next(
         (
             floor_note(lim.model, lim.slo)

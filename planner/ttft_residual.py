@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.results import SloTarget
+from planner.lengthmodel import prompt_group
 from planner.stepmodel import StepModel, fit_step_model
 
 PERCENTILES = (50.0, 95.0)  # the statistics fitted: a predicted level's TTFT p50 and p95
@@ -104,13 +105,25 @@ class TtftResidual:
     def max_clients(self) -> float:
         return max(row.clients for t in self.terms for row in t.rows)
 
+    def reach_note(self, batch: int) -> str:
+        """Whether a plan at ``batch`` reads a growing line past the clients it was measured at ("" when not)."""
+        growing = [t for t in self.terms if t.per_client_ms > 0]
+        if not growing or batch <= self.max_clients * 1.05:
+            return ""
+        return (
+            f"TTFT beyond the fitted engine was measured at up to {self.max_clients:.0f} clients and grows with them; "
+            f"the plan reads its line up to batch {batch} (extrapolated): a calibration level at that concurrency "
+            "measures it"
+        )
+
     def prompt_note(self) -> str:
         """Whether the residual changed with the prompt between the calibration's mixes ("" when not): the
         line holds it constant across prompts, so a prediction for a longer prompt would carry the gap."""
         rows = self.term(50.0).rows
-        by_prompt: dict[float, list[float]] = {}
+        group = prompt_group(row.prompt_tokens for row in rows)
+        by_prompt: dict[float, list[float]] = {}  # a prompt length swept again joins its group
         for row in rows:
-            by_prompt.setdefault(round(row.prompt_tokens), []).append(row.residual_ms)
+            by_prompt.setdefault(group[row.prompt_tokens], []).append(row.residual_ms)
         if len(by_prompt) < 2:
             return ""
         medians = [(prompt, float(np.median(v))) for prompt, v in sorted(by_prompt.items())]

@@ -14,7 +14,7 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import forecast_mix, quadratic_idle_ttft, recommended_budget
+from planner.mixplan import forecast_mix, idle_ttft_bound, mix_batch_limit, recommended_budget
 from planner.predicted import calibration_residual
 from tests.virtual import run_virtual
 
@@ -183,11 +183,11 @@ def test_a_square_prefill_term_is_recovered_from_three_prompt_lengths_and_predic
     assert any("may prefill slower than predicted" in w for w in two.warnings)
     # the two lengths' line under-predicts the longer prompt; their growth taken as all attention bounds it above
     linear = two.mix.model.predict(ttft_idle_features(Mix(1024, 64), None))
-    bound = quadratic_idle_ttft(two.mix.model, 1024)
+    bound = idle_ttft_bound(two.mix.model, 1024)
     measured = truth.percentile_ms(Metric.TTFT_SENT, 50)
     assert linear is not None and bound is not None and measured is not None
     assert linear.value_ms < measured < bound
-    assert any(f"TTFT at an idle server would read {bound:,.1f} ms" in w for w in two.warnings)
+    assert any(f"TTFT at an idle server would read up to {bound:,.1f} ms" in w for w in two.warnings)
 
 
 def test_the_recommended_budget_prices_the_chunk_where_attention_costs_most() -> None:
@@ -218,3 +218,34 @@ def test_against_its_own_simulator_the_fitted_engine_leaves_no_ttft_residual() -
         assert len(term.rows) == 6
         assert abs(term.at_one_ms) < 0.5 and abs(term.per_client_ms) < 0.1, term.text  # steps of 18-40 ms
         assert term.added_ms(8.0) < 1.0
+
+
+def test_a_flat_calibration_is_bounded_per_token_and_a_length_swept_twice_is_one_length() -> None:
+    """vLLM's CPU build once read TTFT 15.2 and 12.3 ms at 64 tokens and 16.9 and 12.3 at 256 (two sweeps of
+    each, interleaved), then 38.2 at 1,024: short prompts ride a step's fixed cost. Read as one length each
+    (63.9 and 64.2 tokens are one asked length), the growth taken as all attention says 29 ms; every token
+    as dear as the whole TTFT at 256 says four times that TTFT, which holds the 38.2."""
+    rows = []
+    for prompt, ttft in ((63.9, 15.2), (64.2, 12.3), (253.0, 16.9), (255.6, 12.3)):
+        mix = Mix(prompt, 64)
+        group = f"P{prompt:g}"
+        beta = np.array(list(TRUE.values()))
+        rows += [
+            CalibrationPoint(group, f"{group} c={b}", "tpot", b, mix, float(tpot_features(b, mix) @ beta))
+            for b in (1, 4, 8)
+        ]
+        rows.append(CalibrationPoint(group, f"{group} TTFT", "ttft_idle", 1, mix, ttft))
+    bound = idle_ttft_bound(fit_length_model(rows), 1024)
+    assert bound is not None
+    assert bound == pytest.approx((16.9 + 12.3) / 2 * 1024 / ((253.0 + 255.6) / 2), rel=1e-9)
+    assert 38.2 < bound < 70  # not 435,663 ms (the two 256-token sweeps once read as two lengths 2.6 apart)
+
+
+def test_a_calibration_whose_tpot_falls_with_the_batch_bounds_no_batch_and_says_so() -> None:
+    # a noisy calibration can fit a law that falls with the batch: every batch "meets" the SLO there, which
+    # is no bound, and not the floor either (batch 1 meets it)
+    falling = {**TRUE, "per_seq_ms": -0.6}  # at the mix: -0.6 + 0.8 x 0.23 (KV) + 0.02 x 3 (prefill) < 0
+    model = fit_length_model(_rows([Mix(64, 64), Mix(256, 64)], idle=True, truth=falling))
+    limit = mix_batch_limit(model, Mix(200, 64), SloTarget(Metric.TPOT, 95, 40.0))
+    assert limit.batch is None and limit.quality == "insufficient range"
+    assert "does not grow with the batch" in limit.note and "no batch meets it" not in limit.note

@@ -31,6 +31,9 @@ def test_the_line_is_recovered_per_statistic_and_read_at_the_clients_in_flight()
     assert residual.added_ms(50.0, 8.0) == pytest.approx(8.0 + 2.3 * 7)
     assert residual.added_ms(95.0, 0.5) == pytest.approx(20.0)  # below one client: as at one
     assert residual.max_clients == 8.0
+    assert residual.reach_note(8) == "" and "up to 8 clients" in residual.reach_note(32)
+    flat = fit_ttft_residual(rows(8.0, 0.0))
+    assert flat is not None and flat.reach_note(32) == ""  # a line that does not grow extrapolates as itself
     assert "+2.30 ms per added client" in p50.text and "8 calibration levels at concurrency 1..8" in p95.text
 
 
