@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 from loadgen.results import Metric, Results, SloTarget
 from loadgen.sim.engine import EngineConfig
-from planner.lengthmodel import LengthModel, Mix, fit_length_model, points_from_results, prompt_group, tpot_features
+from planner.lengthmodel import (
+    COEFFICIENTS,
+    LengthModel,
+    Mix,
+    fit_length_model,
+    points_from_results,
+    prompt_group,
+    tpot_features,
+)
 from planner.slo import BatchLimit, floor_note
 from planner.stepmodel import StepModel, fit_statistic, prompt_pairs
 from planner.ttft_residual import TtftResidual
@@ -109,6 +117,22 @@ def idle_ttft_bound(model: LengthModel, prompt_tokens: float) -> float | None:
     return max(attention, long_ms * prompt_tokens / long)
 
 
+def below_zero_note(model: LengthModel) -> str:
+    """The engine's terms fitted below zero, which no step is ("" when none): the simulated engine runs them
+    at zero, so the plan says it, with each term's interval."""
+    negative = [c for c in model.coefficients if c.name in COEFFICIENTS and c.value is not None and c.value < 0]
+    if not negative:
+        return ""
+    terms = "; ".join(
+        f"{c.name} {c.value:.3g}" + (f" (95% CI {c.ci[0]:.3g}..{c.ci[1]:.3g})" if c.ci else "") for c in negative
+    )
+    return (
+        f"fitted below zero, which no engine's step is: {terms}: the calibration does not resolve it (engine drift "
+        "between sweeps, or too few levels); the sizing simulation and the predicted levels run it at zero; the "
+        "batch limits read the law as fitted, at the upper end of its 95% interval, which holds the term's own"
+    )
+
+
 def forecast_mix(
     calibrations: Sequence[tuple[str, Results]],
     mix: Mix,
@@ -154,6 +178,8 @@ def forecast_mix(
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
         limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
     coef = {c.name: c.value for c in model.coefficients}
+    if note := below_zero_note(model):
+        warnings.append(note)
     engine: EngineConfig | None = EngineConfig(
         base_ms=max(coef["base_ms"] or 0.0, 0.0),
         per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),

@@ -4,6 +4,7 @@ simulator's laws recovered from virtual-time sweeps at two prompt lengths (DESIG
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import forecast_mix, idle_ttft_bound, mix_batch_limit, recommended_budget
+from planner.mixplan import below_zero_note, forecast_mix, idle_ttft_bound, mix_batch_limit, recommended_budget
 from planner.predicted import calibration_residual
 from tests.virtual import run_virtual
 
@@ -249,3 +250,15 @@ def test_a_calibration_whose_tpot_falls_with_the_batch_bounds_no_batch_and_says_
     limit = mix_batch_limit(model, Mix(200, 64), SloTarget(Metric.TPOT, 95, 40.0))
     assert limit.batch is None and limit.quality == "insufficient range"
     assert "does not grow with the batch" in limit.note and "no batch meets it" not in limit.note
+
+
+def test_a_coefficient_fitted_below_zero_is_said() -> None:
+    mixes = [Mix(64, 64), Mix(256, 64)]
+    assert below_zero_note(fit_length_model(_rows(mixes, idle=True))) == ""
+    # the 256-token sweep's TPOT read 30% faster (an engine that sped up between sweeps): KV reads "cost" less
+    rows = [
+        replace(r, value_ms=r.value_ms * 0.7) if r.kind == "tpot" and r.mix.prompt_tokens == 256 else r
+        for r in _rows(mixes, idle=True)
+    ]
+    note = below_zero_note(fit_length_model(rows))
+    assert note.startswith("fitted below zero") and "per_kv_ms -" in note and "95% CI" in note
