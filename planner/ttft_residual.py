@@ -1,16 +1,18 @@
 """What a calibration's TTFT holds beyond the fitted engine, as a line in the load (pure).
 
-The length model's engine, run closed-loop at each calibration level's mix and concurrency (in the
-simulator, in virtual time), gives the TTFT the engine alone explains: prefill, and the wait behind
-the steps already running. What the server measured beyond that is the residual, per statistic:
+The length model's engine, run closed-loop at each calibration level's mix and concurrency (stepped as
+the simulator's driver steps it, ``planner.closed_loop``), gives the TTFT the engine alone explains:
+prefill, and the wait behind the steps already running. What the server measured beyond that is the
+residual, per statistic:
 
 - the front end the engine does not see: HTTP, tokenising, and the hop into the engine (vLLM's engine
   core takes a new request in only between steps, so its own queue time leaves out that wait);
 - the spread of real steps, which the simulated engine lacks: the residual of TTFT p95 holds it.
 
-Both grow with the streams in flight (vLLM's CPU build, 8 slots: the rest outside its engine went
-from 8 ms at one client to 24-28 ms at eight, for prompts of 64 to 1,024 tokens). Measured against
-the same simulation that predicts, the residual of each statistic is fitted as
+Either can grow with the streams in flight. On vLLM's CPU build (8 slots, prompts of 64 and 256
+tokens) the residual of TTFT p50 stayed near 10 ms from one client to eight, while that of p95 grew
+from 24 ms by 2.5 ms per added client. Measured against the same simulation that predicts, the
+residual of each statistic is fitted as
 ``at_one + per_client * (clients - 1)`` (Theil-Sen, ``planner.stepmodel``) on every calibration
 level, and added where a prediction reads that statistic: the predicted levels' TTFT and the sizing
 simulation's TTFT/E2E SLOs (at its mean requests in flight). The prompt does not enter: on vLLM the
