@@ -48,9 +48,15 @@ class MetricsScraper:
         self.failures = 0
 
     async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
-        """Poll until cancelled or ``end()`` (the window's end, which a request floor may move)."""
+        """Poll inside the window until cancelled (the level's end cancels it). Past ``end()`` it waits rather
+        than returns: a request floor moves the end only when the next request completes after it, up to a
+        request's lifetime later, and a scraper gone by then covered only the planned part of the window
+        (vLLM's CPU build at one client: 7.9 s of a 25.6 s window)."""
         await asyncio.sleep(max(0.0, start - clock()))
-        while clock() < end():
+        while True:
+            if clock() >= end():
+                await asyncio.sleep(self._interval_s)
+                continue
             try:
                 response = await get_capped(self._http, self._url, timeout_s=5.0, max_bytes=METRICS_MAX_BYTES)
                 gauges = read_gauges(response.text) if response.status_code == 200 else None
