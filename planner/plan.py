@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.load import Arrival
-from loadgen.results import Metric, Results, SloTarget
+from loadgen.results import Metric, Results, SloTarget, mean_output_tokens, mean_prompt_tokens
 from loadgen.sim.engine import EngineConfig
 from planner.batching import BatchUtilization, batch_utilization
 from planner.diagnose import Finding, diagnose
@@ -179,7 +179,9 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     decode = None
     if fit is not None:
         decode, prefill = _decode_law(fit, prefill, share, warnings)
-    plan = _finish("sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill, decode)
+    plan = _finish(
+        "sweep", verdicts, fit, tuple(limits), request, output_tokens, warnings, prefill, decode, swept=results
+    )
     return dataclasses.replace(plan, fit_statistic=fit_statistic(statistic))
 
 
@@ -297,7 +299,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
                 added_ms=residual.slo_added_ms if residual is not None else None,
             )
         if rate is not None and residual is not None:
-            how = f"{how}; TTFT and E2E plus what the calibration measured beyond the engine at that load"
+            how = f"{how}; TTFT and E2E plus what the calibration measured beyond the engine ({residual.brief})"
         latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
             (s for s in request.slos if s.metric == Metric.TPOT), None
         )
@@ -310,6 +312,13 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     if residual is not None and plan.max_batch and (note := residual.reach_note(plan.max_batch)):
         plan = dataclasses.replace(plan, warnings=(*plan.warnings, note))
     return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
+
+
+def _sweep_residual(results: Results, engine: EngineConfig) -> TtftResidual | None:
+    """TTFT beyond the sweep's own engine (``planner.ttft_residual``), where the sweep says its mix."""
+    if mean_prompt_tokens(results.levels) is None or not mean_output_tokens(results.levels):
+        return None  # an imported table without usage: no mix to run the engine at
+    return calibration_residual(engine, [("the sweep", results)], engine.max_num_batched_tokens, None)
 
 
 def _prefill(obs: Observations, fit: StepModel | None, request: PlanRequest) -> tuple[Prefill, float]:
@@ -372,11 +381,13 @@ def _finish(
     engine: EngineConfig | None = None,
     kv_cap: tuple[int, str] | None = None,
     residual: TtftResidual | None = None,
+    swept: Results | None = None,
 ) -> CapacityPlan:
     """``fit`` is the mean step with prefill's share in it (every printed figure); ``decode`` the step
     without it, which the sizing simulation runs with the prefill term: one step model, prefill once.
     ``kv_cap``: the most sequences the KV cache holds whole, and why (a mix plan's). ``residual``: what a mix
-    plan's calibration measured beyond its fitted engine (TTFT/E2E SLOs read it; a correction replaces it)."""
+    plan's calibration measured beyond its fitted engine (TTFT/E2E SLOs read it; a correction replaces it);
+    ``swept``: a one-sweep plan's results, on which the same residual is measured for its sizing."""
     saturation = verdicts.saturation if verdicts else None
     limits, max_batch, lower_bound, how = _decide_batch(limits, saturation, request.current_batch)
     if kv_cap is not None and max_batch is not None and max_batch > kv_cap[0]:
@@ -404,6 +415,8 @@ def _finish(
             per_seq_ms=max(decode.per_seq_ms, 0.0),
             prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         )
+    if residual is None and swept is not None and engine is not None and request.qps and request.simulate:
+        residual = _sweep_residual(swept, engine)
     if request.qps and output_tokens and fit is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill, residual
@@ -413,7 +426,7 @@ def _finish(
         if request.correction is not None:
             method = f"{method}; corrected by the endpoint ({request.correction.text})"
         elif residual is not None and simulated is not None:
-            method = f"{method}; TTFT and E2E plus what the calibration measured beyond the engine at that load"
+            method = f"{method}; TTFT and E2E plus what the levels measured beyond the engine ({residual.brief})"
     floor = next(
         (
             floor_note(lim.model, lim.slo)

@@ -68,8 +68,10 @@ def law_sweep(
     output_tokens: int = 32,
     n: int = 300,
     window_s: float = 30.0,
+    front_end_ms: float = 0.0,
 ) -> tuple[LevelResult, ...]:
-    """A closed-loop sweep of an ideal continuous-batching server: ``cap`` slots, the rest queue."""
+    """A closed-loop sweep of an ideal continuous-batching server: ``cap`` slots, the rest queue;
+    ``front_end_ms``: what every request's TTFT (and E2E) holds beyond the engine."""
     out = []
     for c in levels:
         batch = min(c, cap)
@@ -81,10 +83,10 @@ def law_sweep(
         level = closed_level(c, tpots, output_tokens=output_tokens, window_s=window_s, waiting=float(c - batch))
         ttft = level.histograms[Metric.TTFT]
         ttft.__init__()  # type: ignore[misc]
-        ttft.record_many_us(np.rint((tpots + queue_ms) * 1000).astype(np.int64))
+        ttft.record_many_us(np.rint((tpots + queue_ms + front_end_ms) * 1000).astype(np.int64))
         e2e = level.histograms[Metric.E2E]
         e2e.__init__()  # type: ignore[misc]
-        e2e.record_many_us(np.rint((tpots * output_tokens + queue_ms) * 1000).astype(np.int64))
+        e2e.record_many_us(np.rint((tpots * output_tokens + queue_ms + front_end_ms) * 1000).astype(np.int64))
         completed = max(1, round(rate * window_s))
         out.append(
             replace(

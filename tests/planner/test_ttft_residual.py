@@ -6,8 +6,10 @@ import pytest
 
 from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
+from planner import PlanRequest, plan_from_results
 from planner.sizing import max_rate_per_replica, simulate_replicas
 from planner.ttft_residual import ResidualRow, fit_ttft_residual
+from tests.planner.synthetic import law_sweep, sweep_results
 
 
 def rows(
@@ -109,3 +111,18 @@ def test_levels_repeated_across_sweeps_fit_a_line_where_a_half_holds_one_concurr
     ]
     residual = fit_ttft_residual(repeated)
     assert residual is not None and residual.term(50.0).per_client_ms == pytest.approx(0.5)
+
+
+def test_a_sweep_whose_ttft_holds_a_front_end_is_sized_with_it() -> None:
+    """One sweep, two servers: the same engine, one with 300 ms of front end in every TTFT. The sizing
+    simulation runs the engine; it used to judge a TTFT SLO as if the front end were not there."""
+    slos = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 2000.0))
+    request = PlanRequest(slos=slos, qps=20, output_tokens=32, seed=1)
+    plain = plan_from_results(sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32))), request)
+    slowed = plan_from_results(sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32), front_end_ms=300.0)), request)
+    assert plain.simulated is not None and slowed.simulated is not None
+    bare, fronted = (p.simulated.estimate(Metric.TTFT) for p in (plain, slowed))  # type: ignore[union-attr]
+    assert bare is not None and fronted is not None
+    assert fronted.value_ms > bare.value_ms + 250  # the engine's own TTFT, plus the rest the sweep measured
+    assert "what the levels measured beyond the engine (p50 " in (slowed.replicas_method or "")
+    assert "(p50 0.0 ms + 0.00/client, p95 0.0 ms + 0.00/client)" in (plain.replicas_method or "")  # none there
