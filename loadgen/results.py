@@ -75,7 +75,8 @@ class ServerSample:
 
     def outside_engine_ms(self, ttft_sent_ms: float | None) -> float | None:
         """What a mean TTFT (from the send) holds beyond the engine's queue and prefill: the API server's
-        front end (HTTP, tokenising, handing the request on), the network and the first chunk's way back."""
+        front end (HTTP, tokenising, handing the request on), the network, the first chunk's way back, and on
+        vLLM the step in flight when the request reached the engine (its queue time starts after that step)."""
         if ttft_sent_ms is None or self.queue_ms_mean is None or self.prefill_ms_mean is None:
             return None
         return ttft_sent_ms - self.queue_ms_mean - self.prefill_ms_mean

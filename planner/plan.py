@@ -299,7 +299,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
                 added_ms=residual.slo_added_ms if residual is not None else None,
             )
         if rate is not None and residual is not None:
-            how = f"{how}; TTFT and E2E plus what the calibration measured beyond the engine ({residual.brief})"
+            how = f"{how}; {residual.sizing_note}"
         latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
             (s for s in request.slos if s.metric == Metric.TPOT), None
         )
@@ -312,6 +312,12 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     if residual is not None and plan.max_batch and (note := residual.reach_note(plan.max_batch)):
         plan = dataclasses.replace(plan, warnings=(*plan.warnings, note))
     return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
+
+
+def _residual_read(request: PlanRequest) -> bool:
+    """Whether the sizing simulation reads a residual: it judges a TTFT/E2E SLO, and no correction
+    measured on the endpoint replaces it."""
+    return request.simulate and request.correction is None and bool(queueing_slos(request.slos))
 
 
 def _sweep_residual(results: Results, engine: EngineConfig) -> TtftResidual | None:
@@ -415,9 +421,9 @@ def _finish(
             per_seq_ms=max(decode.per_seq_ms, 0.0),
             prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         )
-    if residual is None and swept is not None and engine is not None and request.qps and request.simulate:
-        residual = _sweep_residual(swept, engine)
     if request.qps and output_tokens and fit is not None and max_batch:
+        if residual is None and swept is not None and engine is not None and _residual_read(request):
+            residual = _sweep_residual(swept, engine)
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill, residual
         )
@@ -426,7 +432,7 @@ def _finish(
         if request.correction is not None:
             method = f"{method}; corrected by the endpoint ({request.correction.text})"
         elif residual is not None and simulated is not None:
-            method = f"{method}; TTFT and E2E plus what the levels measured beyond the engine ({residual.brief})"
+            method = f"{method}; {residual.sizing_note}"
     floor = next(
         (
             floor_note(lim.model, lim.slo)

@@ -37,15 +37,13 @@ def predict_levels(
     predicted = []
     for c in levels:
         level = _closed(engine, mix, c)
-
-        def ttft(q: float, level: ClosedLevel = level, c: int = c) -> float:
-            added = overhead_ms if residual is None else residual.added_ms(q, c)
-            return level.ttft_percentile_ms(q) + added
-
-        p95 = tpot_p95.predict(tpot_features(c, mix))
-        predicted.append(
-            PredictedLevel(c, ttft(50), ttft(95), level.tpot_percentile_ms(50), None if p95 is None else p95.value_ms)
+        ttft50, ttft95 = (
+            level.ttft_percentile_ms(q) + (overhead_ms if residual is None else residual.added_ms(q, c))
+            for q in (50, 95)
         )
+        p95 = tpot_p95.predict(tpot_features(c, mix))
+        tpot95 = None if p95 is None else p95.value_ms
+        predicted.append(PredictedLevel(c, ttft50, ttft95, level.tpot_percentile_ms(50), tpot95))
     return tuple(predicted)
 
 
@@ -70,14 +68,14 @@ def calibration_residual(
         )
         for lv, level in closed:
             simulated = _closed(served, mix, round(level.load.value))
+            label = f"{name} {lv.label}"
             for q in PERCENTILES:
-                measured = level.percentile_ms(Metric.TTFT, q)
-                if measured is not None:
-                    row = ResidualRow(
-                        f"{name} {lv.label}", lv.concurrency, mix.prompt_tokens, q, measured,
-                        simulated.ttft_percentile_ms(q),
-                    )  # fmt: skip
-                    rows.append(row)
+                if (measured := level.percentile_ms(Metric.TTFT, q)) is not None:
+                    rows.append(
+                        ResidualRow(
+                            label, lv.concurrency, mix.prompt_tokens, q, measured, simulated.ttft_percentile_ms(q)
+                        )
+                    )
     return fit_ttft_residual(rows)
 
 

@@ -33,7 +33,7 @@ from planner.replay import ReplayCheck
 from planner.sizing import Estimate, SimOutcome
 from planner.slo import model_name
 from planner.stepmodel import StepModel
-from planner.ttft_residual import ResidualRow, TtftResidual
+from planner.ttft_residual import PERCENTILES, ResidualRow, TtftResidual
 from planner.verdicts import Verdicts, judge
 
 DEFINITIONS = (
@@ -431,7 +431,7 @@ def residual_section(residual: TtftResidual) -> Section:
     rows = []
     for label, stats in by_level.items():
         cells = []
-        for q in (50.0, 95.0):
+        for q in PERCENTILES:
             stat = stats.get(q)
             cells += [fmt(stat.measured_ms), fmt(stat.simulated_ms), fmt(stat.residual_ms)] if stat else ["-"] * 3
         rows.append((label, *cells))
@@ -446,7 +446,7 @@ def residual_section(residual: TtftResidual) -> Section:
         ),
         bullets=tuple(term.text for term in residual.terms),
         table=Table(
-            ("level", "p50 measured", "p50 engine", "p50 rest", "p95 measured", "p95 engine", "p95 rest"),
+            ("level", *(f"p{q:g} {part}" for q in PERCENTILES for part in ("measured", "engine", "rest"))),
             tuple(rows),
         ),
     )

@@ -99,12 +99,14 @@ class TtftResidual:
         return self.term(percentile).added_ms(clients)
 
     @property
-    def brief(self) -> str:
-        """``p50 5.2 ms + 0.00/client, p95 14.5 ms + 0.42/client``: each line as the plans use it."""
-        return ", ".join(
+    def sizing_note(self) -> str:
+        """What a sizing simulation's method says it added: each line as it was used, e.g. ``(p50 5.2 ms +
+        0.00/client, p95 14.5 ms + 0.42/client)``."""
+        lines = ", ".join(
             f"p{t.percentile:g} {max(t.at_one_ms, 0.0):.1f} ms + {max(t.per_client_ms, 0.0):.2f}/client"
             for t in self.terms
         )
+        return f"TTFT and E2E plus what the levels measured beyond the engine ({lines})"
 
     def slo_added_ms(self, slo: SloTarget, clients: float) -> float:
         """What a TTFT or E2E SLO's statistic holds beyond the engine at ``clients`` in flight (the first
