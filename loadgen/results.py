@@ -72,6 +72,16 @@ class ServerSample:
     queue_ms_mean: float | None = None
     prefill_ms_mean: float | None = None
     prefill_requests: float | None = None  # requests the prefill mean is over
+    # prompt tokens looked up in the server's prefix cache over that span, and found there (None: not exported)
+    prefix_cache_queried: float | None = None
+    prefix_cache_hits: float | None = None
+
+    @property
+    def prefix_cache_hit_share(self) -> float | None:
+        """The share of looked-up prompt tokens the prefix cache served without prefill (None: unknown)."""
+        if self.prefix_cache_queried is None or self.prefix_cache_hits is None or not self.prefix_cache_queried:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queried
 
     def outside_engine_ms(self, ttft_sent_ms: float | None) -> float | None:
         """What a mean TTFT (from the send) holds beyond the engine's queue and prefill: the API server's
@@ -94,6 +104,8 @@ class ServerSample:
             "queue_ms_mean": self.queue_ms_mean,
             "prefill_ms_mean": self.prefill_ms_mean,
             "prefill_requests": self.prefill_requests,
+            "prefix_cache_queried": self.prefix_cache_queried,
+            "prefix_cache_hits": self.prefix_cache_hits,
         }
 
     def per_s(self, tokens: float | None) -> float | None:
@@ -114,6 +126,8 @@ class ServerSample:
             raw.get("queue_ms_mean"),
             raw.get("prefill_ms_mean"),
             raw.get("prefill_requests"),
+            raw.get("prefix_cache_queried"),
+            raw.get("prefix_cache_hits"),
         )
 
 

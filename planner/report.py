@@ -469,6 +469,7 @@ def ttft_split_section(results: Results, name: str = "") -> Section | None:
                 fmt(server.prefill_ms_mean),
                 fmt(outside),
                 fmt(server.prefill_requests, 0),
+                "-" if (share := server.prefix_cache_hit_share) is None else f"{share:.0%}",
             )
         )
     if not rows:
@@ -480,10 +481,11 @@ def ttft_split_section(results: Results, name: str = "") -> Section | None:
             "slot (queue), and from admission to the first token (prefill). The rest is outside both: the API "
             "server's front end (HTTP, tokenising, handing the request on), the network, the first chunk's way "
             "back, and on vLLM the step already running when the request reached the engine (its engine core "
-            "takes requests in only between steps; its queue time starts after that step).",
+            "takes requests in only between steps; its queue time starts after that step). The prompt tokens the "
+            "server's prefix cache served (of those it looked up) were not prefilled.",
         ),
         table=Table(
-            ("load", "TTFT mean ms", "queue ms", "prefill ms", "outside engine ms", "server requests"),
+            ("load", "TTFT mean ms", "queue ms", "prefill ms", "outside engine ms", "server requests", "prompt cached"),
             tuple(rows),
         ),
     )

@@ -107,6 +107,8 @@ def throughput_table(level: LevelResult) -> Table:
                     f"+ {fmt(outside)} outside (front end, network, the step in flight)",
                 )
             )
+        if (share := server.prefix_cache_hit_share) is not None:
+            rows.append(("server prefix cache", f"{share:.0%} of the prompt tokens looked up (not prefilled)"))
     for row in rows:
         table.add_row(*row)
     return table

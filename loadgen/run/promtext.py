@@ -20,6 +20,10 @@ class GaugeNames:
     # admission to the first token; what TTFT holds beyond them is the API front end and the network
     queue_time: str = ""
     prefill_time: str = ""
+    # counters of prompt tokens looked up in the prefix cache and found there: a level whose prompts the cache
+    # served measured a cheaper prefill than a new prompt costs
+    cache_queries: str = ""
+    cache_hits: str = ""
 
 
 KNOWN: Final = (
@@ -32,6 +36,8 @@ KNOWN: Final = (
         "vllm:generation_tokens_total",
         "vllm:request_queue_time_seconds",
         "vllm:request_prefill_time_seconds",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
     ),
     GaugeNames(
         "sglang",
@@ -51,6 +57,8 @@ KNOWN: Final = (
         "loadgen_sim:generation_tokens_total",
         "loadgen_sim:request_queue_time_seconds",
         "loadgen_sim:request_prefill_time_seconds",
+        "loadgen_sim:prefix_cache_queries_total",
+        "loadgen_sim:prefix_cache_hits_total",
     ),
 )
 
@@ -75,6 +83,8 @@ class Gauges:
     generation_tokens: float | None = None
     queue: Timed | None = None
     prefill: Timed | None = None
+    cache_queries: float | None = None
+    cache_hits: float | None = None
 
 
 def _timed(samples: dict[str, float], name: str) -> Timed | None:
@@ -119,5 +129,7 @@ def read_gauges(text: str) -> Gauges | None:
                 samples.get(names.generation_tokens) if names.generation_tokens else None,
                 _timed(samples, names.queue_time),
                 _timed(samples, names.prefill_time),
+                samples.get(names.cache_queries) if names.cache_queries else None,
+                samples.get(names.cache_hits) if names.cache_hits else None,
             )
     return None

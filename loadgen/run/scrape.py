@@ -44,6 +44,7 @@ class MetricsScraper:
         self._waiting: list[float] = []
         self._kv: list[float] = []
         self._counters: list[tuple[float, float | None, float | None]] = []  # (time, prompt, generation)
+        self._cache: list[tuple[float | None, float | None]] = []  # prefix cache (queried, hit) tokens per scrape
         self._timed: list[tuple[Timed | None, Timed | None]] = []  # (queue, prefill) per scrape
         self.failures = 0
 
@@ -72,6 +73,7 @@ class MetricsScraper:
                     self._kv.append(gauges.kv_usage)
                 self._counters.append((clock(), gauges.prompt_tokens, gauges.generation_tokens))
                 self._timed.append((gauges.queue, gauges.prefill))
+                self._cache.append((gauges.cache_queries, gauges.cache_hits))
             await asyncio.sleep(self._interval_s)
 
     def sample(self) -> ServerSample | None:
@@ -90,6 +92,8 @@ class MetricsScraper:
             queue_ms_mean=_mean_ms([t[0] for t in self._timed]),
             prefill_ms_mean=_mean_ms([t[1] for t in self._timed]),
             prefill_requests=_delta([t[1].count if t[1] is not None else None for t in self._timed]),
+            prefix_cache_queried=_delta([c[0] for c in self._cache]),
+            prefix_cache_hits=_delta([c[1] for c in self._cache]),
         )
 
 

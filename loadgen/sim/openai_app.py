@@ -133,7 +133,7 @@ async def _health(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     driver = request.app[DRIVER_KEY]
-    engine, c = driver.engine, driver.engine.counters
+    engine, c, cache = driver.engine, driver.engine.counters, request.app[CACHE_KEY]
     label = f'{{model_name="{request.app[OPTIONS_KEY].model}"}}'
     rows = [
         ("num_requests_running", "gauge", "Sequences in the running batch.", engine.num_running),
@@ -141,6 +141,13 @@ async def _metrics(request: web.Request) -> web.Response:
         ("steps_total", "counter", "Engine steps run.", c.steps),
         ("generation_tokens_total", "counter", "Tokens generated (useful slot-steps).", c.tokens),
         ("prompt_tokens_total", "counter", "Prompt tokens prefilled.", c.prompt_tokens),
+        ("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", cache.queried_tokens),
+        (
+            "prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens found in the prefix cache (no prefill).",
+            cache.hit_tokens,
+        ),
         ("slot_steps_total", "counter", "Occupied slots summed over steps (static mode counts padding).", c.slot_steps),
         (
             "engine_overruns_total",
@@ -231,6 +238,8 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     cache = request.app[CACHE_KEY] if options.prefix_cache and req.messages else None
     if cache is not None:
         req = dataclasses.replace(req, cached_tokens=min(cache.cached_tokens(req.messages), req.prompt_tokens))
+    if options.prefix_cache:
+        request.app[CACHE_KEY].count(req.prompt_tokens, req.cached_tokens)
     seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens)
     if cache is not None:
         # the answer is known now (the text is a function of its length): remembered before it is sent,

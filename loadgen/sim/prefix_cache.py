@@ -31,6 +31,9 @@ class PrefixCache:
         self.capacity = capacity
         self._tokens: OrderedDict[str, int] = OrderedDict()
         self.hits = 0
+        # prompt tokens looked up and found, over every request (vLLM's prefix_cache_queries / _hits)
+        self.queried_tokens = 0
+        self.hit_tokens = 0
 
     def cached_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Prompt tokens of this request already cached: those of its history, if remembered."""
@@ -43,6 +46,11 @@ class PrefixCache:
         self._tokens.move_to_end(key)
         self.hits += 1
         return tokens
+
+    def count(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """A request's lookup, for the counters a client reads to see how much prefill the cache spared."""
+        self.queried_tokens += prompt_tokens
+        self.hit_tokens += cached_tokens
 
     def remember(self, messages: Sequence[Mapping[str, Any]], answer: str, tokens: int) -> None:
         """After a turn: its messages and answer, ``tokens`` long, are in the cache."""

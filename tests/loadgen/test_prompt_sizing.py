@@ -124,3 +124,17 @@ def test_a_conversations_later_turns_do_not_correct_the_sizing() -> None:
 def test_the_calibration_refuses_counts_no_tokenizer_gives() -> None:
     assert PromptCalibration.from_probes(300, 300) is None
     assert PromptCalibration.from_probes(300, 200) is None
+
+
+def test_a_rerun_with_the_same_seed_sends_the_same_prompts_under_new_nonces() -> None:
+    # vLLM keeps every prompt it has prefilled (automatic prefix caching): a second sweep with the same
+    # seed sent the first one's prompts again, and its prefill at 512 tokens read 8.3 ms against 16.5.
+    # The seed fixes the lengths and the words; the nonce is the run's own, so no run repeats another's prompt.
+    workload = Workload(api=Api.COMPLETIONS, model="m", prompt_tokens=Lengths(64))
+    first, *words_a = prompt_text(RequestFactory(workload, seed=11).next()).split()
+    second, *words_b = prompt_text(RequestFactory(workload, seed=11).next()).split()
+    assert words_a == words_b and first != second
+    assert first.startswith("r") and second.startswith("r")
+    one_run = RequestFactory(workload, seed=11)
+    nonces = {prompt_text(one_run.next()).split()[0] for _ in range(200)}
+    assert len(nonces) == 200

@@ -10,12 +10,19 @@ import numpy as np
 import pytest
 
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, SloTarget
+from loadgen.results import Metric, Results, ServerSample, SloTarget
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import below_zero_note, forecast_mix, idle_ttft_bound, mix_batch_limit, recommended_budget
+from planner.mixplan import (
+    below_zero_note,
+    forecast_mix,
+    idle_ttft_bound,
+    mix_batch_limit,
+    prefix_cache_note,
+    recommended_budget,
+)
 from planner.predicted import calibration_residual
 from tests.virtual import run_virtual
 
@@ -262,3 +269,18 @@ def test_a_coefficient_fitted_below_zero_is_said() -> None:
     ]
     note = below_zero_note(fit_length_model(rows))
     assert note.startswith("fitted below zero") and "per_kv_ms -" in note and "95% CI" in note
+
+
+def test_a_calibration_whose_prompts_the_prefix_cache_served_is_said() -> None:
+    # vLLM counts prompt tokens looked up in its prefix cache and found: a sweep that sent prompts the server
+    # had seen prefilled less than a new prompt needs (512 tokens: 8.3 ms of prefill against 16.5).
+    law, budget = LAWS[0]
+    calibrations = [(f"calib-{p}.json", _calibrate(law, budget, p, levels=(1, 8))) for p in (64, 256)]
+    assert prefix_cache_note(calibrations) == ""
+    name, results = calibrations[1]
+    first, *rest = results.levels
+    cached = ServerSample("vllm", 20, 1.0, 0.0, prefix_cache_queried=25_600, prefix_cache_hits=24_000)
+    calibrations[1] = (name, replace(results, levels=(replace(first, server=cached), *rest)))
+    note = prefix_cache_note(calibrations)
+    assert "calib-256.json c=1 (94%)" in note and "calib-64" not in note
+    assert note in forecast_mix(calibrations, Mix(1024, 128), ()).warnings

@@ -280,4 +280,6 @@ def test_the_servers_queue_and_prefill_times_account_for_ttft_on_the_simulator(t
     assert server.prefill_requests == pytest.approx(level.completed, rel=0.05)
     report = tmp_path / "report.md"
     assert CliRunner().invoke(app, ["report", str(out), "-o", str(report)]).exit_code == 0
-    assert "## Where TTFT goes" in report.read_text()
+    text = report.read_text()
+    assert "## Where TTFT goes" in text
+    assert "| prompt cached |" in text and text.count(" | 0% |") == 1  # unique prompts: the cache served none

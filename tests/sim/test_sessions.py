@@ -84,3 +84,21 @@ def test_a_profile_sweeps_conversations(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     by_turn = load(out).levels[0].summary()["by_turn"]
     assert set(by_turn) == {"1", "2"} and set(by_turn["2"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}
+
+
+@pytest.mark.parametrize(("turns", "share"), [(3, (108 + 216) / (100 + 208 + 316)), (1, 0.0)])
+def test_the_servers_prefix_cache_counters_say_how_much_prompt_it_served(
+    turns: int, share: float, tmp_path: Path
+) -> None:
+    # vLLM's prefix_cache_queries / _hits (the simulator's by the same names), in tokens: of three turns'
+    # prompts (100, 208, 316 tokens) the cache holds the history of the second and third; one-turn prompts
+    # are unique (a nonce first), so none is served from the cache.
+    out = tmp_path / "o.json"
+    args = ["run", "--url", "sim", "--virtual-time", "--api", "chat", "--turns", str(turns), "--concurrency", "2",
+            "--requests", "36", "--prompt-tokens", str(PROMPT), "--max-tokens", str(OUTPUT), "--scrape-metrics", "on",
+            "-o", str(out), "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    server = load(out).levels[0].server
+    assert server is not None and server.prefix_cache_queried
+    assert server.prefix_cache_hit_share == pytest.approx(share, abs=0.08)
