@@ -396,8 +396,8 @@ def _bootstrap(
     """Refits on resamples that keep the calibration's design, in two stages: the sweeps of each mix
     (``_strata``) are drawn with replacement, then each drawn sweep's rows within each kind. Where a mix
     was swept more than once, the first stage carries the engine's drift between sweeps into every
-    interval (vLLM's CPU build read a prefill slope of 0.048 and then 0.022 ms/token from the same two
-    sweeps minutes apart, each with an interval a tenth that wide); where it was swept once it cannot
+    interval (vLLM's CPU build prefilled 256-token prompts in 13.6 and 12.0 ms in two sweeps minutes apart,
+    with prompts the server had not seen in either); where it was swept once it cannot
     (``LengthModel.drift_note``). Resamples that lose a direction the full design sees are skipped
     (they would answer a different question)."""
     if n <= 0:
