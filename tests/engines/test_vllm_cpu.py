@@ -100,6 +100,20 @@ def test_synthetic_prompts_are_sized_to_the_engines_tokenizer(vllm: VllmCpuServe
             assert abs(mean - asked) <= max(0.02 * asked, 2), f"{api} {asked}: {mean}"
 
 
+def test_a_rerun_with_the_same_seed_finds_none_of_its_prompts_in_vllms_prefix_cache(
+    vllm: VllmCpuServer, tmp_path: Path
+) -> None:
+    # vLLM's automatic prefix caching keeps every prompt it prefilled: when the nonce came from the seed, a
+    # second calibration sweep was served from the cache (512-token prompts prefilled in 8.3 ms, not 16.5)
+    args = ("--model", MODEL, "--concurrency", "2", "--requests", "24", "--prompt-tokens", "256", "--max-tokens", "16",
+            "--seed", "5", "--scrape-metrics", "on")  # fmt: skip
+    run(vllm, tmp_path / "first.json", *args)
+    server = run(vllm, tmp_path / "again.json", *args).levels[0].server
+    assert server is not None and server.prefix_cache_queried, "vLLM's prefix_cache_queries counter not read"
+    share = server.prefix_cache_hit_share
+    assert share is not None and share < 0.1, f"{share:.0%} of the rerun's prompt tokens came from the cache"
+
+
 def test_a_closed_loop_past_the_batch_cap_is_not_called_unsteady(vllm: VllmCpuServer, tmp_path: Path) -> None:
     # Twice as many clients as vLLM runs at once, a warm-up shorter than a request's life: the first
     # wave's requests were due in the warm-up and read "queue growing" (issue 30). A closed loop's
