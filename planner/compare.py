@@ -26,6 +26,9 @@ from planner.observations import Z95, percentile_ci_ms
 from planner.quantities import latency_quantity, quantity_value
 
 DESIGN_EFFECT = 2.0
+#: prefix-cache shares of two runs this far apart (of the prompt tokens the server looked up) are said: their
+#: TTFTs differ by prefill one of them skipped
+CACHE_SHARE_GAP = 0.10
 Direction = Literal["lower", "higher"]
 
 COMPARED: tuple[tuple[str, Direction], ...] = (
@@ -110,6 +113,21 @@ def fingerprint_differences(baseline: Results, candidate: Results) -> list[str]:
     """One phrase per field in which the two runs measured different workloads (empty: comparable)."""
     a, b = baseline.workload_fingerprint(), candidate.workload_fingerprint()
     return [f"{key} {_show(a[key])} vs {_show(b[key])}" for key in a if a[key] != b[key]]
+
+
+def prefix_cache_differences(baseline: Results, candidate: Results) -> list[str]:
+    """One phrase per level at which the server's prefix cache served the two runs' prompts in shares
+    ``CACHE_SHARE_GAP`` or more apart (empty: alike, or not counted). A dataset's prompts sent again to a
+    server that kept them read a faster TTFT that is not the change being compared."""
+    base = {lv.load.label: lv for lv in baseline.levels}
+    out = []
+    for level in candidate.levels:
+        before = base.get(level.load.label)
+        a = before.server.prefix_cache_hit_share if before is not None and before.server is not None else None
+        b = level.server.prefix_cache_hit_share if level.server is not None else None
+        if a is not None and b is not None and abs(b - a) >= CACHE_SHARE_GAP:
+            out.append(f"{level.load.label} {a:.0%} vs {b:.0%}")
+    return out
 
 
 def _show(value: Any) -> str:

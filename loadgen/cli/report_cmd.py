@@ -42,7 +42,7 @@ from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.compare import Delta, compare_results, fingerprint_differences
+from planner.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
 from planner.fleet import FleetPlan
 from planner.fleet_report import build_fleet_report
 from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
@@ -298,7 +298,7 @@ def gate(
         raise UsageError("nothing to check: give --require/--fail-if, a --profile with an slo, or --baseline")
     reference = load(baseline) if baseline else None
     if reference is not None and baseline is not None:
-        refuse_mismatch(baseline, reference, results_file, results, allow_mismatch)
+        check_comparable(baseline, reference, results_file, results, allow_mismatch)
     verdict = evaluate_gate(
         results, checks, baseline=reference, max_regression=max_regression, untrusted_error_rate=untrusted_error_rate
     )
@@ -332,7 +332,7 @@ def compare(
     runs = [load(f) for f in files]
     reference = runs[0]
     for path, run in zip(files[1:], runs[1:]):
-        refuse_mismatch(files[0], reference, path, run, allow_mismatch)
+        check_comparable(files[0], reference, path, run, allow_mismatch)
     comparisons = [compare_results(reference, other, max_regression=max_regression) for other in runs[1:]]
     if json_out:
         doc = [{"file": str(f), "deltas": [dataclasses.asdict(d) for d in c]} for f, c in zip(files[1:], comparisons)]
@@ -381,13 +381,22 @@ AllowMismatchOpt = Annotated[
 ]
 
 
-def refuse_mismatch(base_path: Path, base: Results, path: Path, run: Results, allowed: bool) -> None:
-    """A comparison of different workloads reads as regressions that are not: refuse it unless asked."""
+def check_comparable(base_path: Path, base: Results, path: Path, run: Results, allowed: bool) -> None:
+    """A comparison of different workloads reads as regressions that are not: refuse it unless asked. One
+    the server's prefix cache served unlike is warned of (enabling the cache can be the change compared)."""
     differences = fingerprint_differences(base, run)
     if differences and not allowed:
         raise UsageError(
             f"{base_path} and {path} measured different workloads ({'; '.join(differences)}); "
             "compare like with like, or pass --allow-mismatch"
+        )
+    if cached := prefix_cache_differences(base, run):
+        consoles().err.print(
+            f"warning: the server's prefix cache served {base_path} and {path} different shares of their prompt "
+            f"tokens ({'; '.join(cached)}): their TTFTs differ by prefill one run skipped (prompts the server "
+            "had kept from an earlier run?), not only by the change compared",
+            highlight=False,
+            markup=False,
         )
 
 

@@ -249,3 +249,20 @@ def test_compare_names_files_of_one_name_by_their_folders(tmp_path: Path) -> Non
     )
     assert result.exit_code == 0, result.output
     assert "before/sweep.json" in result.stdout and "after/sweep.json" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["compare", "gate"])
+def test_runs_the_prefix_cache_served_unlike_are_compared_with_a_warning(command: str, tmp_path: Path) -> None:
+    # A dataset's prompts sent again to a server that kept them: vLLM served 74% of a rerun's prompt tokens
+    # from its prefix cache, and its TTFT read a prefill it skipped.
+    stored = json.loads((Path(__file__).parents[1] / "data" / "results_v1_sweep.json").read_text())
+    for name, hits in (("cold.json", 0), ("warm.json", 7400)):
+        for level in stored["levels"]:
+            level["server"].update(prefix_cache_queried=10_000, prefix_cache_hits=hits)
+        (tmp_path / name).write_text(json.dumps(stored))
+    cold, warm = str(tmp_path / "cold.json"), str(tmp_path / "warm.json")
+    result = runner.invoke(app, [command, "--baseline", cold, warm] if command == "gate" else [command, cold, warm])
+    assert result.exit_code in (0, 1, 3), result.output
+    assert "prefix cache served" in result.stderr and "c=4 0% vs 74%" in result.stderr
+    same = runner.invoke(app, ["compare", str(tmp_path / "warm.json"), str(tmp_path / "warm.json")])
+    assert same.exit_code == 0 and "prefix cache" not in same.stderr
