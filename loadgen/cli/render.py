@@ -108,7 +108,7 @@ def throughput_table(level: LevelResult) -> Table:
                 )
             )
         if (share := server.prefix_cache_hit_share) is not None:
-            rows.append(("server prefix cache", f"{share:.0%} of the prompt tokens looked up (not prefilled)"))
+            rows.append(("server prefix cache", f"served {share:.0%} of the prompt tokens looked up (no prefill)"))
     for row in rows:
         table.add_row(*row)
     return table
