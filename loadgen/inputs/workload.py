@@ -496,8 +496,9 @@ class RequestFactory:
         return " ".join(words), n
 
     def _nonce(self) -> str:
-        """A per-request first word: no two prompts, in this run or another, share a prefix for a cache to serve."""
-        return f"r{(self._rng.bit_generator.random_raw() >> 24) ^ self._salt:x}"  # 40 bits; Generator.integers costs 6x
+        """A per-request first word: no two prompts, in this run or another, share a prefix for a cache to serve.
+        Ten hex digits always, so a body's length does not depend on the run's salt."""
+        return f"r{(self._rng.bit_generator.random_raw() >> 24) ^ self._salt:010x}"  # 40 bits; .integers costs 6x
 
 
 class _Deck:

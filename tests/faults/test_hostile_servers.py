@@ -545,9 +545,13 @@ def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None
         SSE_HEAD + chunked(ok_chunk + b"data: [DONE]\n\n") + b"0\r\n\r\n",
         SSE_HEAD + chunked(error) + b"0\r\n\r\n",
     ]
+    # the probes pass (the calibration's first, which its missing usage ends, and the length probe); then every
+    # other request fails. Counted, not chosen by the body: a prompt's nonce is each run's own
+    posts = 0
 
     async def serve() -> None:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal posts
             try:
                 while True:
                     head = await reader.readuntil(b"\r\n\r\n")
@@ -559,7 +563,7 @@ def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None
                         ),
                         0,
                     )
-                    body = await reader.readexactly(length)
+                    await reader.readexactly(length)  # the body: read, not looked at
                     if head.startswith(b"GET") and b"/models" in head.split(b"\r\n")[0]:
                         writer.write(
                             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
@@ -569,7 +573,8 @@ def test_secrets_a_server_echoes_by_any_path_reach_no_artefact(tmp_path) -> None
                     elif head.startswith(b"GET"):
                         writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                     else:
-                        writer.write(answers[len(body) % 2])
+                        writer.write(answers[posts % 2 if posts >= 2 else 0])
+                        posts += 1
                     await writer.drain()
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass
