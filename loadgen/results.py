@@ -79,7 +79,7 @@ class ServerSample:
     @property
     def prefix_cache_hit_share(self) -> float | None:
         """The share of looked-up prompt tokens the prefix cache served without prefill (None: unknown)."""
-        if self.prefix_cache_queried is None or self.prefix_cache_hits is None or not self.prefix_cache_queried:
+        if not self.prefix_cache_queried or self.prefix_cache_hits is None:
             return None
         return self.prefix_cache_hits / self.prefix_cache_queried
 

@@ -32,7 +32,7 @@ from planner.ttft_residual import TtftResidual
 
 MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
 #: a calibration level whose server found this share of its prompt tokens in the prefix cache is said: its
-#: prefill read cheaper than a new prompt's (vLLM counts a few tokens of a chat template as hits)
+#: prefill read cheaper than a new prompt's
 CACHE_HIT_NOTE_SHARE = 0.05
 
 

@@ -235,13 +235,11 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
     request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + base_id
     created = int(time.time())
-    cache = request.app[CACHE_KEY] if options.prefix_cache and req.messages else None
-    if cache is not None:
-        req = dataclasses.replace(req, cached_tokens=min(cache.cached_tokens(req.messages), req.prompt_tokens))
-    if options.prefix_cache:
-        request.app[CACHE_KEY].count(req.prompt_tokens, req.cached_tokens)
+    cache = request.app[CACHE_KEY] if options.prefix_cache else None
+    if cache is not None and (cached := cache.lookup(req.messages, req.prompt_tokens)):
+        req = dataclasses.replace(req, cached_tokens=cached)
     seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens)
-    if cache is not None:
+    if cache is not None and req.messages:
         # the answer is known now (the text is a function of its length): remembered before it is sent,
         # so a client that asks its next turn the moment [DONE] arrives always finds it
         cache.remember(req.messages, output_text(0, req.max_tokens), req.prompt_tokens + req.max_tokens)

@@ -30,7 +30,6 @@ class PrefixCache:
     def __init__(self, capacity: int = 10_000) -> None:
         self.capacity = capacity
         self._tokens: OrderedDict[str, int] = OrderedDict()
-        self.hits = 0
         # prompt tokens looked up and found, over every request (vLLM's prefix_cache_queries / _hits)
         self.queried_tokens = 0
         self.hit_tokens = 0
@@ -44,13 +43,15 @@ class PrefixCache:
         if tokens is None:
             return 0
         self._tokens.move_to_end(key)
-        self.hits += 1
         return tokens
 
-    def count(self, prompt_tokens: int, cached_tokens: int) -> None:
-        """A request's lookup, for the counters a client reads to see how much prefill the cache spared."""
+    def lookup(self, messages: Sequence[Mapping[str, Any]], prompt_tokens: int) -> int:
+        """A request's prompt tokens found cached (none without a history), counted for the server's
+        counters, from which a client reads how much prefill the cache spared."""
+        cached = min(self.cached_tokens(messages), prompt_tokens)
         self.queried_tokens += prompt_tokens
-        self.hit_tokens += cached_tokens
+        self.hit_tokens += cached
+        return cached
 
     def remember(self, messages: Sequence[Mapping[str, Any]], answer: str, tokens: int) -> None:
         """After a turn: its messages and answer, ``tokens`` long, are in the cache."""
