@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The pure loadgen modules: data, quantities, histograms, errors, and the simulator's engine
+# The pure loadgen modules: data, quantities, histograms, errors, length distributions, and the simulator's engine
 # config and arrival schedules, which the planner's replica simulation runs in virtual time.
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
@@ -19,6 +19,7 @@ PLANNER_ALLOWED_LOADGEN = {
     "loadgen.errors",
     "loadgen.load",
     "loadgen.sim.engine",
+    "loadgen.lengths",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
 # modules compiled from Cython (.pyx): leaves that never import from loadgen or planner (what they need

@@ -51,7 +51,8 @@ from loadgen.cli.options import (
 from loadgen.cli.render import level_table, throughput_table
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
-from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths
+from loadgen.inputs.workload import DatasetFormat
+from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric, Results
 from loadgen.run.execute import SIM_URL

@@ -23,8 +23,9 @@ import yaml
 
 from loadgen.api import Api
 from loadgen.errors import ProfileError
-from loadgen.inputs.workload import DatasetFormat, LengthDist, Lengths, owned_key_problem
+from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
+from loadgen.lengths import LengthDist, Lengths
 from loadgen.limits import (
     MAX_CONCURRENCY,
     MAX_LEVELS,

@@ -19,7 +19,8 @@ from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.cli.execute import local_ray_environment
 from loadgen.histogram import LatencyHistogram
-from loadgen.inputs.workload import Lengths, Workload
+from loadgen.inputs.workload import Workload
+from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
 from loadgen.results import Metric, load
 from loadgen.run.observe import NullObserver

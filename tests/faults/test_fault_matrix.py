@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.errors import ErrorKind
-from loadgen.inputs.workload import Lengths, Workload
+from loadgen.inputs.workload import Workload
+from loadgen.lengths import Lengths
 from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
 from loadgen.run.runner import run_level

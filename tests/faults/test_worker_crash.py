@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from loadgen.api import Api
-from loadgen.inputs.workload import Lengths, Workload
+from loadgen.inputs.workload import Workload
+from loadgen.lengths import Lengths
 from loadgen.load import LevelPlan, Load
 from loadgen.results import load
 from loadgen.run.split import SplitTarget

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from loadgen.api import Api
-from loadgen.inputs.workload import VOCABULARY, Lengths, PreparedRequest, PromptCalibration, RequestFactory, Workload
+from loadgen.inputs.workload import VOCABULARY, PreparedRequest, PromptCalibration, RequestFactory, Workload
+from loadgen.lengths import Lengths
 
 Tokenizer = Callable[[str], int]
 

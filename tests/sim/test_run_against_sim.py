@@ -16,7 +16,8 @@ import pytest
 
 from loadgen.api import Api
 from loadgen.errors import ErrorKind
-from loadgen.inputs.workload import Lengths, Workload
+from loadgen.inputs.workload import Workload
+from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.results import LevelResult, Metric
 from loadgen.run.runner import run_level

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
-from loadgen.inputs.workload import Lengths
+from loadgen.lengths import Lengths
 from loadgen.results import load
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
