@@ -8,6 +8,13 @@ step has begun (the driver starts it before any client reads the last token), so
 step, as on a server whose engine takes requests in between steps. Tens of milliseconds where the same
 level over the simulator's HTTP in virtual time took seconds, so a mix plan can run it at every
 calibration level as well as at the levels it predicts.
+
+Lengths are drawn per request as the run asked for them (``LengthSample``). That matters beyond the
+means: with fixed lengths, clients whose answers end together send together from then on, so a real
+server's noise slowly bunches them (vLLM's CPU build, prompts of 1,024 tokens at c=8: TTFT p50 50, 74
+and 98 ms in three runs as fewer, larger groups arrived), while this noiseless engine keeps them as
+staggered as they started. Answers of varied length reshuffle the clients every round, on the server
+and here alike.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.sim.engine import Engine, EngineConfig
+from planner.lengthsample import LengthSample
 
 WARMUP_PER_CLIENT = 2  # requests per client before the measured ones: the batch reaches its steady mix
 MEASURED_PER_CLIENT = 12
 MIN_MEASURED = 60  # a p95 of at least this many requests
+MIN_DRAWN = 480  # where lengths vary, so that a level's p95 rests on its tail's draws, not a few
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +48,20 @@ class ClosedLevel:
         return float(np.percentile(self.tpot_ms, q)) if self.tpot_ms.size else None
 
 
-def run_closed_loop(engine: EngineConfig, clients: int, prompt_tokens: int, output_tokens: int) -> ClosedLevel:
-    """``clients`` each sending a request of ``prompt_tokens`` / ``output_tokens`` as soon as the last
-    ended, until every client has sent its warm-up and measured share; the warm-up is left out. Clients
-    start spread over one request's duration alone, as ``loadgen`` staggers a closed loop: all at once,
-    fixed lengths would lock them into cohorts that prefill and finish together."""
-    if clients < 1 or output_tokens < 1:
-        raise ValueError(f"a closed loop needs clients >= 1 and output_tokens >= 1, got {clients}, {output_tokens}")
+def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, seed: int = 0) -> ClosedLevel:
+    """``clients`` each sending a request drawn from ``lengths`` as soon as the last ended, until every
+    client has sent its warm-up and measured share; the warm-up is left out. Clients start spread over
+    one request's duration alone (at the mean lengths), as ``loadgen`` staggers a closed loop: all at
+    once, fixed lengths would lock them into cohorts that prefill and finish together."""
+    if clients < 1:
+        raise ValueError(f"a closed loop needs clients >= 1, got {clients}")
     sim = Engine(engine)
     warmup = WARMUP_PER_CLIENT * clients
-    total = warmup + max(MEASURED_PER_CLIENT * clients, MIN_MEASURED)
-    ramp_ms = _alone_ms(engine, prompt_tokens, output_tokens)
+    varied = len(lengths.output_tokens) > 1
+    total = warmup + max(MEASURED_PER_CLIENT * clients, MIN_DRAWN if varied else MIN_MEASURED)
+    prompts, outputs = lengths.draw(total, np.random.default_rng(seed))
+    mean = lengths.mix
+    ramp_ms = _alone_ms(engine, round(mean.prompt_tokens), max(round(mean.output_tokens), 1))
     starts = deque(ramp_ms * k / clients for k in range(clients))
     sent_ms: list[float] = []
     first_ms: dict[int, float] = {}
@@ -59,7 +71,7 @@ def run_closed_loop(engine: EngineConfig, clients: int, prompt_tokens: int, outp
     def send(now_ms: float) -> None:
         seq = len(sent_ms)
         sent_ms.append(now_ms)
-        sim.submit(seq, prompt_tokens=prompt_tokens, max_tokens=output_tokens, now_ms=now_ms)
+        sim.submit(seq, prompt_tokens=round(prompts[seq]), max_tokens=int(outputs[seq]), now_ms=now_ms)
 
     t, ended = 0.0, 0  # ended: clients whose answer ended at t, who send again once the next step began
     while True:
@@ -83,8 +95,8 @@ def run_closed_loop(engine: EngineConfig, clients: int, prompt_tokens: int, outp
         for seq in step.finished:
             if seq >= warmup:
                 ttft.append(first_ms[seq] - sent_ms[seq])
-                if output_tokens > 1:
-                    tpot.append((t - first_ms[seq]) / (output_tokens - 1))
+                if outputs[seq] > 1:
+                    tpot.append((t - first_ms[seq]) / (int(outputs[seq]) - 1))
             del first_ms[seq]
         ended = len(step.finished)
 

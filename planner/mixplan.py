@@ -71,6 +71,14 @@ class PredictedLevel:
     tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
 
 
+@dataclass(frozen=True, slots=True)
+class PredictedSweep:
+    """A sweep not run: its levels, and how its requests' lengths were drawn."""
+
+    levels: tuple[PredictedLevel, ...]
+    lengths: str  # e.g. "fixed lengths, prompt 1024 / output 64"
+
+
 def calibration_server_limit(
     calibrations: Sequence[tuple[str, Results]], key: str, given: int | None = None
 ) -> int | None:

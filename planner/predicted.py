@@ -17,26 +17,29 @@ from collections.abc import Sequence
 
 from loadgen.results import Metric, Results
 from loadgen.sim.engine import EngineConfig
-from planner.closed_loop import ClosedLevel, run_closed_loop
+from planner.closed_loop import run_closed_loop
 from planner.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
-from planner.mixplan import PredictedLevel
+from planner.lengthsample import LengthSample, shape_of
+from planner.mixplan import PredictedLevel, PredictedSweep
 from planner.ttft_residual import PERCENTILES, ResidualRow, TtftResidual, fit_ttft_residual
 
 
 def predict_levels(
     engine: EngineConfig,
     mix: Mix,
+    lengths: LengthSample,
     levels: Sequence[int],
     *,
     residual: TtftResidual | None,
     overhead_ms: float,
     tpot_p95: LengthModel,
-) -> tuple[PredictedLevel, ...]:
-    """Each closed-loop level served by ``engine`` at ``mix``, TTFT plus what the calibration measured
-    beyond the engine at that many clients (``residual``; without one, the fitted ``overhead_ms``)."""
+) -> PredictedSweep:
+    """Each closed-loop level served by ``engine`` with requests drawn from ``lengths`` (at ``mix``'s
+    means), TTFT plus what the calibration measured beyond the engine at that many clients (``residual``;
+    without one, the fitted ``overhead_ms``)."""
     predicted = []
     for c in levels:
-        level = _closed(engine, mix, c)
+        level = run_closed_loop(engine, c, lengths)
         ttft50, ttft95 = (
             level.ttft_percentile_ms(q) + (overhead_ms if residual is None else residual.added_ms(q, c))
             for q in (50, 95)
@@ -44,7 +47,22 @@ def predict_levels(
         p95 = tpot_p95.predict(tpot_features(c, mix))
         tpot95 = None if p95 is None else p95.value_ms
         predicted.append(PredictedLevel(c, ttft50, ttft95, level.tpot_percentile_ms(50), tpot95))
-    return tuple(predicted)
+    return PredictedSweep(tuple(predicted), lengths.source)
+
+
+def predicted_lengths(
+    calibrations: Sequence[tuple[str, Results]], mix: Mix, sample: LengthSample | None
+) -> LengthSample:
+    """What a predicted level's requests draw: the plan's dataset sample where given, else the asked
+    means in the shape every calibration sweep asked for (e.g. outputs uniform within 25%: a re-measurement
+    with the same profile sends that), else fixed lengths."""
+    if sample is not None:
+        return sample
+    shapes = {(shape_of(r.settings.prompt_tokens), shape_of(r.settings.output_tokens)) for _, r in calibrations}
+    if len(shapes) != 1:
+        return LengthSample.fixed(mix.prompt_tokens, mix.output_tokens)
+    settings = calibrations[0][1].settings
+    return LengthSample.shaped(mix, settings.prompt_tokens, settings.output_tokens)
 
 
 def calibration_residual(
@@ -52,13 +70,15 @@ def calibration_residual(
 ) -> TtftResidual | None:
     """Each calibration level's TTFT p50 and p95 beside the same statistics of ``engine`` run closed-loop
     at that sweep's mix and the level's concurrency (with the calibration server's token ``budget`` per
-    step and ``kv`` capacity, where known): the residual line ``planner.ttft_residual`` fits."""
+    step and ``kv`` capacity, where known), its lengths drawn as the sweep asked for them: the residual
+    line ``planner.ttft_residual`` fits."""
     rows = []
     for name, results in calibrations:
         mix, calibrated = calibrated_levels(results, name)
         closed = [(lv, level) for lv, level in calibrated if level.load.kind == "concurrency"]
         if not closed:
             continue
+        lengths = LengthSample.shaped(mix, results.settings.prompt_tokens, results.settings.output_tokens)
         cap = max(round(level.load.value) for _, level in closed)  # the server's is at least this: unsaturated
         served = dataclasses.replace(
             engine,
@@ -67,7 +87,7 @@ def calibration_residual(
             kv_capacity_tokens=kv,
         )
         for lv, level in closed:
-            simulated = _closed(served, mix, round(level.load.value))
+            simulated = run_closed_loop(served, round(level.load.value), lengths)
             label = f"{name} {lv.label}"
             for q in PERCENTILES:
                 if (measured := level.percentile_ms(Metric.TTFT, q)) is not None:
@@ -77,7 +97,3 @@ def calibration_residual(
                         )
                     )
     return fit_ttft_residual(rows)
-
-
-def _closed(engine: EngineConfig, mix: Mix, clients: int) -> ClosedLevel:
-    return run_closed_loop(engine, clients, max(round(mix.prompt_tokens), 0), max(round(mix.output_tokens), 1))

@@ -27,7 +27,7 @@ from loadgen.results import (
 )
 from planner.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.markdown import md_text
-from planner.mixplan import MixForecast, PredictedLevel
+from planner.mixplan import MixForecast, PredictedSweep
 from planner.plan import CapacityPlan
 from planner.replay import ReplayCheck
 from planner.sizing import Estimate, SimOutcome
@@ -288,7 +288,7 @@ def _prediction_text(p: Prediction | None) -> str:
     return "not estimable" if p is None else f"{p.value_ms:,.2f} ({p.low_ms:,.2f}..{p.high_ms:,.2f})"
 
 
-def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -> Section:
+def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Section:
     """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
     added = (
         "what the calibration measured beyond the same engine at that many clients (each statistic its own)"
@@ -297,13 +297,13 @@ def predicted_section(levels: Sequence[PredictedLevel], forecast: MixForecast) -
     )
     rows = tuple(
         (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
-        for lv in levels
+        for lv in predicted.levels
     )
     return Section(
         f"PREDICTED levels for {forecast.mix.label} tokens",
         paragraphs=(
-            "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix; "
-            f"TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
+            "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
+            f"(requests {predicted.lengths}); TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
             "Re-measure these levels on the server before acting on the plan.",
         ),
         table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
@@ -629,7 +629,7 @@ def build_mix_report(
     plan: CapacityPlan,
     slos: Sequence[SloTarget],
     plots: tuple[Plot, ...] = (),
-    predicted: Sequence[PredictedLevel] = (),
+    predicted: PredictedSweep | None = None,
 ) -> Report:
     """The report of a plan for a mix not measured: each calibration sweep's levels, the fitted surface
     beside what was measured, the prediction for the asked mix (and the sweep not run, where asked for),
@@ -661,7 +661,7 @@ def build_mix_report(
     if plan.mix.ttft_residual is not None:
         sections.append(residual_section(plan.mix.ttft_residual))
     sections += [split for name, results in calibrations if (split := ttft_split_section(results, name)) is not None]
-    if predicted:
+    if predicted is not None:
         sections.append(predicted_section(predicted, plan.mix))
     sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
     if plan.findings:

@@ -38,8 +38,8 @@ from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
 from planner.fleet_report import build_fleet_report
 from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, PredictedLevel, fit_calibration
-from planner.predicted import predict_levels
+from planner.mixplan import MixForecast, PredictedSweep, fit_calibration
+from planner.predicted import predict_levels, predicted_lengths
 from planner.replay import ReplayCheck, most_conservative, replay_check
 from planner.report import predicted_section, replay_section
 
@@ -146,8 +146,10 @@ def predicted_sweep(
     levels: tuple[int, ...],
     cap: int | None,
     seed: int,
-) -> tuple[PredictedLevel, ...]:
-    """The levels ``levels`` at the forecast's mix, served by its fitted engine (see ``planner.predicted``)."""
+    sample: LengthSample | None,
+) -> PredictedSweep:
+    """The levels ``levels`` at the forecast's mix (requests drawn from the dataset ``sample`` where given),
+    served by its fitted engine (see ``planner.predicted``)."""
     if forecast.engine is None:
         raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
     budget = forecast.model.budget
@@ -167,6 +169,7 @@ def predicted_sweep(
     return predict_levels(
         engine,
         forecast.mix,
+        predicted_lengths(calibrations, forecast.mix, sample),
         levels,
         residual=forecast.ttft_residual,
         overhead_ms=overhead,
@@ -393,23 +396,26 @@ def plan(
         return plan_from_law(parse_law(law), request)
 
     capacity = planned(request)
-    predicted: tuple[PredictedLevel, ...] = ()
+    predicted: PredictedSweep | None = None
     if concurrencies and capacity.mix is not None:
-        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, current_batch, seed)
+        predicted = predicted_sweep(
+            calibrations, capacity.mix, concurrencies, current_batch, seed, request.length_sample
+        )
     checks = replayed(capacity, validate, slos) if validate is not None else ()
     engine_text = capacity.engine.law_text if capacity.engine is not None else ""
     if request.qps and (correction := most_conservative(c.correction for c in checks)) is not None:
         capacity = planned(dataclasses.replace(request, correction=correction))  # replicas on the endpoint's terms
     if json_out:
         doc = capacity.to_json()
-        if predicted:
-            doc["predicted_levels"] = [dataclasses.asdict(level) for level in predicted]
+        if predicted is not None:
+            doc["predicted_levels"] = [dataclasses.asdict(level) for level in predicted.levels]
+            doc["predicted_lengths"] = predicted.lengths
         if validate is not None:
             doc["validation"] = [check.to_json() for check in checks]
         typer.echo(json.dumps(doc, indent=2))
     else:
         consoles().out.print(render_plan(capacity))
-        if predicted and capacity.mix is not None:
+        if predicted is not None and capacity.mix is not None:
             for part in rich_section(predicted_section(predicted, capacity.mix)):
                 consoles().out.print(part)
         if checks:

@@ -49,7 +49,7 @@ from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.gate_report import to_json as gate_json
 from planner.gate_report import to_junit
 from planner.gate_report import to_markdown as gate_markdown
-from planner.mixplan import PredictedLevel
+from planner.mixplan import PredictedSweep
 from planner.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = ".md", ".html", ".csv"
@@ -222,9 +222,9 @@ def _mix_report(
 ) -> Report:
     """The report of a plan for a mix not measured, from several calibration sweeps (and the sweep not run)."""
     capacity = mix_plan(calibrations, request)
-    predicted: tuple[PredictedLevel, ...] = ()
+    predicted: PredictedSweep | None = None
     if concurrencies and capacity.mix is not None:
-        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, cap, request.seed)
+        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, cap, request.seed, request.length_sample)
     plots = html_plots(capacity) if html_out else ()
     return build_mix_report(calibrations, capacity, request.slos, plots, predicted)
 

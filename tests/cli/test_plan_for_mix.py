@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,10 +21,8 @@ runner = CliRunner()
 LAW = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=64)
 
 
-@pytest.fixture(scope="module")
-def calibration(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two sweeps of the simulator in virtual time, at prompts of 64 and 256 tokens."""
-    folder = tmp_path_factory.mktemp("calibration")
+def _calibrate(folder: Path, output: object, engine: EngineConfig = LAW) -> list[Path]:
+    """Two sweeps of the simulator in virtual time, at prompts of 64 and 256 tokens, outputs ``output``."""
     paths = []
     for prompt in (64, 256):
         profile = parse_profile(
@@ -32,17 +31,23 @@ def calibration(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
                 "name": f"calib-{prompt}",
                 "target": "sim",
                 "api": "completions",
-                "workload": {"prompt_tokens": prompt, "output_tokens": 64},
+                "workload": {"prompt_tokens": prompt, "output_tokens": output},
                 "load": {"mode": "closed", "levels": [1, 8, 32], "duration_s": 8, "warmup_s": 2},
                 "seed": 5,
             },
             "test",
         )
-        results, _ = run_virtual(profile, sim=SimOptions(engine=LAW))
+        results, _ = run_virtual(profile, sim=SimOptions(engine=engine))
         path = folder / f"calib-{prompt}.json"
         save_atomic(results, path)
         paths.append(path)
     return paths
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two sweeps of the simulator in virtual time, at prompts of 64 and 256 tokens, fixed lengths."""
+    return _calibrate(tmp_path_factory.mktemp("calibration"), 64)
 
 
 def test_the_plan_says_it_is_predicted_and_what_it_recommends(calibration: list[Path]) -> None:
@@ -193,6 +198,7 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
         c = round(level.load.value)
         for key, metric in (("ttft_p50_ms", Metric.TTFT), ("tpot_p50_ms", Metric.TPOT)):
             assert predicted[c][key] == pytest.approx(level.percentile_ms(metric, 50), rel=0.05), (c, key)
+    assert json.loads(result.stdout)["predicted_lengths"] == "fixed lengths, prompt 1024 / output 128"
     text = runner.invoke(app, [*args, "--predict-levels", "1"]).stdout
     assert "PREDICTED levels for prompt 1024 / output 128 tokens" in " ".join(text.split())
     bad = runner.invoke(app, [*args, "--predict-levels", "0,8"])
@@ -261,3 +267,36 @@ def test_a_simulated_calibrations_kv_cache_is_read_from_its_files(calibration: l
         files.append(str(copy))
     args = ["plan", *files, "--prompt-tokens", "1024", "--output-tokens", "128", "--slo", "tpot_p50<60ms", "--json"]
     assert json.loads(runner.invoke(app, args).stdout)["mix"]["kv_max_batch"] == 17
+
+
+def test_predicted_levels_draw_lengths_as_the_calibration_asked(tmp_path: Path) -> None:
+    """Outputs uniform within 25% in every calibration sweep: the sweep not run draws its outputs so too,
+    and its TTFT p95 at c=8 (prefills of 1,024 tokens colliding in a budget of 2,048) is the one a sweep
+    with that spread reads, where fixed lengths would predict about its p50."""
+    law = dataclasses.replace(LAW, max_num_batched_tokens=2048)
+    spread = {"mean": 64, "dist": "uniform", "spread": 0.25}
+    calibration = _calibrate(tmp_path, spread, law)
+    args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", "--no-simulate"]
+    budget = ["--max-num-batched-tokens", "2048", "--current-batch", "64", "--json"]
+    result = runner.invoke(app, [*args, "--predict-levels", "8", *budget])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["predicted_lengths"] == "drawn as the calibration asked (prompt fixed, output uniform spread 0.25)"
+    truth, _ = run_virtual(
+        parse_profile(
+            {
+                "schema_version": 1,
+                "name": "truth",
+                "target": "sim",
+                "api": "completions",
+                "workload": {"prompt_tokens": 1024, "output_tokens": {**spread, "mean": 128}},
+                "load": {"mode": "closed", "levels": [8], "duration_s": 60, "warmup_s": 10},
+                "seed": 9,
+            },
+            "test",
+        ),
+        sim=SimOptions(engine=law),
+    )
+    predicted = doc["predicted_levels"][0]
+    assert predicted["ttft_p95_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 95), rel=0.1)
+    assert predicted["ttft_p50_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 50), rel=0.05)

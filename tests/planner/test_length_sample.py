@@ -8,7 +8,7 @@ import pytest
 from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner import Mix
-from planner.lengthsample import LengthSample
+from planner.lengthsample import LengthSample, shape_of
 from planner.sizing import simulate_replicas
 
 LAW = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=16)
@@ -44,3 +44,24 @@ def test_a_long_tail_of_prompts_lengthens_ttft_p95_beyond_its_means() -> None:
     means = simulate_replicas(LAW, 1, 5.0, 64, slos, prompt_tokens=512, seed=1, size=(200, 2000))
     tail = simulate_replicas(LAW, 1, 5.0, 64, slos, prompt_tokens=512, lengths=sample, seed=1, size=(200, 2000))
     assert tail.estimates[0].value_ms > 1.5 * means.estimates[0].value_ms
+
+
+def test_a_runs_shape_is_drawn_at_another_mixs_means() -> None:
+    # outputs asked uniform within 25% of 64, prompts fixed: at a mix of 1,024 / 300 the prompts stay fixed
+    # and the outputs spread within 25% of 300, their mean 300
+    sample = LengthSample.shaped(
+        Mix(1024, 300), {"mean": 64, "dist": "fixed", "spread": 0.0}, {"mean": 64, "dist": "uniform", "spread": 0.25}
+    )
+    assert set(sample.prompt_tokens) == {1024.0}
+    assert sample.output_tokens.min() >= 225 and sample.output_tokens.max() <= 375
+    assert sample.output_tokens.mean() == pytest.approx(300, rel=0.01)
+    assert np.std(sample.output_tokens) == pytest.approx(300 * 0.25 / np.sqrt(3), rel=0.05)  # uniform's
+    assert sample.source == "drawn as the calibration asked (prompt fixed, output uniform spread 0.25)"
+
+
+def test_lengths_that_do_not_vary_are_one_fixed_request() -> None:
+    sample = LengthSample.shaped(Mix(100.4, 16), None, {"mean": 16, "dist": "normal", "spread": 0.0})
+    assert list(sample.prompt_tokens) == [100.0] and list(sample.output_tokens) == [16]
+    assert sample.source == "fixed lengths, prompt 100 / output 16"
+    assert shape_of({"mean": 5, "dist": "lognormal", "spread": 0.5}) == ("lognormal", 0.5)
+    assert shape_of({"mean": 5, "dist": "uniform", "spread": 0}) == shape_of(None) == ("fixed", 0.0)
