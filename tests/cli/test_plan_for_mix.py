@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, SloTarget, load, mean_prompt_tokens, save_atomic
+from loadgen.results import Metric, Results, SloTarget, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner.sizing import max_rate_per_replica
@@ -42,6 +42,20 @@ def _calibrate(folder: Path, output: object, engine: EngineConfig = LAW) -> list
         save_atomic(results, path)
         paths.append(path)
     return paths
+
+
+def _truth(output: object, levels: list[int], duration_s: float, engine: EngineConfig) -> Results:
+    """The sweep a prediction stands for, run on the true law: prompts of 1,024 tokens, outputs ``output``."""
+    profile = {
+        "schema_version": 1,
+        "name": "truth",
+        "target": "sim",
+        "api": "completions",
+        "workload": {"prompt_tokens": 1024, "output_tokens": output},
+        "load": {"mode": "closed", "levels": levels, "duration_s": duration_s, "warmup_s": duration_s / 4},
+        "seed": 9,
+    }
+    return run_virtual(parse_profile(profile, "test"), sim=SimOptions(engine=engine))[0]
 
 
 @pytest.fixture(scope="module")
@@ -179,21 +193,7 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
     result = runner.invoke(app, [*args, "--predict-levels", "1,8", "--current-batch", "64", "--json"])
     assert result.exit_code == 0, result.output
     predicted = {p["concurrency"]: p for p in json.loads(result.stdout)["predicted_levels"]}
-    truth, _ = run_virtual(
-        parse_profile(
-            {
-                "schema_version": 1,
-                "name": "truth",
-                "target": "sim",
-                "api": "completions",
-                "workload": {"prompt_tokens": 1024, "output_tokens": 128},
-                "load": {"mode": "closed", "levels": [1, 8], "duration_s": 20, "warmup_s": 5},
-                "seed": 9,
-            },
-            "test",
-        ),
-        sim=SimOptions(engine=LAW),
-    )
+    truth = _truth(128, [1, 8], 20, LAW)
     for level in truth.levels:
         c = round(level.load.value)
         for key, metric in (("ttft_p50_ms", Metric.TTFT), ("tpot_p50_ms", Metric.TPOT)):
@@ -282,21 +282,7 @@ def test_predicted_levels_draw_lengths_as_the_calibration_asked(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["predicted_lengths"] == "drawn as the calibration asked (prompt fixed, output uniform spread 0.25)"
-    truth, _ = run_virtual(
-        parse_profile(
-            {
-                "schema_version": 1,
-                "name": "truth",
-                "target": "sim",
-                "api": "completions",
-                "workload": {"prompt_tokens": 1024, "output_tokens": {**spread, "mean": 128}},
-                "load": {"mode": "closed", "levels": [8], "duration_s": 60, "warmup_s": 10},
-                "seed": 9,
-            },
-            "test",
-        ),
-        sim=SimOptions(engine=law),
-    )
+    truth = _truth({**spread, "mean": 128}, [8], 60, law)
     predicted = doc["predicted_levels"][0]
     assert predicted["ttft_p95_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 95), rel=0.1)
     assert predicted["ttft_p50_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 50), rel=0.05)
