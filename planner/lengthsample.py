@@ -41,7 +41,7 @@ class LengthSample:
         return cls(
             np.array([max(round(prompt_tokens), 0)], dtype=np.float64),
             np.array([max(round(output_tokens), 1)], dtype=np.int64),
-            f"fixed lengths, prompt {prompt_tokens:.0f} / output {output_tokens:.0f}",
+            f"fixed, prompt {prompt_tokens:.0f} / output {output_tokens:.0f}",
         )
 
     @classmethod
@@ -56,7 +56,7 @@ class LengthSample:
         prompts = _scaled(prompt, mix.prompt_tokens, rng)
         outputs = np.maximum(np.round(_scaled(output, mix.output_tokens, rng)), 1).astype(np.int64)
         shape = ", ".join(f"{name} {_shape_text(spec)}" for name, spec in (("prompt", prompt), ("output", output)))
-        return cls(np.maximum(np.round(prompts), 0), outputs, f"drawn as the calibration asked ({shape})")
+        return cls(np.maximum(np.round(prompts), 0), outputs, f"the calibration's shape at these means ({shape})")
 
     @property
     def mix(self) -> Mix:

@@ -76,7 +76,7 @@ class PredictedSweep:
     """A sweep not run: its levels, and how its requests' lengths were drawn."""
 
     levels: tuple[PredictedLevel, ...]
-    lengths: str  # e.g. "fixed lengths, prompt 1024 / output 64"
+    lengths: str  # e.g. "fixed, prompt 1024 / output 64"
 
 
 def calibration_server_limit(

@@ -303,7 +303,7 @@ def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Secti
         f"PREDICTED levels for {forecast.mix.label} tokens",
         paragraphs=(
             "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
-            f"(requests {predicted.lengths}); TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
+            f"(lengths: {predicted.lengths}); TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
             "Re-measure these levels on the server before acting on the plan.",
         ),
         table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),

@@ -198,7 +198,7 @@ def test_predicted_levels_match_the_simulator_run_at_the_mix(calibration: list[P
         c = round(level.load.value)
         for key, metric in (("ttft_p50_ms", Metric.TTFT), ("tpot_p50_ms", Metric.TPOT)):
             assert predicted[c][key] == pytest.approx(level.percentile_ms(metric, 50), rel=0.05), (c, key)
-    assert json.loads(result.stdout)["predicted_lengths"] == "fixed lengths, prompt 1024 / output 128"
+    assert json.loads(result.stdout)["predicted_lengths"] == "fixed, prompt 1024 / output 128"
     text = runner.invoke(app, [*args, "--predict-levels", "1"]).stdout
     assert "PREDICTED levels for prompt 1024 / output 128 tokens" in " ".join(text.split())
     bad = runner.invoke(app, [*args, "--predict-levels", "0,8"])
@@ -281,7 +281,9 @@ def test_predicted_levels_draw_lengths_as_the_calibration_asked(tmp_path: Path) 
     result = runner.invoke(app, [*args, "--predict-levels", "8", *budget])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["predicted_lengths"] == "drawn as the calibration asked (prompt fixed, output uniform spread 0.25)"
+    assert (
+        doc["predicted_lengths"] == "the calibration's shape at these means (prompt fixed, output uniform spread 0.25)"
+    )
     truth = _truth({**spread, "mean": 128}, [8], 60, law)
     predicted = doc["predicted_levels"][0]
     assert predicted["ttft_p95_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 95), rel=0.1)

@@ -56,12 +56,12 @@ def test_a_runs_shape_is_drawn_at_another_mixs_means() -> None:
     assert sample.output_tokens.min() >= 225 and sample.output_tokens.max() <= 375
     assert sample.output_tokens.mean() == pytest.approx(300, rel=0.01)
     assert np.std(sample.output_tokens) == pytest.approx(300 * 0.25 / np.sqrt(3), rel=0.05)  # uniform's
-    assert sample.source == "drawn as the calibration asked (prompt fixed, output uniform spread 0.25)"
+    assert sample.source == "the calibration's shape at these means (prompt fixed, output uniform spread 0.25)"
 
 
 def test_lengths_that_do_not_vary_are_one_fixed_request() -> None:
     sample = LengthSample.shaped(Mix(100.4, 16), None, {"mean": 16, "dist": "normal", "spread": 0.0})
     assert list(sample.prompt_tokens) == [100.0] and list(sample.output_tokens) == [16]
-    assert sample.source == "fixed lengths, prompt 100 / output 16"
+    assert sample.source == "fixed, prompt 100 / output 16"
     assert shape_of({"mean": 5, "dist": "lognormal", "spread": 0.5}) == ("lognormal", 0.5)
     assert shape_of({"mean": 5, "dist": "uniform", "spread": 0}) == shape_of(None) == ("fixed", 0.0)
