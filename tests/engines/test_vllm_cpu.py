@@ -245,17 +245,25 @@ def _plan_validated_and_re_measured(vllm: VllmCpuServer, tmp_path: Path) -> None
             "--warmup", "0", "--records", str(records), "--seed", "3")  # fmt: skip
         return records
 
-    first = open_loop("validation", rate)
-    [level] = read_measured(first)
-    slo_ms = round(4 * float(np.median(level.ttft_ms)))  # a TTFT SLO this engine meets with headroom, not at idle
     qps = 3 * rate
-    args = ["plan", str(calibration), "--current-batch", str(vllm.max_num_seqs), "--qps", f"{qps:.3f}",
-            "--slo", f"ttft_p95<{slo_ms}ms", "--validate", str(first), "--json"]  # fmt: skip
-    planned = runner.invoke(app, args)
-    assert planned.exit_code == 0, planned.output
-    doc = json.loads(planned.stdout)
-    assert doc["replicas"] and "corrected by the endpoint (steps x" in doc["replicas_method"], doc["replicas_method"]
-    [check] = doc["validation"]
+    for attempt in (1, 2):
+        first = open_loop(f"validation-{attempt}", rate)
+        [level] = read_measured(first)
+        slo_ms = round(4 * float(np.median(level.ttft_ms)))  # a TTFT SLO this engine meets with headroom, not idle
+        args = ["plan", str(calibration), "--current-batch", str(vllm.max_num_seqs), "--qps", f"{qps:.3f}",
+                "--slo", f"ttft_p95<{slo_ms}ms", "--validate", str(first), "--json"]  # fmt: skip
+        planned = runner.invoke(app, args)
+        assert planned.exit_code == 0, planned.output
+        doc = json.loads(planned.stdout)
+        [check] = doc["validation"]
+        # a run the client sent late (vLLM's API server shares its core) is refused as evidence, and the plan
+        # says so: that refusal is checked in tests/cli/test_plan_validate.py; here the endpoint's terms are wanted
+        if "no correction taken: the client sent late" not in check["note"]:
+            break
+    assert doc["replicas"] and "corrected by the endpoint (steps x" in doc["replicas_method"], (
+        doc["replicas_method"],
+        check["note"],
+    )
     correction = Correction(**check["correction"])
     second = open_loop("re-measured", qps / doc["replicas"])
     [again] = read_measured(second)
