@@ -202,12 +202,20 @@ def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServ
     # throughout both levels, so "above zero" is not one of them).
     running = [lv.server.running_mean for lv in levels if lv.server is not None]
     assert all(r is not None and 0 <= r <= lv.load.value for r, lv in zip(running, levels))
-    # vLLM's per-request queue and prefill histograms, by their real names: each level's mean TTFT is split
+    # vLLM's per-request queue and prefill histograms, by their real names: a level's mean TTFT is split
     # (prefill takes time, the queue does not go negative, and the engine's part does not exceed the TTFT
-    # by more than scrape windows that differ from the client's can make it)
+    # by more than scrape windows that differ from the client's can make it). A starved /metrics can leave
+    # a level two scrapes with no request counted between them (one CI run: 2 scrapes in the 4-client
+    # level): no mean is then given rather than a wrong one, and the other level still splits.
+    split = [lv for lv in levels if lv.server is not None and lv.server.prefill_ms_mean is not None]
+    assert split, [lv.server for lv in levels]
     for level in levels:
         server = level.server
-        assert server is not None and server.prefill_ms_mean is not None and server.queue_ms_mean is not None
+        assert server is not None
+        if server.prefill_ms_mean is None:
+            assert not server.prefill_requests and server.queue_ms_mean is None, server
+            continue
+        assert server.queue_ms_mean is not None
         assert server.prefill_ms_mean > 0 and server.queue_ms_mean >= 0
         ttft = level.mean_ms(Metric.TTFT_SENT)
         assert ttft is not None and server.queue_ms_mean + server.prefill_ms_mean < 1.5 * ttft
