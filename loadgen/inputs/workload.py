@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -359,6 +359,11 @@ class Conversation:
         return False
 
 
+PREPARED_AHEAD = 32  # single-turn bodies built together (``RequestFactory.next``)
+SETTLED_AFTER = 64  # usage counts after which a calibrated prompt's length correction barely moves
+DECKS_AT_ONCE = 16  # vocabulary decks shuffled together (``_Deck``)
+
+
 class RequestFactory:
     """Builds the i-th request body of a run: its lengths and words from the seed, its nonce the run's own.
 
@@ -375,9 +380,10 @@ class RequestFactory:
         # a dataset is visited in an order drawn from the seed (its own stream: synthetic draws stay as they were)
         n = len(workload.dataset) if workload.dataset else 0
         self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
-        self._deck = _Deck(np.random.default_rng([seed, 3]), len(VOCABULARY))
+        self._deck = _Deck(np.random.default_rng([seed, 3]), VOCABULARY)
         self._residual_sum = 0.0  # prompt tokens counted minus the calibration's prediction, summed
         self._residuals = 0
+        self._ahead: list[PreparedRequest] = []  # built together, handed out last first (see ``next``)
         # the run's own, mixed into every nonce: the seed alone would send a rerun the same prompts, which
         # a server's prefix cache then serves without prefill (vLLM: 512-token prompts read 8.3 ms, not 16.5)
         self._salt = secrets.randbits(40)
@@ -391,7 +397,28 @@ class RequestFactory:
         return self._w.think_time_s
 
     def next(self, history: tuple[Mapping[str, Any], ...] = ()) -> PreparedRequest:
-        """The next request; ``history``: a conversation's earlier turns, sent before the new prompt."""
+        """The next request; ``history``: a conversation's earlier turns, sent before the new prompt.
+
+        Single-turn bodies are built ``PREPARED_AHEAD`` at a time once nothing is left to correct them
+        (no calibration, or usage has settled it): the same bodies in the same order, only built
+        together. Between two requests of a level hundreds of socket reads run, and code run once in
+        between runs with cold caches: one body cost ~50 us there against ~9 in a loop (at 256 streams,
+        32 tokens an answer, building 64 together cut the client's CPU by 7%).
+        """
+        if self._ahead:
+            return self._ahead.pop()
+        if history or self._w.turns > 1 or not self._settled():
+            return self._build(history)
+        self._ahead = [self._build(()) for _ in range(PREPARED_AHEAD)]
+        self._ahead.reverse()
+        return self._ahead.pop()
+
+    def _settled(self) -> bool:
+        """Whether usage can no longer move the prompts' length much: a body built ahead misses the
+        corrections of the requests before it (up to ``PREPARED_AHEAD`` of them)."""
+        return self._w.calibration is None or self._w.dataset is not None or self._residuals >= SETTLED_AFTER
+
+    def _build(self, history: tuple[Mapping[str, Any], ...]) -> PreparedRequest:
         w, rng, i = self._w, self._rng, self._count
         self._count += 1
         max_tokens = w.output_tokens.draw(rng)
@@ -450,7 +477,7 @@ class RequestFactory:
         else:
             correction = self._residual_sum / self._residuals if self._residuals else 0.0
             n = calibration.words_for(tokens - correction, dither=self._deck.uniform())
-        words = [VOCABULARY[j] for j in self._deck.deal(n)]
+        words = self._deck.deal(n)
         if self._w.unique_prompts:
             words[0] = self._nonce()
         return " ".join(words), n
@@ -462,7 +489,7 @@ class RequestFactory:
 
 
 class _Deck:
-    """Vocabulary indices dealt from shuffled decks, each word once per deck.
+    """Vocabulary words dealt from shuffled decks, each word once per deck.
 
     Drawn independently, a prompt's words are a sample whose mean tokens per
     word wander from the vocabulary's (the spread of a 50-word prompt was
@@ -471,21 +498,30 @@ class _Deck:
     prompt's spread is a fraction of a sample's.
     """
 
-    __slots__ = ("_cards", "_next", "_rng")
+    __slots__ = ("_cards", "_next", "_order", "_rng", "_words")
 
-    def __init__(self, rng: np.random.Generator, size: int) -> None:
+    def __init__(self, rng: np.random.Generator, words: Sequence[str]) -> None:
         self._rng = rng
-        self._cards: list[int] = rng.permutation(size).tolist()  # a list: a short deal is a slice, no array
+        self._words = np.array(words, dtype=object)
+        self._order = np.tile(np.arange(len(words)), (DECKS_AT_ONCE, 1))
+        self._cards = self._shuffled()
         self._next = 0
+
+    def _shuffled(self) -> list[str]:
+        """``DECKS_AT_ONCE`` fresh decks end to end, each in its own order drawn from the deck's stream: one
+        numpy call for all (a deck at a time cost 8 us, 2 this way), dealt by slicing, so a prompt's words
+        cost no Python step each."""
+        cards: list[str] = self._words[self._rng.permuted(self._order, axis=1)].ravel().tolist()
+        return cards
 
     def uniform(self) -> float:
         return float(self._rng.random())
 
-    def deal(self, n: int) -> list[int]:
-        out: list[int] = []
+    def deal(self, n: int) -> list[str]:
+        out: list[str] = []
         while len(out) < n:
             if self._next == len(self._cards):
-                self._cards, self._next = self._rng.permutation(len(self._cards)).tolist(), 0
+                self._cards, self._next = self._shuffled(), 0
             take = min(n - len(out), len(self._cards) - self._next)
             out += self._cards[self._next : self._next + take]
             self._next += take

@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 
 from loadgen.api import Api
-from loadgen.inputs.workload import VOCABULARY, PreparedRequest, PromptCalibration, RequestFactory, Workload
+from loadgen.inputs.workload import (
+    PREPARED_AHEAD,
+    SETTLED_AFTER,
+    VOCABULARY,
+    PreparedRequest,
+    PromptCalibration,
+    RequestFactory,
+    Workload,
+)
 from loadgen.lengths import Lengths
 
 Tokenizer = Callable[[str], int]
@@ -96,6 +104,20 @@ def test_usage_corrects_what_the_probe_could_not_see() -> None:
         factory.observe(prepared, counts[-1])
     assert np.mean(counts[:1]) > 128 + 5
     assert np.mean(counts[10:]) == pytest.approx(128, abs=2.5)
+
+
+def test_bodies_built_ahead_still_follow_the_usage_correction() -> None:
+    # Once usage has settled the length correction, bodies are built PREPARED_AHEAD at a time (cheaper):
+    # a server that starts counting 6 more tokens a prompt later in the run still pulls the length back.
+    workload = calibrated(Workload(api=Api.COMPLETIONS, model="m", prompt_tokens=Lengths(128)), bpe_like(0))
+    factory = RequestFactory(workload, seed=4)
+    counts = []
+    for k in range(SETTLED_AFTER + 20 * PREPARED_AHEAD):
+        prepared = factory.next()
+        counts.append(bpe_like(0 if k < SETTLED_AFTER else 6)(prompt_text(prepared)))
+        factory.observe(prepared, counts[-1])
+    assert np.mean(counts[SETTLED_AFTER : SETTLED_AFTER + PREPARED_AHEAD]) > 128 + 4  # built before the change
+    assert np.mean(counts[-4 * PREPARED_AHEAD :]) == pytest.approx(128, abs=2.5)
 
 
 def test_words_are_dealt_each_once_per_vocabulary() -> None:
