@@ -15,7 +15,7 @@ from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
-from tests.faults.rawserver import chunked, raw_server, sends, trickles
+from tests.faults.rawserver import chunked, keep_alive_server, raw_server, sends, trickles
 
 BODY = b'{"model": "m", "prompt": "hi", "max_tokens": 3, "stream": true}'
 EVENTS = [
@@ -108,6 +108,35 @@ async def test_a_kept_alive_connection_closed_by_the_server_is_replaced_not_fail
             record = await post_on(http)
             assert record.error is None and record.output_tokens == 3, record
     assert len(heads) == 4  # each request sent once
+
+
+@pytest.mark.asyncio
+async def test_each_request_on_a_kept_alive_connection_expires_at_its_own_deadline() -> None:
+    # The native wire keeps one deadline timer per connection: the one set for the first request fires
+    # while the second is in flight on the same connection, and must re-arm for the second's deadline,
+    # neither expiring it early nor letting it hang past its own.
+    timeout_s, first_s = 0.6, 0.4
+    answered = 0
+
+    async def answer(connection: int) -> bytes:
+        nonlocal answered
+        answered += 1
+        await asyncio.sleep(first_s if answered == 1 else 30.0)  # the second answer never comes in time
+        return stream(b"\n", "chunked")
+
+    options = HttpOptions(timeout_s=timeout_s, transport=Transport.NATIVE)
+    async with keep_alive_server(answer) as server, make_http_client(server.url, {}, options) as http:
+
+        async def post_timed() -> RequestRecord:
+            return await stream_request(http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(),
+                                        clock=time.monotonic, timeout_s=timeout_s)  # fmt: skip
+
+        first = await post_timed()
+        second = await post_timed()
+    assert first.error is None and server.opened == 1  # the second went out on the same connection
+    assert second.error is ErrorKind.TIMEOUT
+    # the first request's timer fired ~0.2 s into the second: it must not have cut it there
+    assert timeout_s - 0.01 <= second.t_done - second.t_sent < timeout_s + 2.0, second.t_done - second.t_sent
 
 
 @pytest.mark.asyncio
