@@ -26,6 +26,7 @@ is not set; ``tests/faults/test_compiled_read.py`` holds its results identical t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp
 
 import time
@@ -56,6 +57,7 @@ cdef extern from *:
 cdef tuple PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
 cdef object CALLBACK_ERROR = httptools.HttpParserCallbackError
 cdef object MONOTONIC = time.monotonic
+cdef Py_ssize_t HELD = 256  # token times held in C before they go into the exchange's list
 cdef Py_ssize_t MAX_SIZE_DIGITS = 6  # a chunk up to 16 MiB is framed here; a longer one goes to llhttp
 cdef bytes SENTINEL = b"Zq7loadgenSentinel4w"  # letters only: cut inside another string, it is no JSON
 cdef bytes SENTINEL_LITERAL = b'"' + SENTINEL + b'"'
@@ -116,9 +118,20 @@ cdef class Port:
     cdef bint armed, named, idle  # named: the response's id was read; idle: the decoder holds nothing
     cdef bint completed, boundary  # llhttp's last chunk callback was the end of a chunk; and nothing came after
     cdef bint c_clock  # the clock is time.monotonic, read here without a call
+    cdef double* held  # the times of tokens taken here and not yet in ``times`` (see ``keep``)
+    cdef Py_ssize_t n_held
     cdef object clock, times, cumulative, texts, decoder, state, plain, name, api
     cdef Py_ssize_t limit
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
+
+    def __cinit__(self):
+        self.held = <double*> malloc(HELD * sizeof(double))
+        if self.held == NULL:
+            raise MemoryError
+        self.n_held = 0
+
+    def __dealloc__(self):
+        free(self.held)
 
     def __init__(self, conn):
         self.connection_made = conn.connection_made
@@ -154,6 +167,8 @@ cdef class Port:
         self.armed = True
 
     def disarm(self):
+        if self.times is not None:
+            self.keep()
         self.armed = self.boundary = False
         self.clock = self.times = self.cumulative = self.texts = self.decoder = self.state = None
         self.plain = self.name = self.api = None
@@ -190,6 +205,7 @@ cdef class Port:
         cdef bint tested = self.armed  # take's test is the Python path's own: failed here, it need not run there
         if tested and self.take(<const unsigned char*> PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body)):
             return
+        self.keep()  # what was taken here comes before anything the Python path adds
         self.conn_on_body(body, tested)
         if self.armed:  # the Python path read this piece: what it left in the decoder and the state
             self.named, self.idle = self.state.response_id is not None, self.decoder.idle
@@ -221,6 +237,7 @@ cdef class Port:
             if not self.take(s + i + 2, size):
                 body = PyBytes_FromStringAndSize(<const char*> s + i + 2, size)
                 try:
+                    self.keep()
                     self.conn_on_body(body, True)
                 except BaseException as exc:  # as llhttp reports a callback's exception
                     error = CALLBACK_ERROR("`on_body` callback error")
@@ -258,14 +275,27 @@ cdef class Port:
                 self.named = self.state.response_id is not None
             self.learn(payload, text)
         if self.c_clock:
-            now = loadgen_monotonic()
-            PyList_Append(self.times, now)
+            if self.n_held == HELD:
+                self.keep()
+            self.held[self.n_held] = loadgen_monotonic()
+            self.n_held += 1
         else:
             PyList_Append(self.times, self.clock())
-        PyList_Append(self.cumulative, None)
+            PyList_Append(self.cumulative, None)
         if self.texts is not None:
             self.texts.append(text)
         return True
+
+    cdef int keep(self) except -1:
+        """Move the held token times into the exchange's lists, in order (``cumulative`` None for each, as
+        the Python path has it). A time is held as a C double while the answer streams: a Python float
+        and two list slots per token, over hundreds of streams, were most of the memory a token touched."""
+        cdef Py_ssize_t i
+        for i in range(self.n_held):
+            PyList_Append(self.times, self.held[i])
+            PyList_Append(self.cumulative, None)
+        self.n_held = 0
+        return 0
 
     cdef bint other_tail(self, const unsigned char* s, Py_ssize_t n) noexcept:
         """Whether ``s[:n]`` has the learned prefix but not the learned suffix: a chunk with more to read
