@@ -290,11 +290,11 @@ cdef class Port:
         """Move the held token times into the exchange's lists, in order (``cumulative`` None for each, as
         the Python path has it). A time is held as a C double while the answer streams: a Python float
         and two list slots per token, over hundreds of streams, were most of the memory a token touched."""
-        cdef Py_ssize_t i
-        for i in range(self.n_held):
-            PyList_Append(self.times, self.held[i])
-            PyList_Append(self.cumulative, None)
-        self.n_held = 0
+        cdef Py_ssize_t i, n = self.n_held
+        if n:
+            self.times.extend([self.held[i] for i in range(n)])
+            self.cumulative.extend([None] * n)
+            self.n_held = 0
         return 0
 
     cdef bint other_tail(self, const unsigned char* s, Py_ssize_t n) noexcept:
