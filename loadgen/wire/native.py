@@ -132,6 +132,7 @@ class _Connection(asyncio.Protocol):
         self.deadline = 0.0  # the exchange in flight's, on the loop's clock
         self.exchanges = 0
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0  # when the timer fires
         self.has_input: Callable[[], bool] | None = None  # its socket's poll, made at the first reuse
 
     # asyncio.Protocol
@@ -254,13 +255,20 @@ class _Connection(asyncio.Protocol):
 
         A timer made and cancelled for every request cost ~4 us warm, more between a level's reads. The
         connection keeps one instead: a timer that fires for an exchange that has since ended is armed
-        again for the one in flight (its deadline is later), so each exchange still expires exactly at its
-        own deadline, and a connection reused well within the timeout makes no timer at all.
+        again for the one in flight, so each exchange still expires exactly at its own deadline, and a
+        connection reused well within the timeout makes no timer at all. A deadline earlier than the
+        timer's (a shorter timeout than the last exchange's) moves the timer to it.
         """
         self.exchanges += 1
         self.deadline = deadline
-        if self.timer is None:
-            self.timer = asyncio.get_running_loop().call_at(deadline, self._deadline, self.exchanges)
+        if self.timer is None or deadline < self.timer_at:
+            self._arm()
+
+    def _arm(self) -> None:
+        """The timer, at the deadline of the exchange in flight (and of no other)."""
+        self._stop_timer()
+        self.timer_at = self.deadline
+        self.timer = asyncio.get_running_loop().call_at(self.deadline, self._deadline, self.exchanges)
 
     def _stop_timer(self) -> None:
         """A closed connection's timer is not left on the loop until a deadline minutes away."""
@@ -276,7 +284,7 @@ class _Connection(asyncio.Protocol):
             self.expired = True
             self._finish(ErrorKind.TIMEOUT, "deadline", reusable=False)
         else:
-            self.timer = asyncio.get_running_loop().call_at(self.deadline, self._deadline, self.exchanges)
+            self._arm()
 
     def _release(self, keep: bool) -> None:
         self.done = None

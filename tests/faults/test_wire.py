@@ -140,6 +140,32 @@ async def test_each_request_on_a_kept_alive_connection_expires_at_its_own_deadli
 
 
 @pytest.mark.asyncio
+async def test_a_shorter_timeout_on_a_kept_alive_connection_expires_at_its_own_deadline() -> None:
+    # The connection's timer still stands at the first request's later deadline (60 s) when the second,
+    # given 0.4 s, goes out on it: the timer must move to the earlier deadline, not wait for its own.
+    answered = 0
+
+    async def answer(connection: int) -> bytes:
+        nonlocal answered
+        answered += 1
+        await asyncio.sleep(0.0 if answered == 1 else 30.0)
+        return stream(b"\n", "chunked")
+
+    options = HttpOptions(timeout_s=60.0, transport=Transport.NATIVE)
+    async with keep_alive_server(answer) as server, make_http_client(server.url, {}, options) as http:
+
+        async def post_within(timeout_s: float) -> RequestRecord:
+            return await stream_request(http, "completions", BODY, Api.COMPLETIONS, t_intended=time.monotonic(),
+                                        clock=time.monotonic, timeout_s=timeout_s)  # fmt: skip
+
+        first = await post_within(60.0)
+        second = await asyncio.wait_for(post_within(0.4), timeout=10.0)
+    assert first.error is None and server.opened == 1
+    assert second.error is ErrorKind.TIMEOUT
+    assert 0.39 <= second.t_done - second.t_sent < 2.4, second.t_done - second.t_sent
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("transport", tuple(Transport))
 async def test_a_server_that_hangs_up_unanswered_is_a_connect_error_named_as_such(transport: str) -> None:
     async with raw_server(sends(b"")) as url:  # reads the request, closes without a byte

@@ -107,7 +107,7 @@ def test_usage_corrects_what_the_probe_could_not_see() -> None:
 
 
 def test_bodies_built_ahead_still_follow_the_usage_correction() -> None:
-    # Once usage has settled the length correction, bodies are built PREPARED_AHEAD at a time (cheaper):
+    # Once usage has settled the length correction, bodies are built up to PREPARED_AHEAD at a time:
     # a server that starts counting 6 more tokens a prompt later in the run still pulls the length back.
     workload = calibrated(Workload(api=Api.COMPLETIONS, model="m", prompt_tokens=Lengths(128)), bpe_like(0))
     factory = RequestFactory(workload, seed=4)
