@@ -46,6 +46,11 @@ KNOWN: Final = (
         ("sglang:token_usage",),
         "sglang:prompt_tokens_total",
         "sglang:generation_tokens_total",
+        # every prompt token is looked up in the radix cache; the hits are counted per source (device, host,
+        # storage), summed here. Its ``cache_hit_rate`` gauge is not read: it is the latest batch's, not the
+        # window's
+        cache_queries="sglang:prompt_tokens_total",
+        cache_hits="sglang:cached_tokens_total",
     ),
     GaugeNames("tgi", "tgi_batch_current_size", "tgi_queue_size"),
     GaugeNames(

@@ -31,3 +31,28 @@ def test_the_mean_over_the_window_is_the_change_in_sum_over_the_change_in_count(
     assert _mean_ms([Timed(9.0, 90), Timed(0.5, 5)]) is None  # the server restarted: counters reset
     assert _mean_ms([None, Timed(0.5, 5)]) is None
     assert _mean_ms([Timed(0.5, 5)]) is None
+
+
+SGLANG = """# TYPE sglang:cached_tokens_total counter
+sglang:num_running_reqs{model_name="m",tp_rank="0"} 4
+sglang:num_queue_reqs{model_name="m",tp_rank="0"} 1
+sglang:prompt_tokens_total{model_name="m"} 4096
+sglang:generation_tokens_total{model_name="m"} 512
+sglang:cached_tokens_total{model_name="m",cache_source="device"} 3000
+sglang:cached_tokens_total{model_name="m",cache_source="host"} 168
+sglang:cache_hit_rate{model_name="m"} 0.0
+"""
+
+
+def test_sglangs_cached_tokens_over_every_source_are_its_prefix_cache_hits_of_the_prompt_tokens() -> None:
+    gauges = read_gauges(SGLANG)
+    assert gauges is not None and gauges.source == "sglang"
+    assert gauges.cache_queries == 4096.0  # every prompt token was looked up in the radix cache
+    assert gauges.cache_hits == 3168.0  # device and host; the latest batch's rate gauge is not what is read
+
+
+def test_an_sglang_without_the_cached_tokens_counter_reports_no_hits_rather_than_none_found() -> None:
+    older = "\n".join(line for line in SGLANG.splitlines() if "cached_tokens" not in line)
+    gauges = read_gauges(older)
+    assert gauges is not None and gauges.cache_queries == 4096.0
+    assert gauges.cache_hits is None
