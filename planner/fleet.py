@@ -92,7 +92,10 @@ def variant_capacity(
     burstiness: float = 1.0,
     seed: int = 0,
 ) -> VariantCapacity:
-    """mu_slo: the utilisation target's rate, and the simulated largest rate under the TTFT/E2E SLOs; the smaller."""
+    """mu_slo: the utilisation target's rate, and the simulated largest rate under the TTFT/E2E SLOs; the smaller.
+
+    The simulation runs the variant's engine and adds to each TTFT/E2E statistic what its sweep measured
+    beyond that engine (``CapacityPlan.ttft_residual``), as ``plan --qps`` sizes the same sweep."""
     plan = variant.plan
     if plan.max_batch is None or plan.fit is None:
         why = next((lim.note for lim in plan.limits if lim.batch is None and lim.note), None)
@@ -108,6 +111,7 @@ def variant_capacity(
         return VariantCapacity(variant, by_utilization, how)
     if plan.engine is None:
         return VariantCapacity(variant, None, "no engine to simulate the TTFT/E2E SLOs with (no step law fitted)")
+    residual = plan.ttft_residual
     rate, simulated = max_rate_per_replica(
         plan.engine,
         max(1, round(variant.output_tokens)),
@@ -116,9 +120,12 @@ def variant_capacity(
         arrival=arrival,
         burstiness=burstiness,
         seed=seed,
+        added_ms=residual.slo_added_ms if residual is not None else None,
     )
     if rate is None:
         return VariantCapacity(variant, None, f"no request rate meets the SLOs: {simulated}")
+    if residual is not None:
+        simulated = f"{simulated}; {residual.sizing_note}"
     if exact(rate) < by_utilization:
         return VariantCapacity(variant, exact(rate), f"{rate:.3g} requests/s {simulated}; below the {how}")
     return VariantCapacity(variant, by_utilization, f"{how}; the simulation holds {rate:.3g} ({simulated})")
@@ -320,7 +327,14 @@ def _replica_kind(c: VariantCapacity) -> ReplicaKind:
     engine = c.variant.plan.engine
     if engine is None:
         raise ValueError(f"variant {c.name}: no engine to replay the fleet with")
-    return ReplicaKind(engine, float(c.mu_rps or 0), max(1, round(c.variant.output_tokens)), c.variant.prompt_tokens)
+    residual = c.variant.plan.ttft_residual
+    return ReplicaKind(
+        engine,
+        float(c.mu_rps or 0),
+        max(1, round(c.variant.output_tokens)),
+        c.variant.prompt_tokens,
+        residual.slo_added_ms if residual is not None else None,
+    )
 
 
 def _tuples(a: np.ndarray) -> tuple[tuple[int, ...], ...]:

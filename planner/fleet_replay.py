@@ -16,7 +16,7 @@ fewer fails" is a statement about the same requests.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +36,9 @@ class ReplicaKind:
     mu_rps: float  # routing weight: requests/s one replica holds under the SLOs
     output_tokens: int
     prompt_tokens: float
+    # what the server adds to a TTFT/E2E SLO's statistic beyond the engine at some requests in flight
+    # (``TtftResidual.slo_added_ms``); None: nothing was measured beyond it
+    added_ms: Callable[[SloTarget, float], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ class Arrivals:
     bucket: np.ndarray
     draw: np.ndarray  # uniform [0, 1): where the request lands among the capacity serving its bucket
     source: str
+    bucket_s: float
 
 
 def arrivals_for(demand: Demand, seed: int) -> Arrivals:
@@ -68,7 +72,7 @@ def arrivals_for(demand: Demand, seed: int) -> Arrivals:
         times = np.sort(starts + rng.random(len(starts)) * demand.bucket_s)
         source = f"Poisson arrivals at each bucket's rate (seed {seed})"
     bucket = np.minimum(np.floor(times / demand.bucket_s).astype(np.int64), n - 1)
-    return Arrivals(times, bucket, rng.random(len(times)), source)
+    return Arrivals(times, bucket, rng.random(len(times)), source, demand.bucket_s)
 
 
 def replay(
@@ -94,6 +98,7 @@ def replay(
     replica = np.minimum(np.floor((at - before) / mu[kind]), serving[kind, arrivals.bucket] - 1).astype(np.int64)
     ttft = np.full(len(at), np.nan)
     e2e = np.full(len(at), np.nan)
+    added = np.zeros((len(slos), len(at)))  # per SLO, what each request's kind adds beyond its engine
     key = kind * (int(serving.max()) + 1) + replica
     order = np.argsort(key, kind="stable")  # arrivals are sorted: each replica's requests stay in time order
     groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1) if len(order) else []
@@ -102,11 +107,33 @@ def replay(
         timeline = simulate(k.engine, arrivals.times_s[idx] * 1000.0, k.output_tokens, k.prompt_tokens)
         ttft[idx] = timeline.ttft_ms
         e2e[idx] = timeline.last_ms - timeline.arrival_ms
+        if k.added_ms is not None:
+            _add_beyond_engine(added, idx, arrivals, e2e[idx], slos, k.added_ms)
     by_metric: dict[Metric | None, np.ndarray] = {Metric.TTFT: ttft, Metric.E2E: e2e}
+    judged = [by_metric[s.metric] + added[i] for i, s in enumerate(slos)]
     checks = []
     for b in range(n_buckets):
         cut = slice(edges[b], edges[b + 1])
-        values = tuple(slo_statistic(by_metric[s.metric][cut], s) for s in slos)
+        values = tuple(slo_statistic(v[cut], s) for v, s in zip(judged, slos))
         passed = all(math.isnan(v) or v <= s.limit for v, s in zip(values, slos))
         checks.append(BucketCheck(int(edges[b + 1] - edges[b]), values, passed))
     return tuple(checks)
+
+
+def _add_beyond_engine(
+    added: np.ndarray,
+    idx: np.ndarray,
+    arrivals: Arrivals,
+    e2e_ms: np.ndarray,
+    slos: Sequence[SloTarget],
+    added_ms: Callable[[SloTarget, float], float],
+) -> None:
+    """Fill ``added[:, idx]`` for one replica's requests: its kind's addition to each SLO's statistic at the
+    requests it held at once in each bucket (Little's law on the bucket's arrivals, as ``simulate_replicas``
+    reads it per replication). Added per request, so a bucket whose requests mix kinds holds each kind's own."""
+    buckets = arrivals.bucket[idx]
+    in_flight = np.bincount(buckets, weights=e2e_ms / 1000.0) / arrivals.bucket_s
+    for b in np.unique(buckets):
+        mine = idx[buckets == b]
+        for i, slo in enumerate(slos):
+            added[i, mine] = added_ms(slo, float(in_flight[b]))

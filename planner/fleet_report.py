@@ -103,9 +103,11 @@ def assumptions(plan: FleetPlan) -> list[str]:
         f"demand: {d.source}; {len(d.rates)} bucket(s) of {d.bucket_s:g} s, peak {d.peak_rps:.3g} and mean "
         f"{d.mean_rps:.3g} requests/s",
         "replicas(t) = ceil(demand / mu_slo) per bucket: a perfect autoscaler, the lower bound; mu_slo is the smaller "
-        f"of the utilization target {plan.max_utilization:g} and the simulated largest rate under the TTFT/E2E SLOs",
+        f"of the utilization target {plan.max_utilization:g} and the simulated largest rate under the TTFT/E2E SLOs, "
+        "each TTFT/E2E with what the variant's sweep measured beyond its engine",
         f"checked by replaying {plan.arrivals} on each fleet, requests routed at random in proportion to each "
-        "replica's capacity; a bucket that broke an SLO got one more replica until every bucket held",
+        "replica's capacity, each request with its variant's TTFT beyond the engine; a bucket that broke an SLO got "
+        "one more replica until every bucket held",
     ]
     chosen = plan.chosen
     if chosen is not None:

@@ -114,6 +114,9 @@ class CapacityPlan:
     fit_statistic: str = "tpot_p50"  # what ``fit`` was fitted on ("law": stated by hand)
     mix: MixForecast | None = None  # source "mix": what the length model predicts for the asked mix
     engine: EngineConfig | None = None  # the engine the sizing simulation runs, batch capped at max_batch
+    # what TTFT holds beyond ``engine`` (``planner.ttft_residual``), where a simulation judges a TTFT/E2E SLO
+    # with it: ``plan --qps``'s sizing, a fleet's mu_slo and replay (``queueing_simulated``)
+    ttft_residual: TtftResidual | None = None
 
     @property
     def observations(self) -> Observations | None:
@@ -421,9 +424,10 @@ def _finish(
             per_seq_ms=max(decode.per_seq_ms, 0.0),
             prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         )
+    simulated_here = bool(request.qps and output_tokens) or request.queueing_simulated  # here, or by a fleet
+    if simulated_here and max_batch and residual is None and swept is not None and engine is not None:
+        residual = _sweep_residual(swept, engine) if _residual_read(request) else None
     if request.qps and output_tokens and fit is not None and max_batch:
-        if residual is None and swept is not None and engine is not None and _residual_read(request):
-            residual = _sweep_residual(swept, engine)
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill, residual
         )
@@ -479,6 +483,7 @@ def _finish(
         findings,
         tuple(warnings),
         engine=dataclasses.replace(engine, max_num_seqs=max_batch) if engine is not None and max_batch else None,
+        ttft_residual=residual if _residual_read(request) else None,
     )
 
 

@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from loadgen.results import Metric, SloTarget
-from planner import PlanRequest, StepModel, plan_from_law
+from loadgen.sim.engine import EngineConfig
+from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
 from planner.fleet import Variant, lag_buckets, plan_fleet, provision, variant_capacity
+from planner.fleet_replay import ReplicaKind, arrivals_for, replay
+from tests.planner.synthetic import law_sweep, sweep_results
 
 TPOT_60 = SloTarget(Metric.TPOT, 50.0, 60.0)
 OUTPUT = 200
@@ -118,3 +121,66 @@ def test_prices_for_some_variants_only_is_refused() -> None:
     b = variant_capacity(variant("b", 20, 0.5), (TPOT_60,))
     with pytest.raises(ValueError, match="cost for every variant or for none"):
         plan_fleet(Demand(60.0, (1.0,), "x"), [a, b], (TPOT_60,))
+
+
+FRONTED_SLOS = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 360.0))
+
+
+def swept_variant(front_end_ms: float) -> Variant:
+    """A variant planned from a sweep (as ``plan --variant`` does) whose every TTFT holds ``front_end_ms``
+    beyond the engine: the HTTP front end, tokenising, the hop into the engine."""
+    sweep = sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32), front_end_ms=front_end_ms))
+    plan = plan_from_results(sweep, PlanRequest(slos=FRONTED_SLOS, output_tokens=32, seed=1, queueing_simulated=True))
+    return Variant(f"fe{front_end_ms:g}", plan, 32, plan.prefill.prompt_tokens if plan.prefill else 0.0, "sweep")
+
+
+def test_a_variants_capacity_holds_the_ttft_its_sweep_measured_beyond_the_engine() -> None:
+    """mu_slo is simulated on the engine; a TTFT SLO is judged with what the sweep measured beyond it, as a
+    one-sweep ``plan --qps`` judges it: 300 ms of a 360 ms TTFT p95 leave the engine 60 ms."""
+    plain, fronted = (variant_capacity(swept_variant(fe), FRONTED_SLOS, seed=1) for fe in (0.0, 300.0))
+    assert plain.mu_rps is not None and fronted.mu_rps is not None
+    assert fronted.mu_rps < 0.8 * plain.mu_rps
+    assert "beyond the engine (p50 " in fronted.how
+
+
+def test_the_fleet_replay_judges_each_request_with_its_variants_front_end() -> None:
+    fronted = variant_capacity(swept_variant(300.0), FRONTED_SLOS, seed=1)
+    plan = plan_fleet(Demand(120.0, (2.0, 6.0), "two"), [fronted], FRONTED_SLOS, seed=1)
+    assert plan.chosen is not None and plan.chosen.held
+    for check in plan.chosen.checks:
+        assert 300.0 < check.values_ms[0] <= 360.0  # TTFT p95: the engine's, plus the front end
+
+
+@pytest.mark.parametrize("qps", [3.0, 30.0, 150.0])
+def test_a_constant_qps_fleet_never_sizes_a_fronted_sweep_below_plan_qps(qps: float) -> None:
+    """The two judge the same TTFT SLO on the same terms: the same sweep, the same residual. Without it the
+    fleet read 1 replica at 30 requests/s and 5 at 150 where ``plan --qps`` reads 2 and 6. The fleet may
+    read one more: its mu_slo is a bisection's lower end, ``plan --qps`` simulates each count."""
+    sweep = sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32), front_end_ms=300.0))
+    today = plan_from_results(sweep, PlanRequest(slos=FRONTED_SLOS, output_tokens=32, seed=1, qps=qps))
+    fronted = variant_capacity(swept_variant(300.0), FRONTED_SLOS, seed=1)
+    fleet = plan_fleet(constant_demand(qps), [fronted], FRONTED_SLOS, seed=1).chosen
+    assert fleet is not None and today.recommended_replicas is not None
+    assert today.recommended_replicas <= fleet.replicas()[0] <= today.recommended_replicas + 1
+
+
+def test_a_bucket_that_mixes_kinds_holds_each_requests_own_kinds_addition() -> None:
+    """A mix's bucket pools both kinds' requests into one statistic: each request carries what its own kind
+    measured beyond its engine, at the requests its replica held at once (Little's law over the bucket)."""
+    engine = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
+    mean_ttft = SloTarget(Metric.TTFT, None, 10_000.0, mean=True)
+    arrivals = arrivals_for(Demand(60.0, (4.0,), "x"), seed=3)
+    seen: list[float] = []
+
+    def fronted(slo: SloTarget, clients: float) -> float:
+        seen.append(clients)
+        return 300.0
+
+    kinds = [ReplicaKind(engine, 1.0, 64, 0.0, added) for added in (None, None)]
+    bare = replay(arrivals, kinds, np.asarray([[1], [1]]), (mean_ttft,), 1)[0].values_ms[0]
+    kinds[0] = ReplicaKind(engine, 1.0, 64, 0.0, fronted)
+    mixed = replay(arrivals, kinds, np.asarray([[1], [1]]), (mean_ttft,), 1)[0].values_ms[0]
+    share = float(np.mean(arrivals.draw < 0.5))  # equal capacities: the lower half of the draws go to the first
+    assert mixed - bare == pytest.approx(300.0 * share)
+    e2e_s = 64 * (engine.base_ms + engine.per_seq_ms * 2) / 1000  # about two sequences at once at 2 requests/s
+    assert seen and seen[0] == pytest.approx(2.0 * e2e_s, rel=0.3)
