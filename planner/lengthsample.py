@@ -66,6 +66,11 @@ class LengthSample:
         context = float((o * p + o * (o - 1) / 2).sum()) / steps
         return Mix(float(p.mean()), float(o.mean()), context=context)
 
+    @property
+    def varies(self) -> bool:
+        """Whether its requests differ in length (a fixed sample is its means, and is simulated as them)."""
+        return bool(np.ptp(self.prompt_tokens) > 0 or np.ptp(self.output_tokens) > 0)
+
     def draw(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` requests drawn with replacement: (prompt tokens, output tokens)."""
         picks = rng.integers(0, len(self.output_tokens), n)

@@ -26,7 +26,7 @@ from planner.lengthmodel import IDLE_CONCURRENCY, Mix, ttft_at_idle
 from planner.lengthsample import LengthSample
 from planner.mixplan import MixForecast, calibration_server_limit, forecast_mix, recommended_budget
 from planner.observations import Observations
-from planner.predicted import calibration_residual
+from planner.predicted import calibration_residual, predicted_lengths
 from planner.replay import Correction
 from planner.sizing import (
     NO_REPLICA_COUNT,
@@ -253,6 +253,10 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
             f"lengths from {sample.source}: the batch limits read the length model at the sample's means (context "
             "per sequence-step); the TTFT/E2E simulation draws each request's lengths from the sample"
         )
+    else:  # without a dataset, the simulation draws what a predicted level draws: the calibration's shape
+        shaped = predicted_lengths(calibrations, mix, None)
+        sample = shaped if shaped.varies else None
+        request = dataclasses.replace(request, length_sample=sample)
     law = forecast.law
     prefill = Prefill(
         forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,

@@ -14,11 +14,14 @@ from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results, SloTarget, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
+from planner.lengthmodel import Mix
+from planner.lengthsample import LengthSample
 from planner.sizing import max_rate_per_replica
 from tests.virtual import run_virtual
 
 runner = CliRunner()
 LAW = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=64)
+E2E_P95_S = 8.0  # an E2E p95 SLO that the longest answers of a spread mix decide
 
 
 def _calibrate(folder: Path, output: object, engine: EngineConfig = LAW) -> list[Path]:
@@ -288,3 +291,25 @@ def test_predicted_levels_draw_lengths_as_the_calibration_asked(tmp_path: Path) 
     predicted = doc["predicted_levels"][0]
     assert predicted["ttft_p95_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 95), rel=0.1)
     assert predicted["ttft_p50_ms"] == pytest.approx(truth.levels[0].percentile_ms(Metric.TTFT, 50), rel=0.05)
+
+
+def test_a_mix_plans_sizing_draws_the_lengths_in_the_calibrations_shape(tmp_path: Path) -> None:
+    """Outputs uniform within 90% in every calibration sweep: the sizing simulation draws them so at the
+    asked means, as a predicted level does, and the largest rate one replica holds under an E2E p95 SLO is
+    the one the true law holds with such outputs: the longest answers set an E2E p95. Drawing fixed lengths
+    at the mean, the plan read 3.19 requests/s where the true law holds 2.07."""
+    spread = {"mean": 64, "dist": "uniform", "spread": 0.9}
+    calibration = _calibrate(tmp_path, spread)
+    slos = ["--slo", "tpot_p50<60ms", "--slo", f"e2e_p95<{E2E_P95_S}s"]
+    args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128", *slos, "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    shape = "the calibration's shape at these means (prompt fixed, output uniform spread 0.9)"
+    assert f"lengths drawn from {shape}" in doc["mix"]["max_rate_method"]
+    e2e, batch = (SloTarget(Metric.E2E, 95, E2E_P95_S * 1000),), doc["max_batch"]
+    lengths = LengthSample.shaped(Mix(1024, 128), None, spread)
+    drawn, _ = max_rate_per_replica(_at(batch), 128, e2e, prompt_tokens=1024, lengths=lengths)
+    fixed, _ = max_rate_per_replica(_at(batch), 128, e2e, prompt_tokens=1024)
+    assert drawn is not None and fixed is not None and drawn < 0.9 * fixed
+    assert doc["mix"]["max_rate_rps_per_replica"] == pytest.approx(drawn, rel=0.1)
