@@ -30,12 +30,13 @@ drift between sweeps.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from loadgen.lengths import LengthDist
 from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
 from planner.observations import LevelObservation
 from planner.stepmodel import StepModel, context_tokens, prompt_pairs
@@ -453,7 +454,18 @@ def calibrated_levels(results: Results, group: str) -> tuple[Mix, list[tuple[Lev
     if prompt is None or output is None or output < 1:
         raise ValueError(f"{group}: the server reported no prompt or output usage: its mix is unknown")
     levels = [(obs.levels[i], obs.results[i]) for i in verdicts.saturation.unsaturated if verdicts.levels[i].trusted]
-    return Mix(prompt, output), levels
+    return Mix(prompt, output, context=shaped_context(prompt, output, results.settings.output_tokens)), levels
+
+
+def shaped_context(prompt: float, output: float, asked: Mapping[str, Any] | None) -> float | None:
+    """KV tokens per sequence-step where the answers' lengths varied as ``asked`` (``{"dist", "spread"}``): a
+    long answer holds its growing context for more steps, so the mean is ``P + (O (1 + cv^2) - 1) / 2``
+    (``sum(O P + O (O - 1) / 2) / sum(O)``, prompts drawn apart from answers); None: fixed answers."""
+    dist, spread = (asked or {}).get("dist", LengthDist.FIXED), float((asked or {}).get("spread", 0.0))
+    if dist == LengthDist.FIXED or spread <= 0:
+        return None
+    cv2 = spread**2 / 3 if dist == LengthDist.UNIFORM else spread**2  # uniform mean*(1 +- s); else std s*mean
+    return prompt + (output * (1 + cv2) - 1) / 2
 
 
 def points_from_results(results: Results, group: str, percentile: float | None) -> list[CalibrationPoint]:

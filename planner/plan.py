@@ -239,24 +239,27 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     """Plan for a mix no sweep measured (``request.prompt_tokens`` / ``output_tokens``), from the step
     model with lengths fitted on every calibration sweep at once (``planner.mixplan``)."""
     sample = request.length_sample
+    dataset = sample is not None
     if sample is not None:
         mix = sample.mix
         request = dataclasses.replace(request, prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens)
     elif request.prompt_tokens is None or not request.output_tokens:
         raise ValueError("a plan for a mix needs its prompt and output tokens per request")
     else:
+        # without a dataset, the asked means in the calibration's shape, as a predicted level draws them: the
+        # batch limits read the length model at that shape's context, and the simulation draws from it
         mix = Mix(request.prompt_tokens, request.output_tokens)
+        shaped = predicted_lengths(calibrations, mix, None)
+        if shaped.varies:
+            sample, mix = shaped, dataclasses.replace(mix, context=shaped.mix.context)
+            request = dataclasses.replace(request, length_sample=sample)
     forecast = forecast_mix(calibrations, mix, request.slos, budget=request.token_budget, seed=request.seed)
     warnings = list(forecast.warnings)
-    if sample is not None:
+    if dataset and sample is not None:
         warnings.append(
             f"lengths from {sample.source}: the batch limits read the length model at the sample's means (context "
             "per sequence-step); the TTFT/E2E simulation draws each request's lengths from the sample"
         )
-    else:  # without a dataset, the simulation draws what a predicted level draws: the calibration's shape
-        shaped = predicted_lengths(calibrations, mix, None)
-        sample = shaped if shaped.varies else None
-        request = dataclasses.replace(request, length_sample=sample)
     law = forecast.law
     prefill = Prefill(
         forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,

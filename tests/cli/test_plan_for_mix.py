@@ -313,3 +313,7 @@ def test_a_mix_plans_sizing_draws_the_lengths_in_the_calibrations_shape(tmp_path
     fixed, _ = max_rate_per_replica(_at(batch), 128, e2e, prompt_tokens=1024)
     assert drawn is not None and fixed is not None and drawn < 0.9 * fixed
     assert doc["mix"]["max_rate_rps_per_replica"] == pytest.approx(drawn, rel=0.1)
+    # and the batch limits read the length model at that shape's context per sequence-step (1,104 tokens, not
+    # the means' 1,087.5): a long answer holds its growing context for more steps
+    assert doc["mix"]["predicted_for"]["context_tokens"] == pytest.approx(lengths.mix.context, rel=0.01)
+    assert doc["mix"]["predicted_for"]["context_tokens"] > 1100

@@ -8,6 +8,7 @@ import pytest
 from loadgen.results import Metric, SloTarget
 from loadgen.sim.engine import EngineConfig
 from planner import Mix
+from planner.lengthmodel import shaped_context
 from planner.lengthsample import LengthSample, shape_of
 from planner.sizing import simulate_replicas
 
@@ -65,3 +66,27 @@ def test_lengths_that_do_not_vary_are_one_fixed_request() -> None:
     assert sample.source == "fixed, prompt 100 / output 16"
     assert shape_of({"mean": 5, "dist": "lognormal", "spread": 0.5}) == ("lognormal", 0.5)
     assert shape_of({"mean": 5, "dist": "uniform", "spread": 0}) == shape_of(None) == ("fixed", 0.0)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        {"mean": 64, "dist": "uniform", "spread": 0.25},
+        {"mean": 64, "dist": "uniform", "spread": 0.9},
+        {"mean": 64, "dist": "normal", "spread": 0.3},
+        {"mean": 64, "dist": "lognormal", "spread": 0.6},
+    ],
+)
+def test_a_calibrations_context_per_sequence_step_is_that_of_the_answers_it_asked_for(
+    output: dict[str, object],
+) -> None:
+    """A long answer holds its growing context for more steps: the mean a step sees is the drawn sample's
+    sum(O P + O (O - 1) / 2) / sum(O), which the calibration's realised means and its asked shape give
+    without drawing (``shaped_context``). Fixed answers: the means' formula (None)."""
+    drawn = LengthSample.shaped(Mix(256, 64), None, output)
+    assert drawn.varies
+    context = shaped_context(256, 64, output)
+    assert context is not None and context == pytest.approx(drawn.mix.context, rel=0.01)
+    assert context > Mix(256, 64).context_tokens  # the means' formula reads short
+    assert shaped_context(256, 64, {"mean": 64, "dist": "fixed", "spread": 0.0}) is None
+    assert shaped_context(256, 64, None) is None and not LengthSample.fixed(256, 64).varies
