@@ -261,11 +261,11 @@ def _vllm_requests(doc: Mapping[str, Any], where: str) -> dict[Metric, np.ndarra
     try:
         ttft = np.array([float(ttfts[i]) for i in ok]) * 1000.0
         e2e = np.array([float(latencies[i]) for i in ok]) * 1000.0
-        out = np.array([int(outs[i]) for i in ok])
+        out = np.array([int(outs[i]) for i in ok], dtype=np.int64)
         gaps = np.array([float(g) for i in ok for g in itls[i]]) * 1000.0
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an output length of inf or past int64
         raise UsageError(
-            f"{where}: per-request records (ttfts, latencies, output_lens, itls): expected numbers"
+            f"{where}: per-request records (ttfts, latencies, output_lens, itls): expected finite numbers"
         ) from None
     if not all(np.isfinite(a).all() and (a >= 0).all() and (a <= MAX_LATENCY_MS).all() for a in (ttft, e2e, gaps)):
         raise UsageError(

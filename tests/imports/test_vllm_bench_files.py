@@ -71,6 +71,9 @@ def test_a_plan_from_them_recovers_the_simulators_law_and_trusts_its_intervals(i
         ({"median_itl_ms": -3.0}, "itl_p50: expected a latency"),
         ({"median_e2el_ms": 1e308}, "e2e_p50: expected a latency"),
         ({"max_concurrency": float("inf")}, "the load (concurrency) must be a finite number > 0"),
+        # an answer's length of inf (or past int64) raised OverflowError through the import (the fuzz test)
+        ({"output_lens": [float("inf")] * 40}, "output_lens, itls): expected finite numbers"),
+        ({"output_lens": [10**30] * 40}, "output_lens, itls): expected finite numbers"),
     ],
 )
 def test_a_non_finite_or_negative_figure_is_refused_by_name(tmp_path: Path, change: dict, message: str) -> None:  # type: ignore[type-arg]
