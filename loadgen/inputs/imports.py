@@ -298,6 +298,15 @@ def _stat_quantities(metric: Metric, stats: Mapping[str, Any]) -> dict[Quantity,
     return out
 
 
+def _count(where: str, key: str, value: float | None) -> int | None:
+    """A request count read as a number (None: absent or zero): a whole, finite count or a usage error."""
+    if not value:
+        return None
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{where}: {key}: expected a finite count >= 0, got {value!r}")
+    return int(value)
+
+
 def _number_at(doc: Mapping[str, Any], *path: str) -> float | None:
     value: Any = doc
     for key in path:
@@ -343,7 +352,7 @@ def _guidellm(bench: Any, where: str) -> ImportedLevel:
         latencies=latencies,
         output_tokens_per_s=_number_at(metrics, "output_tokens_per_second", "successful"),
         requests_per_s=_number_at(metrics, "requests_per_second", "successful"),
-        completed=int(completed) if completed else None,
+        completed=_count(where, "request_totals.successful", completed),
         duration_s=_number_at(bench, "duration"),
         prompt_tokens=_number_at(metrics, "prompt_token_count", "successful"),
         output_tokens=_number_at(metrics, "output_token_count", "successful"),
@@ -388,7 +397,7 @@ def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
         latencies=latencies,
         output_tokens_per_s=_number_at(doc, "output_token_throughput"),
         requests_per_s=_number_at(doc, "request_throughput"),
-        completed=int(count) if count else None,
+        completed=_count(where, "request_count", count),
         prompt_tokens=_number_at(doc, "input_sequence_length"),
         output_tokens=_number_at(doc, "output_sequence_length"),
     )

@@ -63,3 +63,16 @@ def test_aiperf_profile_exports_import_with_the_load_of_their_profiling_phase(tm
         assert level.percentile_ms(Metric.TPOT, 99.9) is None  # AIPerf does not print it: absent, not invented
     plan = plan_from_results(results, PlanRequest())
     assert plan.fit is not None and plan.fit.per_seq_ms > 0
+
+
+@pytest.mark.parametrize("count", [float("inf"), -40.0])
+def test_an_aiperf_request_count_that_is_no_count_is_refused_by_name(tmp_path: Path, count: float) -> None:
+    """int(inf) raised OverflowError through the import (a traceback); a negative count was kept."""
+    doc = json.loads(AIPERF[0].read_text())
+    doc["request_count"] = {"unit": "requests", "avg": count}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))  # Python writes Infinity, as a JSON writer in Python does
+    done = runner.invoke(app, ["import", str(bad), "-o", str(tmp_path / "x.json")])
+    assert done.exit_code == 2, done.output
+    assert "request_count: expected a finite count >= 0" in " ".join(done.output.split())
+    assert not (tmp_path / "x.json").exists()
