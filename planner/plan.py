@@ -239,10 +239,14 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     """Plan for a mix no sweep measured (``request.prompt_tokens`` / ``output_tokens``), from the step
     model with lengths fitted on every calibration sweep at once (``planner.mixplan``)."""
     sample = request.length_sample
-    dataset = sample is not None
+    dataset_note = None
     if sample is not None:
         mix = sample.mix
         request = dataclasses.replace(request, prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens)
+        dataset_note = (
+            f"lengths from {sample.source}: the batch limits read the length model at the sample's means (context "
+            "per sequence-step); the TTFT/E2E simulation draws each request's lengths from the sample"
+        )
     elif request.prompt_tokens is None or not request.output_tokens:
         raise ValueError("a plan for a mix needs its prompt and output tokens per request")
     else:
@@ -255,11 +259,8 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
             request = dataclasses.replace(request, length_sample=sample)
     forecast = forecast_mix(calibrations, mix, request.slos, budget=request.token_budget, seed=request.seed)
     warnings = list(forecast.warnings)
-    if dataset and sample is not None:
-        warnings.append(
-            f"lengths from {sample.source}: the batch limits read the length model at the sample's means (context "
-            "per sequence-step); the TTFT/E2E simulation draws each request's lengths from the sample"
-        )
+    if dataset_note is not None:
+        warnings.append(dataset_note)
     law = forecast.law
     prefill = Prefill(
         forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,
@@ -432,8 +433,9 @@ def _finish(
             prefill_ms_per_token=max(prefill.ms_per_token, 0.0),
         )
     simulated_here = bool(request.qps and output_tokens) or request.queueing_simulated  # here, or by a fleet
-    if simulated_here and max_batch and residual is None and swept is not None and engine is not None:
-        residual = _sweep_residual(swept, engine) if _residual_read(request) else None
+    sweep_read = simulated_here and bool(max_batch) and _residual_read(request)  # its residual, where none came in
+    if sweep_read and residual is None and swept is not None and engine is not None:
+        residual = _sweep_residual(swept, engine)
     if request.qps and output_tokens and fit is not None and max_batch:
         sizing, simulated, below, recommended, method = _size(
             fit, engine, max_batch, request, output_tokens, step, warnings, prefill, residual

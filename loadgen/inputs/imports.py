@@ -299,12 +299,9 @@ def _stat_quantities(metric: Metric, stats: Mapping[str, Any]) -> dict[Quantity,
 
 
 def _count(where: str, key: str, value: float | None) -> int | None:
-    """A request count read as a number (None: absent or zero): a whole, finite count or a usage error."""
-    if not value:
-        return None
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{where}: {key}: expected a finite count >= 0, got {value!r}")
-    return int(value)
+    """A request count (None: absent or zero), refused by ``_number``'s rule when not finite or below zero."""
+    number = _number(where, key, value)
+    return int(number) if number else None
 
 
 def _number_at(doc: Mapping[str, Any], *path: str) -> float | None:

@@ -74,5 +74,5 @@ def test_an_aiperf_request_count_that_is_no_count_is_refused_by_name(tmp_path: P
     bad.write_text(json.dumps(doc))  # Python writes Infinity, as a JSON writer in Python does
     done = runner.invoke(app, ["import", str(bad), "-o", str(tmp_path / "x.json")])
     assert done.exit_code == 2, done.output
-    assert "request_count: expected a finite count >= 0" in " ".join(done.output.split())
+    assert "request_count: expected a finite number >= 0" in " ".join(done.output.split())
     assert not (tmp_path / "x.json").exists()
