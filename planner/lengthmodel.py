@@ -461,11 +461,9 @@ def shaped_context(prompt: float, output: float, asked: Mapping[str, Any] | None
     """KV tokens per sequence-step where the answers' lengths varied as ``asked`` (``{"dist", "spread"}``): a
     long answer holds its growing context for more steps, so the mean is ``P + (O (1 + cv^2) - 1) / 2``
     (``sum(O P + O (O - 1) / 2) / sum(O)``, prompts drawn apart from answers); None: fixed answers."""
-    dist, spread = (asked or {}).get("dist", LengthDist.FIXED), float((asked or {}).get("spread", 0.0))
-    if dist == LengthDist.FIXED or spread <= 0:
-        return None
-    cv2 = spread**2 / 3 if dist == LengthDist.UNIFORM else spread**2  # uniform mean*(1 +- s); else std s*mean
-    return prompt + (output * (1 + cv2) - 1) / 2
+    spec = asked or {}
+    cv2 = LengthDist(spec.get("dist", LengthDist.FIXED)).relative_variance(float(spec.get("spread", 0.0)))
+    return prompt + (output * (1 + cv2) - 1) / 2 if cv2 > 0 else None
 
 
 def points_from_results(results: Results, group: str, percentile: float | None) -> list[CalibrationPoint]:
