@@ -1,9 +1,9 @@
-"""The optional compiled parts: the sizing simulation's event loop (``planner/replica_sim_compiled.pyx``)
+"""The optional compiled parts: the sizing simulation's event loop (``planner/simulation/replica_sim_compiled.pyx``)
 and the native wire's per-read path (``loadgen/wire/fastread.pyx``).
 
 Everything else is in ``pyproject.toml``. The extensions are built where Cython and a C compiler are
 present; where either is missing, or a build fails, the package installs without it and the Python
-code runs instead (``planner.replica_sim``'s loop, ``loadgen.wire.native`` alone), with the same
+code runs instead (``planner.simulation.replica_sim``'s loop, ``loadgen.wire.native`` alone), with the same
 results, only slower.
 """
 
@@ -34,8 +34,8 @@ def extensions() -> list[Extension]:
         return []
     # -ffp-contract=off: no fused multiply-add, so each rounding is the Python loop's (bit-identical timelines)
     sizing = Extension(
-        "planner.replica_sim_compiled",
-        ["planner/replica_sim_compiled.pyx"],
+        "planner.simulation.replica_sim_compiled",
+        ["planner/simulation/replica_sim_compiled.pyx"],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )
     reader = Extension("loadgen.wire.fastread", ["loadgen/wire/fastread.pyx"], extra_compile_args=["-O2"])

@@ -21,7 +21,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.sim.engine import EngineConfig  # noqa: E402
+from loadgen.engine import EngineConfig  # noqa: E402
 from loadgen.sim.openai_app import SimOptions  # noqa: E402
 from loadgen.sim.server import SimProcess  # noqa: E402
 from tests.sim.streaming import stream  # noqa: E402

@@ -1,7 +1,7 @@
 """How a request's prompt or output length is drawn: a mean and a relative spread (pure).
 
 The workload draws each request's lengths from these; the planner draws the same shapes to simulate a
-run it did not send (``planner.lengthsample``), so both sides share one definition of each distribution.
+run it did not send (``planner.laws.lengthsample``), so both sides share one definition of each distribution.
 """
 
 from __future__ import annotations

@@ -1,15 +1,22 @@
 """planner: pure capacity-planning math on recorded results (no network, clock or event loop)."""
 
-from planner.batching import BatchUtilization, batch_utilization
-from planner.diagnose import Finding, diagnose
-from planner.knee import Saturation, classify
-from planner.lengthmodel import LengthModel, Mix, fit_length_model
-from planner.observations import LevelObservation, Observations, from_results, percentile_ci_ms
-from planner.plan import CapacityPlan, PlanRequest, plan_for_mix, plan_from_law, plan_from_results
-from planner.replica_sim import Timeline, simulate
-from planner.sizing import Estimate, ReplicaPlan, SimOutcome, replicas_by_simulation, replicas_for, simulate_replicas
-from planner.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
-from planner.stepmodel import StepModel, fit_step_model
+from planner.capacity.diagnose import Finding, diagnose
+from planner.capacity.plan import CapacityPlan, PlanRequest, plan_for_mix, plan_from_law, plan_from_results
+from planner.capacity.sizing import (
+    Estimate,
+    ReplicaPlan,
+    SimOutcome,
+    replicas_by_simulation,
+    replicas_for,
+    simulate_replicas,
+)
+from planner.capacity.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
+from planner.evidence.knee import Saturation, classify
+from planner.evidence.observations import LevelObservation, Observations, from_results, percentile_ci_ms
+from planner.laws.batching import BatchUtilization, batch_utilization
+from planner.laws.lengthmodel import LengthModel, Mix, fit_length_model
+from planner.laws.stepmodel import StepModel, fit_step_model
+from planner.simulation.replica_sim import Timeline, simulate
 
 __all__ = [
     "BatchLimit",

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from loadgen.errors import ProfileError, ResultsError
 from loadgen.inputs.profile import load_profile, parse_profile
 from loadgen.results import Results
-from planner.gate import parse_check
-from planner.slo import parse_slo
+from planner.capacity.slo import parse_slo
+from planner.ci.gate import parse_check
 
 KEYS = [
     "schema_version",

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The pure loadgen modules: data, quantities, histograms, errors, length distributions, and the simulator's engine
-# config and arrival schedules, which the planner's replica simulation runs in virtual time.
+# The pure loadgen modules: data, quantities, histograms, errors, length distributions, and the sans-IO engine
+# and arrival schedules, which the planner's replica simulation runs in virtual time (the simulator runs the
+# same engine in real time; the planner never imports the simulator or the command line).
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
     "loadgen.results",
@@ -18,7 +19,7 @@ PLANNER_ALLOWED_LOADGEN = {
     "loadgen.histogram",
     "loadgen.errors",
     "loadgen.load",
-    "loadgen.sim.engine",
+    "loadgen.engine",
     "loadgen.lengths",
 }
 PLANNER_FORBIDDEN = ("httpx", "aiohttp", "asyncio", "typer", "rich.console", "socket")
@@ -52,10 +53,23 @@ def test_planner_imports_only_pure_modules() -> None:
             assert not name.startswith(PLANNER_FORBIDDEN), f"{path.name} imports {name}"
             if name.split(".")[0] == "loadgen":
                 assert name in PLANNER_ALLOWED_LOADGEN, f"{path.name} imports {name}"
+                assert not name.startswith(("loadgen.sim", "loadgen.cli")), f"{path.name} imports {name}"
+
+
+def test_the_planner_top_holds_only_its_front_door() -> None:
+    top = sorted(p.name for p in (ROOT / "planner").glob("*.py"))
+    assert top == ["__init__.py"], top
+    wings = [part.removeprefix("planner: ") for part in layers() if part.startswith("planner: ")]
+    assert wings[-1] == "front door", wings
+    folders = sorted(p.name for p in (ROOT / "planner").iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(wings[:-1]), (folders, wings)
 
 
 def test_importing_planner_and_results_loads_no_io_stack() -> None:
-    modules = [f"planner.{p.stem}" for p in (ROOT / "planner").glob("*.py") if p.stem != "__init__"]
+    modules = [
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "planner").rglob("*.py")
+    ]
     code = (
         "import sys, importlib\n"
         f"for m in {['planner', *modules]!r}: importlib.import_module(m)\n"

@@ -1,7 +1,7 @@
 """``loadgen plan --variant`` (and ``report --variant``): the fleet plan over traffic, variants and prices.
 
-This module wires: it reads each variant's results, plans it (``planner.plan``), reads the traffic
-(``loadgen.inputs.traffic``) and hands both to ``planner.fleet``; the math is there.
+This module wires: it reads each variant's results, plans it (``planner.capacity.plan``), reads the traffic
+(``loadgen.inputs.traffic``) and hands both to ``planner.fleet.fleet_plan``; the math is there.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from loadgen.inputs.traffic import load_traffic, parse_bucket
 from loadgen.load import Arrival
 from loadgen.results import Results, SloTarget, load
 from planner import PlanRequest, plan_from_results
-from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet import FleetPlan, Variant, check_prices, plan_fleet, variant_capacity
+from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
+from planner.fleet.fleet_plan import FleetPlan, Variant, check_prices, plan_fleet, variant_capacity
 
 _SPEC = "NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N]"
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")

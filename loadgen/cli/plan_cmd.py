@@ -36,12 +36,12 @@ from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, StepModel, parse_slo, plan_for_mix, plan_from_law, plan_from_results
-from planner.fleet_report import build_fleet_report
-from planner.lengthsample import LengthSample
-from planner.mixplan import MixForecast, PredictedSweep, fit_calibration
-from planner.predicted import predict_levels, predicted_lengths
-from planner.replay import ReplayCheck, most_conservative, replay_check
-from planner.report import predicted_section, replay_section
+from planner.capacity.mixplan import MixForecast, PredictedSweep, fit_calibration
+from planner.capacity.predicted import predict_levels, predicted_lengths
+from planner.capacity.replay import ReplayCheck, most_conservative, replay_check
+from planner.laws.lengthsample import LengthSample
+from planner.reports.fleet_report import build_fleet_report
+from planner.reports.report import predicted_section, replay_section
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
@@ -149,7 +149,7 @@ def predicted_sweep(
     sample: LengthSample | None,
 ) -> PredictedSweep:
     """The levels ``levels`` at the forecast's mix (requests drawn from the dataset ``sample`` where given),
-    served by its fitted engine (see ``planner.predicted``)."""
+    served by its fitted engine (see ``planner.capacity.predicted``)."""
     if forecast.engine is None:
         raise UsageError(f"--predict-levels: {forecast.model.separation_note() or 'the calibration fitted no engine'}")
     budget = forecast.model.budget

@@ -7,11 +7,11 @@ from rich.table import Table
 from rich.text import Text
 
 from planner import CapacityPlan
-from planner.report import fmt, plan_lines
+from planner.reports.report import fmt, plan_lines
 
 
 def observations_table(plan: CapacityPlan) -> Table | None:
-    """Each level on the batch axis, with its verdict (``planner.verdicts``: the sweep table's, the gate's)."""
+    """Each level on the batch axis, with its verdict (``planner.evidence.verdicts``: the sweep table's, the gate's)."""
     if plan.verdicts is None:
         return None
     obs = plan.verdicts.observations

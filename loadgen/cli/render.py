@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
-from planner.report import Report, Section, fmt, goodput_rule
-from planner.verdicts import Verdicts
+from planner.evidence.verdicts import Verdicts
+from planner.reports.report import Report, Section, fmt, goodput_rule
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),
@@ -115,7 +115,7 @@ def throughput_table(level: LevelResult) -> Table:
 
 
 def sweep_table(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts | None) -> Table:
-    """One row per level; cells that breach an SLO in red; each level's verdict (``planner.verdicts``)."""
+    """One row per level; cells that breach an SLO in red; each level's verdict (``planner.evidence.verdicts``)."""
     table = Table(
         title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None, caption_justify="left"
     )

@@ -42,15 +42,15 @@ from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.results import Results, SloTarget, load
 from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
-from planner.fleet import FleetPlan
-from planner.fleet_report import build_fleet_report
-from planner.gate import Check, check_from_slo, evaluate_gate, parse_check
-from planner.gate_report import to_json as gate_json
-from planner.gate_report import to_junit
-from planner.gate_report import to_markdown as gate_markdown
-from planner.mixplan import PredictedSweep
-from planner.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
+from planner.capacity.mixplan import PredictedSweep
+from planner.ci.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
+from planner.ci.gate import Check, check_from_slo, evaluate_gate, parse_check
+from planner.fleet.fleet_plan import FleetPlan
+from planner.reports.fleet_report import build_fleet_report
+from planner.reports.gate_report import to_json as gate_json
+from planner.reports.gate_report import to_junit
+from planner.reports.gate_report import to_markdown as gate_markdown
+from planner.reports.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
 
 FORMATS = ".md", ".html", ".csv"
 MATPLOTLIB_MISSING = (
@@ -68,7 +68,7 @@ def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple
 def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
     """The HTML report's plots; matplotlib is imported only here (the ``html`` extra)."""
     try:
-        from planner.plots import all_plots
+        from planner.reports.plots import all_plots
     except ImportError:
         raise UsageError(MATPLOTLIB_MISSING) from None
     return all_plots(capacity)
@@ -207,7 +207,7 @@ def _write(doc: Report, output: Path | None, json_out: bool) -> None:
 
 def _fleet_plots(fleet: FleetPlan) -> tuple[Plot, ...]:
     try:
-        from planner.plots import fleet_over_time
+        from planner.reports.plots import fleet_over_time
     except ImportError:
         raise UsageError(MATPLOTLIB_MISSING) from None
     return (fleet_over_time(fleet),)

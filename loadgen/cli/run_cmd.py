@@ -49,6 +49,7 @@ from loadgen.cli.options import (
     WorkersOpt,
 )
 from loadgen.cli.render import level_table, throughput_table
+from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
 from loadgen.inputs.workload import DatasetFormat
@@ -60,13 +61,12 @@ from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, Session, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
-from loadgen.sim.engine import EngineConfig
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.records import RecordsWriter
 from loadgen.wire.sse import Convention
-from planner.report import caveats
-from planner.verdicts import retry_reason
+from planner.evidence.verdicts import retry_reason
+from planner.reports.report import caveats
 
 
 @friendly_errors

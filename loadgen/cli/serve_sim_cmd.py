@@ -10,7 +10,7 @@ import typer
 
 from loadgen.cli.common import EXIT_USAGE, consoles, fail
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
-from loadgen.sim.engine import EngineConfig, Mode
+from loadgen.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.framing import Tokenizer
 from loadgen.sim.openai_app import SimOptions

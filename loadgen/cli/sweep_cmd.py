@@ -39,6 +39,7 @@ from loadgen.cli.options import (
     WorkersOpt,
 )
 from loadgen.cli.render import sweep_table
+from loadgen.engine import Mode
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_LEVELS
@@ -47,15 +48,14 @@ from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
 from loadgen.run.sweep import session_from_profile
-from loadgen.sim.engine import Mode
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention
 from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.report import caveats, level_verdicts, plan_lines
-from planner.stop import stop_reason
-from planner.verdicts import retry_reason
+from planner.ci.stop import stop_reason
+from planner.evidence.verdicts import retry_reason
+from planner.reports.report import caveats, level_verdicts, plan_lines
 
 
 def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:

@@ -22,6 +22,7 @@ from typing import Any, Final
 import yaml
 
 from loadgen.api import Api
+from loadgen.engine import EngineConfig, Mode
 from loadgen.errors import ProfileError
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
@@ -38,7 +39,6 @@ from loadgen.limits import (
 )
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import SloTarget
-from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import FaultConfig
 from loadgen.wire.target import header_problem, redact_url
 
@@ -139,7 +139,7 @@ class LoadSpec:
 class StopSpec:
     slo_breach_factor: float | None = 2.0  # stop after a level breaches an SLO by this factor
     min_throughput_gain: float | None = None  # opt-in heuristic: two levels in a row gaining less than this
-    stop_on_saturation: bool = True  # stop once a level's verdict is saturated (planner.verdicts)
+    stop_on_saturation: bool = True  # stop once a level's verdict is saturated (planner.evidence.verdicts)
 
 
 @dataclass(frozen=True, slots=True)

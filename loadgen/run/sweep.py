@@ -3,7 +3,7 @@
 A run is a one-level sweep: ``loadgen run`` builds a one-level profile from
 its flags and ``loadgen sweep`` loads one from YAML; both come through here,
 so a level is planned, seeded and recorded the same way whichever command
-asked for it. The early-stop policy is the planner's (``planner.stop``),
+asked for it. The early-stop policy is the planner's (``planner.ci.stop``),
 wired in by the CLI, so a level is saturated by the same verdict everywhere.
 """
 

@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadgen.sim.engine import Engine, EngineConfig
+from loadgen.engine import Engine, EngineConfig
 
 OVERRUN_MS = 5.0
 RESYNC_MS = 100.0

@@ -24,8 +24,8 @@ import numpy as np
 from aiohttp import web
 
 from loadgen.api import Api
+from loadgen.engine import EngineConfig, Mode
 from loadgen.sim.driver import EngineDriver
-from loadgen.sim.engine import EngineConfig, Mode
 from loadgen.sim.faults import Fault, FaultConfig
 from loadgen.sim.framing import (
     BadRequest,

@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results, SloTarget, load, mean_prompt_tokens, save_atomic
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
-from planner.lengthmodel import Mix
-from planner.lengthsample import LengthSample
-from planner.sizing import max_rate_per_replica
+from planner.capacity.sizing import max_rate_per_replica
+from planner.laws.lengthmodel import Mix
+from planner.laws.lengthsample import LengthSample
 from tests.virtual import run_virtual
 
 runner = CliRunner()

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import load
-from planner.verdicts import judge
+from planner.evidence.verdicts import judge
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

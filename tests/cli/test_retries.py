@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import load, save_atomic
-from planner.gate import evaluate_gate, parse_check
+from planner.ci.gate import evaluate_gate, parse_check
 
 runner = CliRunner()
 SHORT_WINDOW = ["run", "--url", "sim", "--virtual-time", "--concurrency", "2", "--warmup", "0.5", "--max-tokens", "64",

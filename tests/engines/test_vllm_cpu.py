@@ -24,8 +24,8 @@ from loadgen.inputs.measured import read_measured
 from loadgen.quantity import Metric
 from loadgen.results import Results, load
 from planner import PlanRequest, plan_from_results
-from planner.replay import MIN_REQUESTS, Correction, replay_check
-from planner.verdicts import judge
+from planner.capacity.replay import MIN_REQUESTS, Correction, replay_check
+from planner.evidence.verdicts import judge
 from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
 
 runner = CliRunner()

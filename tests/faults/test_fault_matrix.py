@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from loadgen.api import Api
 from loadgen.cli import app
+from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
 from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
@@ -22,7 +23,6 @@ from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
 from loadgen.run.runner import run_level
 from loadgen.run_settings import RunSettings
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess

@@ -271,7 +271,7 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     from loadgen.load import Load
     from loadgen.results import Results, RunInfo, Target
     from loadgen.run.metrics import LevelRecorder
-    from planner.report import caveats
+    from planner.reports.report import caveats
 
     empty = SSE_HEAD + chunked(b'data: {"choices":[{"text":null,"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
     record = await one_request(sends(empty + b"0\r\n\r\n"))
@@ -354,7 +354,7 @@ def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
     from loadgen.results import Results, RunInfo, Target
     from loadgen.run.metrics import LevelRecorder
     from loadgen.wire.records import RequestRecord
-    from planner.report import caveats
+    from planner.reports.report import caveats
 
     recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
     for i, tokens in enumerate((20, 24, 28)):

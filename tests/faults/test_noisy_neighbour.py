@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.results import load
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
 

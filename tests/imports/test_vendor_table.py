@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.results import Metric, load
 from planner import PlanRequest, plan_from_results
-from planner.gate import evaluate_gate, parse_check
+from planner.ci.gate import evaluate_gate, parse_check
 
 runner = CliRunner()
 TABLE = Path(__file__).parents[1] / "data" / "nim_llama33_70b_2xh100_fp8.csv"

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from loadgen.quantity import Aggregate, Metric, Quantity, samples_needed
 from loadgen.results import SloTarget
-from planner.gate import check_from_slo, evaluate_gate, parse_check
-from planner.slo import parse_slo
+from planner.capacity.slo import parse_slo
+from planner.ci.gate import check_from_slo, evaluate_gate, parse_check
 from tests.planner.synthetic import closed_level, sweep_results
 
 percentiles = st.one_of(

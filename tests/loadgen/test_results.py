@@ -25,7 +25,7 @@ from loadgen.results import (
     save_atomic,
 )
 from loadgen.run_settings import RunSettings
-from planner.report import caveats
+from planner.reports.report import caveats
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix
-from planner.closed_loop import MIN_MEASURED, run_closed_loop
-from planner.lengthsample import LengthSample
+from planner.laws.lengthsample import LengthSample
+from planner.simulation.closed_loop import MIN_MEASURED, run_closed_loop
 from tests.virtual import run_virtual
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from loadgen.results import Metric
-from planner.compare import Delta, compare_level
+from planner.ci.compare import Delta, compare_level
 from tests.planner.synthetic import closed_level
 
 

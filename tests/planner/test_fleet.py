@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.results import Metric, SloTarget
-from loadgen.sim.engine import EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
-from planner.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet import Variant, lag_buckets, plan_fleet, provision, variant_capacity
-from planner.fleet_replay import ReplicaKind, arrivals_for, replay
+from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
+from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity
+from planner.fleet.replay import ReplicaKind, arrivals_for, replay
 from tests.planner.synthetic import law_sweep, sweep_results
 
 TPOT_60 = SloTarget(Metric.TPOT, 50.0, 60.0)

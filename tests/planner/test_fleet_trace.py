@@ -12,9 +12,9 @@ import pytest
 from loadgen.inputs.trace import load_trace
 from loadgen.results import Metric, SloTarget
 from planner import PlanRequest, StepModel, plan_from_law
-from planner.demand import demand_from_arrivals
-from planner.fleet import Variant, VariantCapacity, plan_fleet, variant_capacity
-from planner.fleet_replay import ReplicaKind, arrivals_for, replay
+from planner.fleet.demand import demand_from_arrivals
+from planner.fleet.fleet_plan import Variant, VariantCapacity, plan_fleet, variant_capacity
+from planner.fleet.replay import ReplicaKind, arrivals_for, replay
 
 TRACE = Path(__file__).parents[1] / "data" / "diurnal_trace.csv"
 SLOS = (SloTarget(Metric.TPOT, 50.0, 60.0), SloTarget(Metric.TTFT, 95.0, 300.0))

@@ -9,13 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
 from loadgen.results import Metric, Results, ServerSample, SloTarget
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
-from planner.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
-from planner.mixplan import (
+from planner.capacity.mixplan import (
     below_zero_note,
     forecast_mix,
     idle_ttft_bound,
@@ -23,7 +22,8 @@ from planner.mixplan import (
     prefix_cache_note,
     recommended_budget,
 )
-from planner.predicted import calibration_residual
+from planner.capacity.predicted import calibration_residual
+from planner.laws.lengthmodel import COEFFICIENTS, CalibrationPoint, tpot_features, ttft_idle_features
 from tests.virtual import run_virtual
 
 TRUE = {"base_ms": 20.0, "per_seq_ms": 0.3, "per_kv_ms": 0.8, "prefill_ms_per_token": 0.02,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.results import Metric, SloTarget
-from loadgen.sim.engine import EngineConfig
 from planner import Mix
-from planner.lengthmodel import shaped_context
-from planner.lengthsample import LengthSample, shape_of
-from planner.sizing import simulate_replicas
+from planner.capacity.sizing import simulate_replicas
+from planner.laws.lengthmodel import shaped_context
+from planner.laws.lengthsample import LengthSample, shape_of
 
 LAW = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=16)
 

@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.results import Metric, SloTarget
-from loadgen.sim.engine import EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
-from planner.replica_sim import simulate
-from planner.report import goodput_rule, level_verdicts, plan_lines, slo_verdicts
+from planner.reports.report import goodput_rule, level_verdicts, plan_lines, slo_verdicts
+from planner.simulation.replica_sim import simulate
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots, sweep_results
 
 

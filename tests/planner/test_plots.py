@@ -20,7 +20,7 @@ DATA = Path(__file__).parents[1] / "data"
     ],
 )
 def test_the_ttft_caption_claims_a_knee_only_when_one_is_drawn(name: str, caption: str) -> None:
-    from planner.plots import ttft_vs_load  # matplotlib, imported only where a plot is drawn (as the CLI does)
+    from planner.reports.plots import ttft_vs_load  # matplotlib, imported only where a plot is drawn (as the CLI does)
 
     plan = plan_from_results(load(DATA / name), PlanRequest(slos=()))
     assert ttft_vs_load(plan).caption.endswith(caption)

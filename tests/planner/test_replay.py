@@ -1,15 +1,15 @@
-"""``planner.replay``: a measured run served again by the plan's engine, request for request."""
+"""``planner.capacity.replay``: a measured run served again by the plan's engine, request for request."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from loadgen.sim.engine import EngineConfig
+from loadgen.engine import EngineConfig
 from planner import parse_slo
-from planner.replay import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
-from planner.replica_sim import simulate
-from planner.sizing import simulate_replicas
+from planner.capacity.replay import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
+from planner.capacity.sizing import simulate_replicas
+from planner.simulation.replica_sim import simulate
 
 LAW = EngineConfig(base_ms=20, per_seq_ms=0.5, max_num_seqs=16, prefill_ms_per_token=0.02)
 

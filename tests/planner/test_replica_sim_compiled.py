@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadgen.sim.engine import EngineConfig
-from planner import replica_sim
-from planner.replica_sim import serve_reference, simulate
-from planner.stepmodel import prompt_pairs
+from loadgen.engine import EngineConfig
+from planner.laws.stepmodel import prompt_pairs
+from planner.simulation import replica_sim
+from planner.simulation.replica_sim import serve_reference, simulate
 
 pytestmark = pytest.mark.skipif(
     not replica_sim.COMPILED, reason="COMPILED SIZING LOOP NOT BUILT: pip install -e . with a C compiler builds it"

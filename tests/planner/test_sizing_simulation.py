@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.engine import Engine, EngineConfig
 from loadgen.load import arrival_offsets
 from loadgen.results import Metric, SloTarget
-from loadgen.sim.engine import Engine, EngineConfig
 from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
-from planner.sizing import replicas_for, t975
+from planner.capacity.sizing import replicas_for, t975
 
 LAW = StepModel.given(25.0, 0.4)
 TTFT_1S = SloTarget(Metric.TTFT, 95, 1000.0)

@@ -11,8 +11,8 @@ import pytest
 from loadgen.load import Load
 from loadgen.quantity import Quantity
 from loadgen.results import LevelResult, Metric, SloTarget, Trend
-from planner.stop import stop_reason
-from planner.verdicts import judge
+from planner.ci.stop import stop_reason
+from planner.evidence.verdicts import judge
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots
 
 NO_KNEE = law_sweep(12.0, 1.1, 48, (1, 2, 4, 8, 16, 24, 32, 40))

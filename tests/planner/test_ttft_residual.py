@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.results import Metric, SloTarget
-from loadgen.sim.engine import EngineConfig
 from planner import PlanRequest, plan_from_results
-from planner.sizing import max_rate_per_replica, simulate_replicas
-from planner.ttft_residual import ResidualRow, fit_ttft_residual
+from planner.capacity.sizing import max_rate_per_replica, simulate_replicas
+from planner.laws.ttft_residual import ResidualRow, fit_ttft_residual
 from tests.planner.synthetic import law_sweep, sweep_results
 
 

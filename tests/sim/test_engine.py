@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.sim.engine import Engine, EngineConfig, Mode, Step
+from loadgen.engine import Engine, EngineConfig, Mode, Step
 
 
 def run_to_idle(engine: Engine, now_ms: float = 0.0) -> list[Step]:

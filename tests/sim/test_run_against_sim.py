@@ -15,13 +15,13 @@ from dataclasses import replace
 import pytest
 
 from loadgen.api import Api
+from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
 from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.results import LevelResult, Metric
 from loadgen.run.runner import run_level
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
@@ -170,7 +170,7 @@ def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float, stea
     load = Load("rate", round(load_factor * capacity, 2), arrival=Arrival.POISSON)
     plan = LevelPlan(load, duration_s=5.0, warmup_s=0.5, seed=2)
     result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(8))
-    from planner.verdicts import judge
+    from planner.evidence.verdicts import judge
 
     problems = judge([result]).levels[0].problems
     assert result.offered_per_s == pytest.approx(load.value, rel=0.25)
@@ -186,7 +186,7 @@ def test_a_closed_loop_past_the_batch_cap_is_steady() -> None:
     # vLLM at --max-num-seqs 15, c=30). A closed loop's queue is bounded: its level is trusted.
     plan = LevelPlan(Load("concurrency", 16), duration_s=10.0, warmup_s=0.2, seed=1)
     result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(32))
-    from planner.verdicts import judge
+    from planner.evidence.verdicts import judge
 
     verdict = judge([result]).levels[0]
     ttft = result.percentile_ms(Metric.TTFT, 50)
@@ -200,7 +200,7 @@ def test_two_burst_runs_of_one_build_differ_in_nothing_significant(seeds: tuple[
     # E2E are one draw), so a wave is one sample. Counted per request, three of four pairs of
     # runs against fresh servers (another noise seed) read a "significant" 1-2% change, this one among them
     # (issue 30).
-    from planner.compare import compare_level
+    from planner.ci.compare import compare_level
 
     plan = LevelPlan(Load("concurrency", 32), duration_s=20.0, warmup_s=0.5, seed=1, ramp_up_s=0.0)
     a, b = (

@@ -11,8 +11,8 @@ import aiohttp
 import httpx
 import pytest
 
+from loadgen.engine import EngineConfig
 from loadgen.run.promtext import parse_samples
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess, SimServer

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.lengths import Lengths
 from loadgen.results import load
-from loadgen.sim.engine import EngineConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.prefix_cache import PrefixCache
 from loadgen.wire.records import RequestRecord

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import Metric, load
-from planner.verdicts import judge
+from planner.evidence.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -1,0 +1,292 @@
+"""Plans for a length mix the sweeps did not measure: the step model with lengths, asked about one mix (pure).
+
+A calibration is several sweeps, each at one mix (prompt lengths, and where possible output
+lengths, that differ). ``forecast_mix`` fits the length model on all of them at once, turns it
+into the one-variable law of the asked mix, and answers from it: the largest batch under each TPOT
+SLO (on the upper end of the prediction's 95% interval: a number acted on is conservative where
+the evidence is thin), the simulated engine for the sizing simulation, the largest request rate
+one replica holds under the TTFT/E2E SLOs, and the token budget per step that keeps a step
+carrying a prefill chunk under the latency SLO. Every figure is "predicted for a mix not measured".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadgen.engine import EngineConfig
+from loadgen.results import Metric, Results, SloTarget
+from planner.capacity.slo import BatchLimit, floor_note
+from planner.laws.lengthmodel import (
+    COEFFICIENTS,
+    LengthModel,
+    Mix,
+    calibrated_levels,
+    fit_length_model,
+    points_from_results,
+    prompt_group,
+    tpot_features,
+)
+from planner.laws.stepmodel import StepModel, fit_statistic, prompt_pairs
+from planner.laws.ttft_residual import TtftResidual
+
+MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
+#: a calibration level whose server found this share of its prompt tokens in the prefix cache is said: its
+#: prefill read cheaper than a new prompt's
+CACHE_HIT_NOTE_SHARE = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class MixForecast:
+    """What the calibration predicts for one mix, and how."""
+
+    mix: Mix
+    model: LengthModel  # fitted on TPOT p50: the throughput law
+    law: StepModel | None  # the mean step at the mix (None: the calibration cannot answer for it)
+    limits: tuple[BatchLimit, ...]  # per TPOT SLO, each from its own percentile's model
+    engine: EngineConfig | None  # the engine the sizing simulation runs (max_num_seqs set by the plan)
+    extrapolation: tuple[str, ...]  # where the mix leaves the calibrated range
+    max_rate_rps: float | None = None  # one replica, under the TTFT/E2E SLOs, at the plan's batch
+    max_rate_note: str = ""
+    budget: int | None = None  # recommended --max-num-batched-tokens
+    budget_note: str = ""
+    warnings: tuple[str, ...] = ()
+    tpot_p95: LengthModel | None = (
+        None  # fitted on TPOT p95, where a p95 SLO asked for it (a predicted sweep reuses it)
+    )
+    kv_capacity_tokens: int | None = None  # the server's KV cache (None: not known, the batch not checked)
+    kv_batch: int | None = None  # the most sequences of the mix it holds whole
+    kv_note: str = ""
+    ttft_residual: TtftResidual | None = None  # TTFT beyond the fitted engine, by load (predicted levels, sizing)
+
+
+@dataclass(frozen=True, slots=True)
+class PredictedLevel:
+    """One closed-loop level of a sweep not run, at a forecast's mix (``planner.capacity.predicted`` runs it)."""
+
+    concurrency: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
+
+
+@dataclass(frozen=True, slots=True)
+class PredictedSweep:
+    """A sweep not run: its levels, and how its requests' lengths were drawn."""
+
+    levels: tuple[PredictedLevel, ...]
+    lengths: str  # e.g. "fixed, prompt 1024 / output 64"
+
+
+def calibration_server_limit(
+    calibrations: Sequence[tuple[str, Results]], key: str, given: int | None = None
+) -> int | None:
+    """A limit of the server the calibration ran on (``max_num_batched_tokens``, ``kv_capacity_tokens``):
+    ``given`` (a real server's is not in its results), else where every file says the same (the simulator's
+    profile); None: not known (unchunked, for the token budget)."""
+    if given is not None:
+        return given
+    values = {results.settings.profile_section("sim").get(key) for _, results in calibrations}
+    value = next(iter(values)) if len(values) == 1 else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def fit_calibration(
+    calibrations: Sequence[tuple[str, Results]], percentile: float | None, budget: int | None, seed: int
+) -> LengthModel:
+    """The length model on TPOT ``percentile`` (None: the mean) over every file's trusted unsaturated levels."""
+    points = [p for name, results in calibrations for p in points_from_results(results, name, percentile)]
+    return fit_length_model(points, statistic=fit_statistic(percentile), budget=budget, seed=seed)
+
+
+def idle_ttft_bound(model: LengthModel, prompt_tokens: float) -> float | None:
+    """TTFT at concurrency 1 for ``prompt_tokens`` at the larger of two readings of the calibration, each of
+    which the linear prediction (the optimistic end) can miss:
+
+    - prefill's growth between the two longest calibrated prompts all attention (per attended pair, not per
+      token): with two prompt lengths the square term cannot be fitted;
+    - every prompt token as dear as the whole TTFT at the longest calibrated prompt: short prompts can ride a
+      step's fixed cost (the weights read once, the scheduler's own time), below the knee where prefill
+      turns compute-bound, so two short calibrated prompts can show no growth at all.
+
+    vLLM's CPU build, calibrated at 64 and 256, read at 1,024: 81.9 ms where the linear prediction said 50
+    and the attention reading 102.6; in two later rounds 48.1 (attention 71.3, per token 100) and 38.2
+    (a flat calibration: attention 29.0, per token 58.4)."""
+    points = [p for p in model.points if p.kind == "ttft_idle"]
+    group = prompt_group(p.mix.prompt_tokens for p in points)
+    idle: dict[float, list[tuple[float, float]]] = {}  # a prompt length swept again joins its group
+    for point in points:
+        idle.setdefault(group[point.mix.prompt_tokens], []).append((point.mix.prompt_tokens, point.value_ms))
+    if len(idle) < 2:
+        return None
+    (short, short_ms), (long, long_ms) = [
+        (sum(p for p, _ in rows) / len(rows), sum(v for _, v in rows) / len(rows))
+        for _, rows in sorted(idle.items())[-2:]
+    ]
+    per_pair = max(long_ms - short_ms, 0.0) / (prompt_pairs(long) - prompt_pairs(short))
+    attention = long_ms + per_pair * (prompt_pairs(prompt_tokens) - prompt_pairs(long))
+    return max(attention, long_ms * prompt_tokens / long)
+
+
+def prefix_cache_note(calibrations: Sequence[tuple[str, Results]]) -> str:
+    """The calibration levels whose prompts the server's prefix cache served in part ("" when none, or when
+    the server does not count it). Their prefill, and so the prefill terms fitted on them, read cheaper than a
+    prompt the server has not seen: on vLLM a second sweep with the same prompts read 8.3 ms of prefill at
+    512 tokens against the first's 16.5."""
+    served = [
+        f"{name} {lv.label} ({share:.0%})"
+        for name, results in calibrations
+        for lv, level in calibrated_levels(results, name)[1]
+        if level.server is not None
+        and (share := level.server.prefix_cache_hit_share) is not None
+        and share >= CACHE_HIT_NOTE_SHARE
+    ]
+    if not served:
+        return ""
+    return (
+        f"the server's prefix cache served part of the calibration's prompts (of the prompt tokens it looked up): "
+        f"{', '.join(served)}; those levels prefilled less than a new prompt needs, so the fitted prefill, and every "
+        "TTFT predicted from it, read low: sweep them again with prompts the server has not seen (restart it, or turn its prefix "
+        "caching off: vLLM's --no-enable-prefix-caching)"
+    )
+
+
+def below_zero_note(model: LengthModel) -> str:
+    """The engine's terms fitted below zero, which no step is ("" when none): the simulated engine runs them
+    at zero, so the plan says it, with each term's interval."""
+    negative = [c for c in model.coefficients if c.name in COEFFICIENTS and c.value is not None and c.value < 0]
+    if not negative:
+        return ""
+    terms = "; ".join(
+        f"{c.name} {c.value:.3g}" + (f" (95% CI {c.ci[0]:.3g}..{c.ci[1]:.3g})" if c.ci else "") for c in negative
+    )
+    return (
+        f"fitted below zero, which no engine's step is: {terms}: the calibration does not resolve it (engine drift "
+        "between sweeps, or too few levels); the sizing simulation and the predicted levels run it at zero; the "
+        "batch limits read the law as fitted, at the upper end of its 95% interval, which holds the term's own"
+    )
+
+
+def forecast_mix(
+    calibrations: Sequence[tuple[str, Results]],
+    mix: Mix,
+    slos: Sequence[SloTarget],
+    *,
+    budget: int | None = None,
+    seed: int = 0,
+) -> MixForecast:
+    """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there; ``budget``: the
+    calibration server's tokens per step, where its results do not hold it."""
+    budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
+    model = fit_calibration(calibrations, 50.0, budget, seed)
+    warnings = []
+    for note in (prefix_cache_note(calibrations), model.separation_note(), model.drift_note()):
+        if note:
+            warnings.append(note)
+    law = model.at_mix(mix)
+    extrapolation = model.extrapolation(mix)
+    longest = model.ranges()["prompt_tokens"][1]
+    if model.coefficient("prefill_attention_ms").note and mix.prompt_tokens > longest * 1.05:
+        bound = idle_ttft_bound(model, mix.prompt_tokens)
+        warnings.append(
+            f"prefill is taken as linear in the prompt (two prompt lengths calibrated): attention's share grows "
+            f"with its square, so prompts of {mix.prompt_tokens:.0f} tokens, beyond the {longest:.0f} calibrated, "
+            "may prefill slower than predicted (TTFT most)"
+            + (
+                f"; were the growth between the two longest calibrated prompts all attention, or every prompt "
+                "token as dear as the whole TTFT at the longest (short prompts riding a step's fixed cost), TTFT "
+                f"at an idle server would read up to {bound:,.1f} ms (the bound to size a TTFT SLO against)"
+                if bound is not None
+                else ""
+            )
+            + "; a sweep at a third, longer prompt fits it"
+        )
+    if law is None:
+        return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
+    limits = []
+    fitted: dict[float | None, LengthModel] = {50.0: model}
+    for slo in slos:
+        if slo.metric != Metric.TPOT:
+            continue
+        if slo.percentile not in fitted:
+            fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
+        limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
+    coef = {c.name: c.value for c in model.coefficients}
+    if note := below_zero_note(model):
+        warnings.append(note)
+    engine: EngineConfig | None = EngineConfig(
+        base_ms=max(coef["base_ms"] or 0.0, 0.0),
+        per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),
+        per_kv_ms=max(coef["per_kv_ms"] or 0.0, 0.0),
+        prefill_ms_per_token=max(coef["prefill_ms_per_token"] or 0.0, 0.0),
+        prefill_attention_ms=max(coef["prefill_attention_ms"] or 0.0, 0.0),
+    )
+    if model.not_separated:
+        engine = None  # the simulation needs every term; the law at the mix still answers the batch
+        warnings.append(
+            "no sizing simulation: it runs every term of the step, and the calibration did not fit them all"
+        )
+    return MixForecast(
+        mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings), tpot_p95=fitted.get(95.0)
+    )
+
+
+def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
+    """The largest batch whose predicted step, at the upper end of its 95% interval, meets the SLO."""
+    law = model.at_mix(mix)
+    if law is None:
+        return BatchLimit(slo, None, None, None, None, "insufficient range", note=model.separation_note())
+    point = law.max_batch(slo.limit)
+    if point is None and law.meets(1, slo.limit):  # a law that does not grow with the batch bounds no batch
+        note = (
+            f"predicted for {mix.label}: TPOT does not grow with the batch in the calibration (slope "
+            f"{law.per_seq_ms:.3g} ms/seq), so it bounds no batch; sweep again, to a larger concurrency"
+        )
+        return BatchLimit(slo, None, None, None, None, "insufficient range", model=law, note=note)
+    if point is None:
+        return BatchLimit(slo, None, None, None, None, "below the floor", model=law, note=floor_note(law, slo))
+    batch = point
+    while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None and p.high_ms > slo.limit:
+        batch -= 1
+    note = (
+        f"predicted for {mix.label} (not measured); the law's own answer is {point}, the upper end of its "
+        f"95% interval allows {batch}"
+        if batch != point
+        else f"predicted for {mix.label} (not measured)"
+    )
+    if batch < 1:
+        return BatchLimit(slo, None, None, point, None, "below the floor", model=law, note=note)
+    return BatchLimit(slo, None, None, point, batch, "predicted", model=law, note=note)
+
+
+def recommended_budget(
+    law: StepModel, engine: EngineConfig, batch: int, limit_ms: float, prompt_tokens: float
+) -> tuple[int | None, str]:
+    """The largest token budget per step with which a step of ``batch`` decodes plus one prefill chunk
+    stays under ``limit_ms`` (the ITL SLO where given, else the TPOT one): vLLM's ``--max-num-batched-tokens``.
+    The chunk is priced where attention costs most: the last of a ``prompt_tokens`` prompt."""
+    if engine.prefill_ms_per_token <= 0 and engine.prefill_attention_ms <= 0:
+        return None, "no prefill cost fitted: the budget does not bind the latency"
+    room = limit_ms - float(law.step_ms(batch))
+
+    def chunk_ms(c: int) -> float:
+        p = max(prompt_tokens, 1.0)
+        pairs = c * p - c * (c - 1) / 2 if c <= p else c / p * prompt_pairs(p)  # past one prompt: whole ones
+        return engine.prefill_ms_per_token * c + engine.prefill_attention_ms * pairs / 1e6
+
+    if room <= 0 or chunk_ms(1) > room:
+        return None, f"a step of batch {batch} leaves no room under {limit_ms:g} ms for a prefill chunk"
+    low, high = 1, 2
+    while chunk_ms(high) <= room and high < MAX_BUDGET:
+        low, high = high, high * 2
+    while high - low > 1:  # chunk_ms grows with the chunk: the largest that fits
+        mid = (low + high) // 2
+        low, high = (mid, high) if chunk_ms(mid) <= room else (low, mid)
+    attention = (
+        f" and {engine.prefill_attention_ms:.3g} ms per 1M attended pairs" if engine.prefill_attention_ms else ""
+    )
+    return batch + low, (
+        f"batch {batch} decodes ({float(law.step_ms(batch)):.1f} ms) plus a {low}-token prefill chunk "
+        f"({engine.prefill_ms_per_token:.3g} ms/token{attention}, the prompt's last) stay under {limit_ms:g} ms"
+    )

@@ -1,0 +1,99 @@
+"""A sweep not run, and what a calibration holds beyond its fitted engine (pure).
+
+The length model answers for a mean step. What a closed loop at concurrency c sees for TTFT depends
+on how each prompt joins a running batch, which the simulator's engine reproduces step by step with
+the fitted terms (``planner.simulation.closed_loop``). So ``plan --predict-levels`` runs that engine closed-loop
+at each concurrency, and adds to TTFT what the calibration measured beyond the same engine at that
+many clients (``planner.laws.ttft_residual``: the front end, the hop into the engine, the spread of real
+steps), found by running the engine at every calibration level too. The engine has no step noise, so
+TPOT p95 comes from the length model fitted on TPOT p95 at that batch, and TTFT p95 from the residual
+of TTFT p95.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from loadgen.engine import EngineConfig
+from loadgen.results import Metric, Results
+from planner.capacity.mixplan import PredictedLevel, PredictedSweep
+from planner.laws.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
+from planner.laws.lengthsample import LengthSample, shape_of
+from planner.laws.ttft_residual import PERCENTILES, ResidualRow, TtftResidual, fit_ttft_residual
+from planner.simulation.closed_loop import run_closed_loop
+
+
+def predict_levels(
+    engine: EngineConfig,
+    mix: Mix,
+    lengths: LengthSample,
+    levels: Sequence[int],
+    *,
+    residual: TtftResidual | None,
+    overhead_ms: float,
+    tpot_p95: LengthModel,
+) -> PredictedSweep:
+    """Each closed-loop level served by ``engine`` with requests drawn from ``lengths`` (at ``mix``'s
+    means), TTFT plus what the calibration measured beyond the engine at that many clients (``residual``;
+    without one, the fitted ``overhead_ms``)."""
+    predicted = []
+    for c in levels:
+        level = run_closed_loop(engine, c, lengths)
+        ttft50, ttft95 = (
+            level.ttft_percentile_ms(q) + (overhead_ms if residual is None else residual.added_ms(q, c))
+            for q in (50, 95)
+        )
+        p95 = tpot_p95.predict(tpot_features(c, mix))
+        tpot95 = None if p95 is None else p95.value_ms
+        predicted.append(PredictedLevel(c, ttft50, ttft95, level.tpot_percentile_ms(50), tpot95))
+    return PredictedSweep(tuple(predicted), lengths.source)
+
+
+def predicted_lengths(
+    calibrations: Sequence[tuple[str, Results]], mix: Mix, sample: LengthSample | None
+) -> LengthSample:
+    """What a predicted level's requests draw: the plan's dataset sample where given, else the asked
+    means in the shape every calibration sweep asked for (e.g. outputs uniform within 25%: a re-measurement
+    with the same profile sends that), else fixed lengths."""
+    if sample is not None:
+        return sample
+    shapes = {(shape_of(r.settings.prompt_tokens), shape_of(r.settings.output_tokens)) for _, r in calibrations}
+    if len(shapes) != 1:
+        return LengthSample.fixed(mix.prompt_tokens, mix.output_tokens)
+    settings = calibrations[0][1].settings
+    return LengthSample.shaped(mix, settings.prompt_tokens, settings.output_tokens)
+
+
+def calibration_residual(
+    engine: EngineConfig, calibrations: Sequence[tuple[str, Results]], budget: int | None, kv: int | None
+) -> TtftResidual | None:
+    """Each calibration level's TTFT p50 and p95 beside the same statistics of ``engine`` run closed-loop
+    at that sweep's mix and the level's concurrency (with the calibration server's token ``budget`` per
+    step and ``kv`` capacity, where known), its lengths drawn as the sweep asked for them: the residual
+    line ``planner.laws.ttft_residual`` fits."""
+    rows = []
+    for name, results in calibrations:
+        mix, calibrated = calibrated_levels(results, name)
+        closed = [(lv, level) for lv, level in calibrated if level.load.kind == "concurrency"]
+        if not closed:
+            continue
+        lengths = LengthSample.shaped(mix, results.settings.prompt_tokens, results.settings.output_tokens)
+        cap = max(round(level.load.value) for _, level in closed)  # the server's is at least this: unsaturated
+        served = dataclasses.replace(
+            engine,
+            max_num_seqs=cap,
+            max_num_batched_tokens=None if budget is None else max(budget, cap),
+            kv_capacity_tokens=kv,
+        )
+        for lv, level in closed:
+            simulated = run_closed_loop(served, round(level.load.value), lengths)
+            label = f"{name} {lv.label}"
+            for q in PERCENTILES:
+                if (measured := level.percentile_ms(Metric.TTFT, q)) is not None:
+                    rows.append(
+                        ResidualRow(
+                            label, lv.concurrency, mix.prompt_tokens, q, measured, simulated.ttft_percentile_ms(q)
+                        )
+                    )
+    return fit_ttft_residual(rows)

@@ -1,0 +1,137 @@
+"""Baseline vs candidate: per level and quantity, the change, its direction, and whether it is
+outside the noise (pure).
+
+Noise: a latency percentile's order-statistic interval, widened by a design
+effect of 2 because requests in one level share engine steps and are not
+independent (methodology §2.7); a rate's interval from its request count
+(Poisson, same widening); an error rate's from a two-proportion test. A
+percentile that either run has too few independent samples to bound
+(``samples_needed``: a p99 needs 299, and pooled ITL counts one per engine
+step) is shown but never significant: with fewer, it is the run's maximum,
+which one scheduling hiccup of the machine sets. A change is a regression
+only when it is worse, larger than the allowed fraction, *and* significant,
+so a noisy rerun of the same build passes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from loadgen.quantity import samples_needed
+from loadgen.results import LevelResult, Results
+from planner.evidence.level_values import latency_quantity, quantity_value
+from planner.evidence.observations import Z95, percentile_ci_ms
+
+DESIGN_EFFECT = 2.0
+#: prefix-cache shares of two runs this far apart (of the prompt tokens the server looked up) are said: their
+#: TTFTs differ by prefill one of them skipped
+CACHE_SHARE_GAP = 0.10
+Direction = Literal["lower", "higher"]
+
+COMPARED: tuple[tuple[str, Direction], ...] = (
+    ("ttft_p95", "lower"),
+    ("tpot_p50", "lower"),
+    ("tpot_p95", "lower"),
+    ("itl_p99", "lower"),
+    ("e2e_p95", "lower"),
+    ("output_tokens_per_s", "higher"),
+    ("requests_per_s", "higher"),
+    ("error_rate", "lower"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    level: str
+    quantity: str
+    better: Direction
+    baseline: float | None
+    candidate: float | None
+    change: float | None  # relative: candidate / baseline - 1
+    worse: bool
+    significant: bool
+    regression: bool
+    resolvable: bool = True  # False: a percentile one of the runs has too few samples to bound
+
+
+def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
+    value = quantity_value(level, quantity)
+    if value is None:
+        return None
+    if quantity in ("output_tokens_per_s", "requests_per_s"):
+        n = max(level.completed, 1)
+        half = Z95 * DESIGN_EFFECT * value / math.sqrt(n)
+        return value - half, value + half
+    if quantity == "error_rate":
+        n = max(level.completed + level.failed, 1)
+        half = Z95 * DESIGN_EFFECT * math.sqrt(max(value * (1 - value), 1.0 / n) / n)
+        return value - half, value + half
+    q = latency_quantity(quantity)
+    assert q is not None and q.percentile is not None
+    if level.independent_samples(q.metric) < samples_needed(q.percentile):
+        return None
+    ci = percentile_ci_ms(level, q.metric, q.percentile)
+    if ci is None:
+        return None
+    lo, hi = ci
+    return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
+
+
+def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float) -> list[Delta]:
+    out = []
+    for quantity, better in COMPARED:
+        a, b = quantity_value(base, quantity), quantity_value(cand, quantity)
+        if a is None or b is None:
+            out.append(Delta(base.load.label, quantity, better, a, b, None, False, False, False))
+            continue
+        change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
+        worse = b > a if better == "lower" else b < a
+        ia, ib = _interval(base, quantity), _interval(cand, quantity)
+        resolvable = ia is not None and ib is not None
+        significant = ia is not None and ib is not None and (ib[0] > ia[1] or ib[1] < ia[0])
+        # an error rate near zero is compared in points, not as a ratio
+        big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
+        regression = worse and big and significant
+        out.append(Delta(base.load.label, quantity, better, a, b, change, worse, significant, regression, resolvable))
+    return out
+
+
+def compare_results(baseline: Results, candidate: Results, *, max_regression: float = 0.10) -> list[Delta]:
+    """Every compared quantity of every level present in both (matched by load label)."""
+    base = {lv.load.label: lv for lv in baseline.levels}
+    out = []
+    for level in candidate.levels:
+        if level.load.label in base:
+            out += compare_level(base[level.load.label], level, max_regression=max_regression)
+    return out
+
+
+def fingerprint_differences(baseline: Results, candidate: Results) -> list[str]:
+    """One phrase per field in which the two runs measured different workloads (empty: comparable)."""
+    a, b = baseline.workload_fingerprint(), candidate.workload_fingerprint()
+    return [f"{key} {_show(a[key])} vs {_show(b[key])}" for key in a if a[key] != b[key]]
+
+
+def prefix_cache_differences(baseline: Results, candidate: Results) -> list[str]:
+    """One phrase per level at which the server's prefix cache served the two runs' prompts in shares
+    ``CACHE_SHARE_GAP`` or more apart (empty: alike, or not counted). A dataset's prompts sent again to a
+    server that kept them read a faster TTFT that is not the change being compared."""
+    base = {lv.load.label: lv for lv in baseline.levels}
+    out = []
+    for level in candidate.levels:
+        before = base.get(level.load.label)
+        a = before.server.prefix_cache_hit_share if before is not None and before.server is not None else None
+        b = level.server.prefix_cache_hit_share if level.server is not None else None
+        if a is not None and b is not None and abs(b - a) >= CACHE_SHARE_GAP:
+            out.append(f"{level.load.label} {a:.0%} vs {b:.0%}")
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and set(value) >= {"mean", "dist"}:
+        spread = f" spread {value['spread']:g}" if value.get("spread") else ""
+        return f"{value['mean']} {value['dist']}{spread}"
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)

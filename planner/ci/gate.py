@@ -1,0 +1,224 @@
+"""The CI gate: thresholds and baseline regressions -> a verdict and an exit code (pure).
+
+Check grammar (``--require`` holds when the run is good; ``--fail-if``
+states the failure)::
+
+    QUANTITY OP VALUE[UNIT] [@LEVEL]
+
+    QUANTITY  ttft|ttft_sent|tpot|itl|e2e|queue|lag _ pNN|mean|max   (ms)
+              error_rate | goodput_ratio                             (fraction; "1%" works)
+              output_tokens_per_s | requests_per_s | achieved_concurrency
+    OP        <  <=  >  >=
+    UNIT      ms | s | %
+    LEVEL     c=32 or r=2.5 (default: every level)
+
+Exit codes: 0 pass; 1 a threshold breached or a real regression; 3 the run
+cannot be trusted (client-bound, incomplete, too many errors, too few
+samples for a percentile asked): never a silent pass.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from loadgen.quantity import Quantity
+from loadgen.results import Results, SloTarget
+from planner.ci.compare import Delta, compare_results
+from planner.evidence.level_values import RATES, RATIOS, latency_quantity, quantity_value
+from planner.evidence.verdicts import UNTRUSTED_ERROR_RATE, judge
+
+EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_CHECK = re.compile(
+    r"^\s*(?P<q>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
+    r"\s*(?:@\s*(?P<level>[cr]=\d+(?:\.\d+)?))?\s*$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    text: str  # as the user wrote it (or the SLO it came from)
+    quantity: str
+    op: str  # the condition that must hold
+    threshold: float  # ms for latencies, a fraction for ratios
+    level: str | None = None  # a load label such as "c=32"; None: every level
+
+
+def parse_check(text: str, *, fail_if: bool = False) -> Check:
+    """Parse a check; with ``fail_if`` the expression is the failure condition and is negated."""
+    flag = "--fail-if" if fail_if else "--require"
+    m = _CHECK.match(text)
+    if not m:
+        raise ValueError(f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'")
+    quantity, unit, value = m.group("q"), m.group("unit"), float(m.group("num"))
+    if quantity not in RATIOS + RATES:
+        try:
+            quantity = Quantity.parse(quantity).key
+        except ValueError as exc:
+            raise ValueError(f"{flag} {text!r}: {exc}, or one of {', '.join(RATIOS + RATES)}") from None
+        if unit == "%":
+            raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
+        value = value * 1000 if unit == "s" else value
+    elif quantity in RATIOS:
+        if unit in ("ms", "s"):
+            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction (0.01 or 1%)")
+        value = value / 100 if unit == "%" else value
+        if not 0 <= value <= 1:
+            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction between 0 and 1 (0% to 100%)")
+    elif unit is not None:
+        raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
+    op = _NEGATE[m.group("op")] if fail_if else m.group("op")
+    level = m.group("level").replace(" ", "") if m.group("level") else None
+    return Check(text.strip(), quantity, op, value, level)
+
+
+def check_from_slo(slo: SloTarget, level: str | None = None) -> Check:
+    """The check a profile's SLO makes, at one level (a label such as ``c=32``) or every level."""
+    quantity = "error_rate" if slo.quantity is None else slo.quantity.key
+    return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit, level)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    check: Check
+    level: str
+    value: float | None
+    passed: bool  # False also when the level has no data for it
+    absent: str | None = None  # why there is no value ("tpot_p95 not in the imported file")
+
+
+Side = Literal["service", "runner"]
+
+
+@dataclass(frozen=True, slots=True)
+class GateVerdict:
+    checks: tuple[CheckResult, ...]
+    deltas: tuple[Delta, ...]  # baseline comparison (empty without a baseline)
+    untrusted: tuple[str, ...]  # why the run cannot be trusted
+    max_regression: float
+    service_untrusted: tuple[str, ...] = ()  # those of ``untrusted`` the service caused (errors, overload)
+    busy: bool = False  # a level is untrusted because the machine running loadgen was busy (client-bound)
+    untrusted_levels: tuple[str, ...] = ()  # labels of the levels whose verdict is untrusted
+    levels: int = 0  # levels in the run
+    attempts: tuple[tuple[str, int], ...] = ()  # levels that counted on a later attempt: (label, attempt)
+    max_attempts: int = 1  # 1 + the run's --retries
+
+    @property
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def regressions(self) -> list[Delta]:
+        return [d for d in self.deltas if d.regression]
+
+    @property
+    def exit_code(self) -> int:
+        if self.untrusted:
+            return EXIT_UNTRUSTED
+        return EXIT_FAIL if self.failed_checks or self.regressions else EXIT_PASS
+
+    @property
+    def status(self) -> str:
+        return {EXIT_PASS: "pass", EXIT_FAIL: "fail", EXIT_UNTRUSTED: "untrusted"}[self.exit_code]
+
+    @property
+    def side(self) -> Side | None:
+        """Which side failed: the service (a breach, a regression, its own errors or overload) or the
+        runner (the measurement: a busy machine, too few samples, an interrupted run); None on a pass."""
+        if self.exit_code == EXIT_PASS:
+            return None
+        if self.exit_code == EXIT_FAIL or self.service_untrusted:
+            return "service"
+        return "runner"
+
+    @property
+    def summary(self) -> str:
+        """The last line a CI log shows: the outcome and which side it is about."""
+        retried = ", ".join(f"{label} trusted on attempt {n} of {self.max_attempts}" for label, n in self.attempts)
+        after = f" after {self.max_attempts} attempts" if self.max_attempts > 1 else ""
+        if self.exit_code == EXIT_PASS:
+            return "pass" + (f" ({retried})" if retried else "")
+        if self.exit_code == EXIT_FAIL:
+            what = [f"{len(self.failed_checks)} check(s) breached"] if self.failed_checks else []
+            what += [f"{len(self.regressions)} regression(s)"] if self.regressions else []
+            return f"service failed: {', '.join(what)}"
+        if self.side == "service":
+            return f"service untrusted: {self.service_untrusted[0]}"
+        if self.busy:
+            return f"runner busy: {len(self.untrusted_levels)} of {self.levels} levels untrusted{after}"
+        if self.untrusted_levels:
+            return (
+                f"runner: {len(self.untrusted_levels)} of {self.levels} levels untrusted{after} (the "
+                "measurement, not the service: see above)"
+            )
+        return f"runner: {self.untrusted[0]}"
+
+
+def evaluate_gate(
+    current: Results,
+    checks: Sequence[Check],
+    *,
+    baseline: Results | None = None,
+    max_regression: float = 0.10,
+    untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
+) -> GateVerdict:
+    """Checks per level, the baseline comparison, and the run's trust: the levels' own verdicts
+    (``planner.evidence.verdicts``) for the percentiles these checks read, so the gate distrusts exactly
+    what every other command flags."""
+    levels = {lv.load.label: lv for lv in current.levels}
+    results: list[CheckResult] = []
+    untrusted: list[str] = []
+    if not current.levels:
+        untrusted.append("the results file has no levels")
+    if not current.complete:
+        untrusted.append("the run is incomplete (interrupted or a level failed)")
+    for check in checks:
+        targets = [levels[check.level]] if check.level in levels else [] if check.level else list(levels.values())
+        if check.level and check.level not in levels:
+            untrusted.append(
+                f"{check.text}: no level {check.level} in the results (levels: {', '.join(levels) or 'none'})"
+            )
+        for lv in targets:
+            value = quantity_value(lv, check.quantity)
+            quantity = latency_quantity(check.quantity)
+            absent = lv.absent_because(quantity) if value is None and quantity is not None else None
+            passed = value is not None and _OPS[check.op](value, check.threshold)
+            results.append(CheckResult(check, lv.load.label, value, passed, absent))
+    service: list[str] = []
+    busy = False
+    untrusted_levels: list[str] = []
+    if current.levels:
+        asked = [q for c in checks if (q := latency_quantity(c.quantity)) is not None]
+        verdicts = judge(current.levels, asked, untrusted_error_rate=untrusted_error_rate)
+        untrusted += verdicts.problems
+        service = [p for v in verdicts.levels for p in v.service]
+        busy = any(lv.client_bound for lv in current.levels)
+        untrusted_levels = [v.label for v in verdicts.levels if not v.trusted]
+    deltas: list[Delta] = []
+    if baseline is not None:
+        deltas = compare_results(baseline, current, max_regression=max_regression)
+        if not deltas:
+            untrusted.append("no level of the baseline matches a level of this run")
+    return GateVerdict(
+        tuple(results),
+        tuple(deltas),
+        tuple(dict.fromkeys(untrusted)),
+        max_regression,
+        service_untrusted=tuple(service),
+        busy=busy,
+        untrusted_levels=tuple(untrusted_levels),
+        levels=len(current.levels),
+        attempts=tuple((lv.load.label, lv.attempt) for lv in current.levels if lv.attempt > 1),
+        max_attempts=1 + current.settings.retries,
+    )

@@ -1,0 +1,1 @@
+"""Fleet: demand over time, a fleet of replica variants sized per bucket, and its replay (pure)."""

@@ -1,0 +1,111 @@
+"""A closed-loop level served by the simulator's engine, stepped directly in virtual time (pure).
+
+What a closed loop at concurrency c sees for TTFT depends on how each prompt joins a running batch,
+which the simulator's engine (``loadgen.engine``: chunked prefill, KV capacity, every term of the
+step) reproduces step by step. Here it is stepped without HTTP, as the simulator's driver steps it:
+steps back to back, and a client whose answer ended with a step sends its next request after the next
+step has begun (the driver starts it before any client reads the last token), so that request waits one
+step, as on a server whose engine takes requests in between steps. Tens of milliseconds where the same
+level over the simulator's HTTP in virtual time took seconds, so a mix plan can run it at every
+calibration level as well as at the levels it predicts.
+
+Lengths are drawn per request as the run asked for them (``LengthSample``). That matters beyond the
+means: with fixed lengths, clients whose answers end together send together from then on, so a real
+server's noise slowly bunches them (vLLM's CPU build, prompts of 1,024 tokens at c=8: TTFT p50 50, 74
+and 98 ms in three runs as fewer, larger groups arrived), while this noiseless engine keeps them as
+staggered as they started. Answers of varied length reshuffle the clients every round, on the server
+and here alike.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadgen.engine import Engine, EngineConfig
+from planner.laws.lengthsample import LengthSample
+
+WARMUP_PER_CLIENT = 2  # requests per client before the measured ones: the batch reaches its steady mix
+MEASURED_PER_CLIENT = 12
+MIN_MEASURED = 60  # a p95 of at least this many requests
+MIN_DRAWN = 480  # where lengths vary, so that a level's p95 rests on its tail's draws, not a few
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLevel:
+    """Each measured request's TTFT and TPOT at one concurrency."""
+
+    clients: int
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray  # requests of one token have none
+
+    def ttft_percentile_ms(self, q: float) -> float:
+        return float(np.percentile(self.ttft_ms, q))
+
+    def tpot_percentile_ms(self, q: float) -> float | None:
+        return float(np.percentile(self.tpot_ms, q)) if self.tpot_ms.size else None
+
+
+def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, seed: int = 0) -> ClosedLevel:
+    """``clients`` each sending a request drawn from ``lengths`` as soon as the last ended, until every
+    client has sent its warm-up and measured share; the warm-up is left out. Clients start spread over
+    one request's duration alone (at the mean lengths), as ``loadgen`` staggers a closed loop: all at
+    once, fixed lengths would lock them into cohorts that prefill and finish together."""
+    if clients < 1:
+        raise ValueError(f"a closed loop needs clients >= 1, got {clients}")
+    sim = Engine(engine)
+    warmup = WARMUP_PER_CLIENT * clients
+    varied = len(lengths.output_tokens) > 1
+    total = warmup + max(MEASURED_PER_CLIENT * clients, MIN_DRAWN if varied else MIN_MEASURED)
+    prompts, outputs = lengths.draw(total, np.random.default_rng(seed))
+    mean = lengths.mix
+    ramp_ms = _alone_ms(engine, round(mean.prompt_tokens), max(round(mean.output_tokens), 1))
+    starts = deque(ramp_ms * k / clients for k in range(clients))
+    sent_ms: list[float] = []
+    first_ms: dict[int, float] = {}
+    ttft: list[float] = []
+    tpot: list[float] = []
+
+    def send(now_ms: float) -> None:
+        seq = len(sent_ms)
+        sent_ms.append(now_ms)
+        sim.submit(seq, prompt_tokens=round(prompts[seq]), max_tokens=int(outputs[seq]), now_ms=now_ms)
+
+    t, ended = 0.0, 0  # ended: clients whose answer ended at t, who send again once the next step began
+    while True:
+        while starts and starts[0] <= t:
+            send(starts.popleft())
+        step = sim.next_step(t)
+        if ended:
+            for _ in range(min(ended, total - len(sent_ms))):
+                send(t)
+            ended = 0
+            if step is None:  # an idle engine wakes for them at once
+                step = sim.next_step(t)
+        if step is None:
+            if not starts:
+                return ClosedLevel(clients, np.array(ttft), np.array(tpot))
+            t = starts[0]
+            continue
+        t = step.end_ms
+        for seq in step.emitted:
+            first_ms.setdefault(seq, t)
+        for seq in step.finished:
+            if seq >= warmup:
+                ttft.append(first_ms[seq] - sent_ms[seq])
+                if outputs[seq] > 1:
+                    tpot.append((t - first_ms[seq]) / (int(outputs[seq]) - 1))
+            del first_ms[seq]
+        ended = len(step.finished)
+
+
+def _alone_ms(engine: EngineConfig, prompt_tokens: int, output_tokens: int) -> float:
+    """How long one request takes on an idle ``engine``: the ramp a closed loop's clients start over."""
+    sim = Engine(engine)
+    sim.submit(0, prompt_tokens=prompt_tokens, max_tokens=output_tokens, now_ms=0.0)
+    t = 0.0
+    while (step := sim.next_step(t)) is not None:
+        t = step.end_ms
+    return t
