@@ -13,6 +13,7 @@ from planner.capacity.sizing import (
 from planner.capacity.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
 from planner.evidence.knee import Saturation, classify
 from planner.evidence.observations import LevelObservation, Observations, from_results, percentile_ci_ms
+from planner.front_door import PlanInputs, PlanOutcome, plan
 from planner.laws.batching import BatchUtilization, batch_utilization
 from planner.laws.lengthmodel import LengthModel, Mix, fit_length_model
 from planner.laws.stepmodel import StepModel, fit_step_model
@@ -28,6 +29,8 @@ __all__ = [
     "LevelObservation",
     "Mix",
     "Observations",
+    "PlanInputs",
+    "PlanOutcome",
     "PlanRequest",
     "ReplicaPlan",
     "Saturation",
@@ -45,6 +48,7 @@ __all__ = [
     "model_limit",
     "parse_slo",
     "percentile_ci_ms",
+    "plan",
     "plan_for_mix",
     "plan_from_law",
     "plan_from_results",

@@ -1,23 +1,21 @@
-"""``loadgen plan --variant`` (and ``report --variant``): the fleet plan over traffic, variants and prices.
+"""``loadgen plan --variant`` (and ``report --variant``): a fleet's variants and demand, read and checked.
 
-This module wires: it reads each variant's results, plans it (``planner.capacity.plan``), reads the traffic
-(``loadgen.inputs.traffic``) and hands both to ``planner.fleet.fleet_plan``; the math is there.
+This module reads: each variant's results and price, and the traffic (``loadgen.inputs.traffic``); the
+planner's front door plans each variant and the fleet (``planner.front_door``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
 from loadgen.inputs.traffic import load_traffic, parse_bucket
-from loadgen.load import Arrival
-from loadgen.results import Results, SloTarget, load
-from planner import PlanRequest, plan_from_results
+from loadgen.results import load
 from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet.fleet_plan import FleetPlan, Variant, check_prices, plan_fleet, variant_capacity
+from planner.fleet.fleet_plan import check_prices
+from planner.front_door import FleetVariant
 
 _SPEC = "NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N]"
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -67,19 +65,7 @@ def demand_of(traffic: Path | None, qps: float | None, bucket: str) -> Demand:
         raise UsageError(f"--traffic {traffic}: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class VariantFile:
-    """One ``--variant``: its name, results (read once) and price."""
-
-    spec: str
-    name: str
-    path: Path
-    results: Results
-    cost_per_gpu_hour: float | None
-    gpus: int
-
-
-def read_variants(specs: list[str]) -> list[VariantFile]:
+def read_variants(specs: list[str]) -> list[FleetVariant]:
     """Every ``--variant`` parsed and checked (names, prices) before any file is read, then read once each."""
     parsed = [parse_variant(spec) for spec in specs]
     names = [name for name, _, _, _ in parsed]
@@ -94,55 +80,5 @@ def read_variants(specs: list[str]) -> list[VariantFile]:
         results = load(path)
         if not results.levels:
             raise UsageError(f"--variant {spec!r}: {path} has no levels to plan from")
-        variants.append(VariantFile(spec, name, path, results, cost, gpus))
+        variants.append(FleetVariant(name, spec, str(path), results, cost, gpus))
     return variants
-
-
-def fleet_plan(
-    variants: list[VariantFile],
-    demand: Demand,
-    slos: tuple[SloTarget, ...],
-    *,
-    output_tokens: float | None,
-    max_utilization: float,
-    scale_up_s: float,
-    spare: int,
-    mix: bool,
-    arrival: Arrival,
-    burstiness: float,
-    seed: int,
-) -> FleetPlan:
-    """Each variant planned under ``slos`` and its mu_slo found, then the fleets over ``demand``."""
-    capacities = []
-    for v in variants:
-        request = PlanRequest(
-            slos=slos,
-            output_tokens=output_tokens,
-            max_utilization=max_utilization,
-            seed=seed,
-            queueing_simulated=True,
-        )
-        plan = plan_from_results(v.results, request)
-        output = output_tokens or (plan.observations.output_tokens_mean if plan.observations else None)
-        if not output:
-            raise UsageError(f"--variant {v.spec!r}: {v.path} holds no output length; give --output-tokens")
-        prompt = plan.prefill.prompt_tokens if plan.prefill else 0.0
-        variant = Variant(v.name, plan, output, prompt, str(v.path), v.cost_per_gpu_hour, v.gpus)
-        capacities.append(
-            variant_capacity(
-                variant, slos, max_utilization=max_utilization, arrival=arrival, burstiness=burstiness, seed=seed
-            )
-        )
-    try:
-        return plan_fleet(
-            demand,
-            capacities,
-            slos,
-            scale_up_s=scale_up_s,
-            spare=spare,
-            mix=mix,
-            max_utilization=max_utilization,
-            seed=seed,
-        )
-    except ValueError as exc:
-        raise UsageError(f"--variant: {exc}") from None

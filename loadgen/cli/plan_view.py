@@ -6,8 +6,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from planner import CapacityPlan
-from planner.reports.report import fmt, plan_lines
+from loadgen.cli.render import rich_report, rich_section
+from planner import CapacityPlan, PlanOutcome
+from planner.reports.fleet_report import build_fleet_report
+from planner.reports.report import fmt, plan_lines, predicted_section, replay_section
 
 
 def observations_table(plan: CapacityPlan) -> Table | None:
@@ -55,3 +57,17 @@ def render_plan(plan: CapacityPlan) -> RenderableType:
         parts.append(Text(f"diagnosis: {finding.message}", style=style))
     parts += [Text(f"warning: {w}", style="yellow") for w in plan.warnings]
     return Group(*parts)
+
+
+def render_outcome(outcome: PlanOutcome) -> list[RenderableType]:
+    """``loadgen plan``'s terminal output: the plan (or the fleet's report), then the predicted levels and the
+    validation where asked."""
+    if outcome.fleet is not None:
+        return [rich_report(build_fleet_report(outcome.fleet))]
+    assert outcome.capacity is not None
+    parts = [render_plan(outcome.capacity)]
+    if outcome.predicted is not None and outcome.capacity.mix is not None:
+        parts += rich_section(predicted_section(outcome.predicted, outcome.capacity.mix))
+    if outcome.checks:
+        parts += rich_section(replay_section(outcome.checks, outcome.validated_law))
+    return parts

@@ -12,17 +12,7 @@ from rich.table import Table as RichTable
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors
-from loadgen.cli.fleet_cmd import demand_of, fleet_plan, read_variants
-from loadgen.cli.plan_cmd import (
-    mix_plan,
-    parse_levels,
-    parse_slos,
-    predicted_sweep,
-    profile_gate_levels,
-    profile_slos,
-    require_mix,
-    stored_plan,
-)
+from loadgen.cli.plan_inputs import PlanFlags, read_plan_inputs
 from loadgen.cli.plan_options import (
     BucketOpt,
     CurrentBatchOpt,
@@ -37,12 +27,12 @@ from loadgen.cli.plan_options import (
 )
 from loadgen.cli.render import rich_report
 from loadgen.errors import UsageError
+from loadgen.inputs.plan_layers import stored_layer
 from loadgen.inputs.profile import find_profile, load_profile
-from loadgen.limits import MAX_TOKENS
-from loadgen.load import Arrival, Load
-from loadgen.results import Results, SloTarget, load
-from planner import CapacityPlan, PlanRequest, plan_from_results
-from planner.capacity.mixplan import PredictedSweep
+from loadgen.load import Load
+from loadgen.results import Results, load
+from planner import CapacityPlan
+from planner import plan as answer
 from planner.ci.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
 from planner.ci.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.fleet.fleet_plan import FleetPlan
@@ -58,11 +48,13 @@ MATPLOTLIB_MISSING = (
 )
 
 
-def _slos(results: Results, slo: list[str] | None, profile: str | None) -> tuple[SloTarget, ...]:
-    slos = parse_slos(slo or [])
-    if not slos and profile is not None:
-        slos = load_profile(find_profile(profile)).slo
-    return slos or profile_slos(results)
+def profile_gate_levels(results: Results) -> tuple[str, ...] | None:
+    """The levels (labels) where the stored profile promises its SLOs, if it names them."""
+    levels = results.settings.profile_section("gate").get("levels")
+    if not levels:
+        return None
+    open_loop = results.settings.profile_section("load").get("mode") == "open"
+    return tuple(Load("rate" if open_loop else "concurrency", float(v)).label for v in levels)
 
 
 def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
@@ -116,8 +108,11 @@ def report(
     spare: SpareOpt = 0,
     mix: MixOpt = False,
     max_utilization: Annotated[
-        float, typer.Option(metavar="NUMBER", help="Utilization target per replica, in (0, 1] (a fleet report).")
-    ] = 0.8,
+        float | None,
+        typer.Option(
+            metavar="NUMBER", help="Utilization target per replica, in (0, 1] (default: the profile's, or 0.8)."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
@@ -125,73 +120,52 @@ def report(
         raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
     if output is not None:
         check_writable(output)
-    bounded("--qps", qps, minimum=0, exclusive=True)
-    bounded("--output-tokens", output_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
-    bounded("--prompt-tokens", prompt_tokens, minimum=0, maximum=MAX_TOKENS)
-    bounded("--current-batch", current_batch, minimum=1)
-    bounded("--max-num-batched-tokens", max_num_batched_tokens, minimum=1, maximum=MAX_TOKENS)
-    bounded("--kv-capacity-tokens", kv_capacity_tokens, minimum=1)
-    bounded("--scale-up-s", scale_up_s, minimum=0)
-    bounded("--spare", spare, minimum=0)
-    bounded("--max-utilization", max_utilization, minimum=0, exclusive=True, maximum=1)
+    said = {name: value for name, value in locals().items() if name not in ("output", "json_out")}
+    flags = PlanFlags(**said)
+    if output is not None and output.suffix == ".csv":
+        _write_csv(flags, output)
+        return
+    inputs = read_plan_inputs(flags, check_report_sources)
     html_out = output is not None and output.suffix == ".html"
-    if variant:
-        if results_files:
-            raise UsageError("--variant reports a fleet from each variant's results: give no RESULTS beside it")
-        if output is not None and output.suffix == ".csv":
-            raise UsageError("-o *.csv holds one results file's levels: a fleet report is .md or .html")
-        variants = read_variants(variant)
-        slos = _slos(variants[0].results, slo, profile)
-        fleet = fleet_plan(
-            variants,
-            demand_of(traffic, qps, bucket),
-            slos,
-            output_tokens=output_tokens,
-            max_utilization=max_utilization,
-            scale_up_s=scale_up_s,
-            spare=spare,
-            mix=mix,
-            arrival=Arrival.POISSON,
-            burstiness=1.0,
-            seed=0,
-        )
+    if inputs.fleet is not None:
+        fleet = answer(inputs).fleet
+        assert fleet is not None
         _write(build_fleet_report(fleet, _fleet_plots(fleet) if html_out else ()), output, json_out)
         return
-    if not results_files:
-        raise UsageError("give one or more RESULTS (or --variant for a fleet report)")
-    concurrencies = parse_levels(predict_levels) if predict_levels is not None else ()
-    require_mix(
-        len(results_files),
-        predict_levels=predict_levels,
-        max_num_batched_tokens=max_num_batched_tokens,
-        kv_capacity_tokens=kv_capacity_tokens,
-    )
-    calibrations = [(path.name, load(path)) for path in results_files]
-    results = calibrations[0][1]
-    if output is not None and output.suffix == ".csv":
-        if len(calibrations) > 1:
-            raise UsageError("-o *.csv holds one results file's levels: give one RESULTS")
-        output.write_text(to_csv(results), encoding="utf-8")
-        consoles().err.print(f"report written to {output}", highlight=False)
+    name, results = inputs.calibrations[0]
+    if len(inputs.calibrations) == 1 and not results.levels:  # a report of what ran, with nothing to plan
+        _write(build_report(results, None, inputs.request.slos, ()), output, json_out)
         return
-    slos = _slos(results, slo, profile)
-    plan_doc = stored_plan(results)
-    request = PlanRequest(
-        slos=slos, qps=qps or plan_doc.get("qps"), output_tokens=output_tokens or plan_doc.get("output_tokens")
-    )
-    if len(calibrations) > 1:
-        mix_request = dataclasses.replace(
-            request,
-            prompt_tokens=prompt_tokens,
-            token_budget=max_num_batched_tokens,
-            kv_capacity_tokens=kv_capacity_tokens,
+    outcome = answer(inputs)
+    assert outcome.capacity is not None
+    plots = html_plots(outcome.capacity) if html_out else ()
+    if len(inputs.calibrations) > 1:
+        doc = build_mix_report(
+            list(inputs.calibrations), outcome.capacity, inputs.request.slos, plots, outcome.predicted
         )
-        doc = _mix_report(calibrations, mix_request, html_out, concurrencies, current_batch)
     else:
-        capacity = plan_from_results(results, request) if results.levels else None
-        plots = html_plots(capacity) if capacity is not None and html_out else ()
-        doc = build_report(results, capacity, slos, plots)
+        doc = build_report(results, outcome.capacity, inputs.request.slos, plots)
     _write(doc, output, json_out)
+
+
+def check_report_sources(flags: PlanFlags) -> None:
+    """RESULTS or --variant (a fleet report), not both."""
+    if flags.variant and flags.results_files:
+        raise UsageError("--variant reports a fleet from each variant's results: give no RESULTS beside it")
+    if not flags.variant and not flags.results_files:
+        raise UsageError("give one or more RESULTS (or --variant for a fleet report)")
+
+
+def _write_csv(flags: PlanFlags, output: Path) -> None:
+    """``-o *.csv``: one results file's levels, no plan."""
+    if flags.variant:
+        raise UsageError("-o *.csv holds one results file's levels: a fleet report is .md or .html")
+    check_report_sources(flags)
+    if len(flags.results_files or []) > 1:
+        raise UsageError("-o *.csv holds one results file's levels: give one RESULTS")
+    assert flags.results_files
+    output.write_text(to_csv(load(flags.results_files[0])), encoding="utf-8")
+    consoles().err.print(f"report written to {output}", highlight=False)
 
 
 def _write(doc: Report, output: Path | None, json_out: bool) -> None:
@@ -211,22 +185,6 @@ def _fleet_plots(fleet: FleetPlan) -> tuple[Plot, ...]:
     except ImportError:
         raise UsageError(MATPLOTLIB_MISSING) from None
     return (fleet_over_time(fleet),)
-
-
-def _mix_report(
-    calibrations: list[tuple[str, Results]],
-    request: PlanRequest,
-    html_out: bool,
-    concurrencies: tuple[int, ...],
-    cap: int | None,
-) -> Report:
-    """The report of a plan for a mix not measured, from several calibration sweeps (and the sweep not run)."""
-    capacity = mix_plan(calibrations, request)
-    predicted: PredictedSweep | None = None
-    if concurrencies and capacity.mix is not None:
-        predicted = predicted_sweep(calibrations, capacity.mix, concurrencies, cap, request.seed, request.length_sample)
-    plots = html_plots(capacity) if html_out else ()
-    return build_mix_report(calibrations, capacity, request.slos, plots, predicted)
 
 
 @friendly_errors
@@ -292,7 +250,7 @@ def gate(
             else None
         )
     else:
-        slos, labels = profile_slos(results), profile_gate_levels(results)
+        slos, labels = stored_layer(results.settings, results_file.name).slos, profile_gate_levels(results)
     checks += [check_from_slo(s, level) for s in slos for level in (labels or (None,))]
     if not checks and baseline is None:
         raise UsageError("nothing to check: give --require/--fail-if, a --profile with an slo, or --baseline")

@@ -38,6 +38,7 @@ from loadgen.cli.options import (
     VirtualTimeOpt,
     WorkersOpt,
 )
+from loadgen.cli.plan_inputs import PlanFlags, assemble
 from loadgen.cli.render import sweep_table
 from loadgen.engine import Mode
 from loadgen.errors import UsageError
@@ -52,7 +53,8 @@ from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention
-from planner import CapacityPlan, PlanRequest, plan_from_results
+from planner import CapacityPlan
+from planner import plan as answer
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import retry_reason
 from planner.reports.report import caveats, level_verdicts, plan_lines
@@ -288,17 +290,11 @@ def _hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks
 
 
 def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
-    """The plan's headline, when the profile says what the sweep was for (an SLO)."""
+    """The plan's headline, when the profile says what the sweep was for (an SLO): the question ``loadgen plan``
+    asks of the saved file, from the profile stored in it (the one ``prof`` became), so the two agree."""
     if not prof.slo or not results.levels:
         return None
-    request = PlanRequest(
-        slos=prof.slo,
-        qps=prof.plan.qps,
-        output_tokens=prof.plan.output_tokens,
-        max_utilization=prof.plan.max_utilization,
-        seed=prof.seed,
-    )
-    return plan_from_results(results, request)
+    return answer(assemble(PlanFlags(), [("the sweep", results)])).capacity
 
 
 def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capacity: CapacityPlan | None) -> None:

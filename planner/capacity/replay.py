@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -134,6 +134,27 @@ class ReplayCheck:
                 for r in self.rows
             ],
         }
+
+
+class MeasuredRequests(Protocol):
+    """One level of an open-loop run's records, as read (``loadgen.inputs.measured.MeasuredLevel`` is one)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def sent_s(self) -> np.ndarray: ...
+    @property
+    def prompt_tokens(self) -> np.ndarray: ...
+    @property
+    def output_tokens(self) -> np.ndarray: ...
+    @property
+    def ttft_ms(self) -> np.ndarray: ...
+    @property
+    def e2e_ms(self) -> np.ndarray: ...
+    @property
+    def send_lag_ms(self) -> np.ndarray: ...
+    @property
+    def skipped(self) -> int: ...
 
 
 def replay_check(
