@@ -1,7 +1,10 @@
 """planner: pure capacity-planning math on recorded results (no network, clock or event loop)."""
 
+from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.diagnose import Finding, diagnose
-from planner.capacity.plan import CapacityPlan, PlanRequest, plan_for_mix, plan_from_law, plan_from_results
+from planner.capacity.plan import plan_from_law, plan_from_results
+from planner.capacity.plan_mix import plan_for_mix
+from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import (
     Estimate,
     ReplicaPlan,

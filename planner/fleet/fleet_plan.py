@@ -38,7 +38,7 @@ import numpy as np
 
 from loadgen.load import Arrival
 from loadgen.results import SloTarget
-from planner.capacity.plan import CapacityPlan
+from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import max_rate_per_replica, queueing_slos
 from planner.fleet.demand import ONE_HOUR_S, Demand
 from planner.fleet.replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay

@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadgen.results import Metric
-from planner.capacity.plan import CapacityPlan
+from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.slo import model_name
 from planner.fleet.fleet_plan import FleetPlan
 from planner.laws.lengthmodel import tpot_features

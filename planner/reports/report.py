@@ -25,8 +25,8 @@ from loadgen.results import (
     mean_output_tokens,
     mean_prompt_tokens,
 )
+from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import MixForecast, PredictedSweep
-from planner.capacity.plan import CapacityPlan
 from planner.capacity.replay import ReplayCheck
 from planner.capacity.sizing import Estimate, SimOutcome
 from planner.capacity.slo import model_name

@@ -1,0 +1,137 @@
+"""How many replicas a plan recommends for its QPS: the utilisation rule and the sizing simulation (pure).
+
+The larger of the two wins. With a correction measured on the endpoint (``plan --validate``) both run its
+slower (or faster) steps, and a TTFT or E2E limit leaves room for the TTFT the engine does not hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from loadgen.engine import EngineConfig
+from loadgen.results import Metric
+from planner.capacity.prefill import Prefill
+from planner.capacity.request import PlanRequest
+from planner.capacity.sizing import (
+    NoReplicaCount,
+    ReplicaPlan,
+    SimOutcome,
+    queueing_slos,
+    replicas_by_simulation,
+    replicas_for,
+)
+from planner.laws.stepmodel import StepModel
+from planner.laws.ttft_residual import TtftResidual
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What one replica serves at the plan's batch: the law, the engine the simulation runs, and the terms."""
+
+    fit: StepModel  # the mean step with prefill's share in it
+    engine: EngineConfig | None  # the sizing simulation's engine (None: no simulation)
+    max_batch: int
+    output_tokens: float
+    step_ms: float | None  # the law's step at max_batch
+    prefill: Prefill
+    residual: TtftResidual | None  # TTFT beyond the engine, where the evidence measured it
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCount:
+    """The count recommended and how it was obtained."""
+
+    sizing: ReplicaPlan  # the utilisation rule's counts
+    simulated: SimOutcome | None  # the smallest count the simulation passed
+    below: SimOutcome | None  # the count below it, which failed
+    recommended: int | None  # None: no count meets the SLOs (said in the warnings)
+    method: str
+
+
+def count_replicas(served: Served, request: PlanRequest, warnings: list[str]) -> ReplicaCount:
+    """Replicas for ``request.qps``: the utilisation rule, and a simulation when an SLO it can judge is given."""
+    assert request.qps is not None
+    judged = queueing_slos(request.slos)
+    if request.correction is not None:
+        served = _corrected(served, request, warnings)
+    e2e_s = served.step_ms * served.output_tokens / 1000.0 if served.step_ms else None
+    sizing = replicas_for(
+        request.qps,
+        served.output_tokens,
+        served.fit.tokens_per_s_exact(served.max_batch),
+        max_utilization=request.max_utilization,
+        e2e_s=e2e_s,
+    )
+    rule = f"utilization target {request.max_utilization:g}"
+    if not request.simulate or not judged or served.engine is None:
+        if not judged:
+            warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
+        return ReplicaCount(sizing, None, None, sizing.replicas_at_utilization, rule)
+    law = dataclasses.replace(served.engine, max_num_seqs=served.max_batch)
+    correction = request.correction
+    try:
+        simulated, below = replicas_by_simulation(
+            law,
+            request.qps,
+            max(1, round(served.output_tokens)),
+            judged,
+            start=sizing.replicas_no_headroom,
+            prompt_tokens=served.prefill.prompt_tokens,
+            lengths=request.length_sample,
+            arrival=request.arrival,
+            burstiness=request.burstiness,
+            seed=request.seed,
+            added_ms=correction.added_ms
+            if correction is not None
+            else served.residual.slo_added_ms
+            if served.residual
+            else None,
+        )
+    except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
+        warnings.append(str(exc))
+        return ReplicaCount(sizing, None, None, None, f"none: {exc}")
+    sim = _simulation_text(law, served, request)
+    if simulated.replicas > sizing.replicas_at_utilization:
+        method = f"{sim}; above the {rule}'s {sizing.replicas_at_utilization}"
+        return ReplicaCount(sizing, simulated, below, simulated.replicas, method)
+    method = f"{rule}; the {sim} needs {simulated.replicas}"
+    return ReplicaCount(sizing, simulated, below, sizing.replicas_at_utilization, method)
+
+
+def _corrected(served: Served, request: PlanRequest, warnings: list[str]) -> Served:
+    """The law, engine and step as the endpoint served them (the correction's step factor), and a warning
+    where the batch sized on the sweep's law breaks a TPOT SLO there."""
+    assert request.correction is not None
+    factor = request.correction.step_factor
+    fit = dataclasses.replace(
+        served.fit, base_ms=served.fit.base_ms * factor, per_seq_ms=served.fit.per_seq_ms * factor
+    )
+    engine = request.correction.engine(served.engine) if served.engine is not None else None
+    step = served.step_ms * factor if served.step_ms else None
+    for slo in request.slos:
+        if slo.metric == Metric.TPOT and step and step > slo.limit:
+            warnings.append(
+                f"the endpoint's steps ran x{factor:.3g} the sweep's law: at batch {served.max_batch} a step takes "
+                f"{step:.1f} ms there, over {slo.key} {slo.limit:g}: the batch was sized on the sweep's law; "
+                "re-sweep the server as it runs now, or validate at a smaller --max-num-seqs"
+            )
+    return dataclasses.replace(served, fit=fit, engine=engine, step_ms=step)
+
+
+def _simulation_text(law: EngineConfig, served: Served, request: PlanRequest) -> str:
+    """How the simulation ran: the arrivals, the batch cap, and every term of its engine."""
+    shape = "Poisson" if request.arrival == "poisson" else f"{request.arrival} (burstiness {request.burstiness:g})"
+    prefill = served.prefill
+    term = (
+        f"prefill {prefill.ms_per_token:.3g} ms/token x {prefill.prompt_tokens:.0f} prompt tokens: {prefill.source}"
+        if prefill.ms_per_token > 0
+        else f"prefill {prefill.source}"
+    )
+    if law.per_kv_ms > 0:
+        term += f", KV reads {law.per_kv_ms:.3g} ms per 1k tokens"
+    if law.prefill_attention_ms > 0:
+        term += f", prefill attention {law.prefill_attention_ms:.3g} ms per 1M token pairs"
+    if request.length_sample is not None:
+        term += f", lengths drawn from {request.length_sample.source}"
+    return f"simulation ({shape} arrivals, batch capped at {served.max_batch}, {term})"
