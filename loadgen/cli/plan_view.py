@@ -9,7 +9,7 @@ from rich.text import Text
 from loadgen.cli.render import rich_report, rich_section
 from planner import CapacityPlan, PlanOutcome
 from planner.reports.fleet_report import build_fleet_report
-from planner.reports.report import fmt, plan_lines, predicted_section, replay_section
+from planner.reports.plan_text import fmt, plan_lines, predicted_section, replay_section
 
 
 def observations_table(plan: CapacityPlan) -> Table | None:

@@ -10,7 +10,9 @@ from rich.text import Text
 
 from loadgen.results import LevelResult, Metric, Results, SloTarget
 from planner.evidence.verdicts import Verdicts
-from planner.reports.report import Report, Section, fmt, goodput_rule
+from planner.reports.document import Report, Section
+from planner.reports.plan_text import fmt
+from planner.reports.report import goodput_rule
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),

@@ -36,11 +36,15 @@ from planner import plan as answer
 from planner.ci.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
 from planner.ci.gate import Check, check_from_slo, evaluate_gate, parse_check
 from planner.fleet.fleet_plan import FleetPlan
+from planner.reports.document import Plot, Report
 from planner.reports.fleet_report import build_fleet_report
 from planner.reports.gate_report import to_json as gate_json
 from planner.reports.gate_report import to_junit
 from planner.reports.gate_report import to_markdown as gate_markdown
-from planner.reports.report import Plot, Report, build_mix_report, build_report, to_csv, to_html, to_markdown
+from planner.reports.render_csv import to_csv
+from planner.reports.render_html import to_html
+from planner.reports.render_markdown import to_markdown
+from planner.reports.report import build_mix_report, build_report
 
 FORMATS = ".md", ".html", ".csv"
 MATPLOTLIB_MISSING = (

@@ -57,7 +57,8 @@ from planner import CapacityPlan
 from planner import plan as answer
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import retry_reason
-from planner.reports.report import caveats, level_verdicts, plan_lines
+from planner.reports.plan_text import plan_lines
+from planner.reports.report import caveats, level_verdicts
 
 
 def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:

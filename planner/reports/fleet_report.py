@@ -10,7 +10,7 @@ import numpy as np
 
 from planner.fleet.demand import ONE_HOUR_S
 from planner.fleet.fleet_plan import Fleet, FleetPlan
-from planner.reports.report import Plot, Report, Section, Table
+from planner.reports.document import Plot, Report, Section, Table
 
 MAX_BUCKET_ROWS = 96  # a day of quarter-hours; longer demand is in --json and the plot
 

@@ -24,7 +24,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.slo import model_name
 from planner.fleet.fleet_plan import FleetPlan
 from planner.laws.lengthmodel import tpot_features
-from planner.reports.report import Plot
+from planner.reports.document import Plot
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 

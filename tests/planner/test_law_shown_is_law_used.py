@@ -6,7 +6,7 @@ import numpy as np
 
 from loadgen.results import Metric, SloTarget
 from planner import PlanRequest, plan_from_results
-from planner.reports.report import plan_lines
+from planner.reports.plan_text import plan_lines
 from tests.planner.synthetic import closed_level, law_tpots, sweep_results
 
 SLO_35 = SloTarget(Metric.TPOT, 95, 35.0)

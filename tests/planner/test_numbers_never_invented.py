@@ -10,7 +10,8 @@ import pytest
 from loadgen.engine import EngineConfig
 from loadgen.results import Metric, SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
-from planner.reports.report import goodput_rule, level_verdicts, plan_lines, slo_verdicts
+from planner.reports.plan_text import plan_lines
+from planner.reports.report import goodput_rule, level_verdicts, slo_verdicts
 from planner.simulation.replica_sim import simulate
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots, sweep_results
 

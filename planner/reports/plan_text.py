@@ -1,0 +1,286 @@
+"""A plan's answers in words: the law, the batch, replicas, the mix's forecast, predicted levels, the replay (pure).
+
+Rounding happens here and only here: every renderer (terminal, Markdown, HTML) shows these strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.capacity.capacity_plan import CapacityPlan
+from planner.capacity.mixplan import MixForecast, PredictedSweep
+from planner.capacity.replay import ReplayCheck
+from planner.capacity.sizing import Estimate, SimOutcome
+from planner.capacity.slo import model_name
+from planner.laws.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
+from planner.laws.stepmodel import StepModel
+from planner.reports.document import Section, Table
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    """A number for a table cell; "-" when there is no data (never a silent 0)."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def law_text(m: StepModel, statistic: str) -> str:
+    """A law as the plan used it: coefficients, and for a fitted one its range, R^2 and whether it extrapolates."""
+    text = f"step_ms(b) = {m.base_ms:.2f} + {m.per_seq_ms:.3f}*b"
+    if m.n_levels == 0:
+        return text
+    ci = f", slope 95% CI {m.per_seq_ci_ms[0]:.3f}..{m.per_seq_ci_ms[1]:.3f}" if m.per_seq_ci_ms else ""
+    r2 = f", R^2 {m.r_squared:.3f}" if m.r_squared is not None else ""
+    text += (
+        f", fitted on {statistic} over b = {m.fitted_batch_range[0]:.1f}..{m.fitted_batch_range[1]:.1f} "
+        f"({m.n_levels} levels{r2}{ci})"
+    )
+    return text if m.extrapolates else text + f"; not used beyond the measured levels ({m.trust_note})"
+
+
+def batch_text(batch: int | None, lower_bound: bool) -> str:
+    if batch is None:
+        return "none"
+    return f">= {batch}" if lower_bound else str(batch)
+
+
+def _estimate_text(e: Estimate) -> str:
+    op = "<=" if e.verdict == "pass" else ">" if e.verdict == "fail" else "~"
+    return (
+        f"{e.key.removesuffix('_ms')} {e.value_ms:,.0f} ms (95% CI {e.low_ms:,.0f}..{e.high_ms:,.0f}) "
+        f"{op} {e.limit_ms:g}"
+    )
+
+
+def _sim_text(o: SimOutcome) -> str:
+    head = f"{o.replicas} {o.verdict}"
+    if o.verdict == "unstable":
+        return f"{o.replicas} overloaded (utilization {o.utilization:.2f} >= 1: the queue grows without bound)"
+    detail = "; ".join(_estimate_text(e) for e in o.estimates)
+    return f"{head} (utilization {o.utilization:.2f}, {o.replications} replications: {detail})"
+
+
+def replicas_text(n: int | None) -> str:
+    """``1 replica``, ``7 replicas``."""
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
+def plan_lines(plan: CapacityPlan) -> list[str]:
+    """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
+    lines = mix_lines(plan.mix) if plan.mix is not None else []
+    if plan.fit is not None:
+        name = "law at the mix, predicted" if plan.source == "mix" else "law"
+        lines.append(f"{name}: {law_text(plan.fit, plan.fit_statistic.replace('_', ' ').replace('tpot', 'TPOT'))}")
+    for lim in plan.limits:
+        if lim.model is not None and lim.model is not plan.fit:
+            lines.append(f"{model_name(lim.slo)} law: {law_text(lim.model, model_name(lim.slo))}")
+    if plan.prefill is not None and plan.decode is not None and plan.fit is not None:
+        pf, share = plan.prefill, plan.fit.per_seq_ms - plan.decode.per_seq_ms
+        where = (
+            f"added to the stated decode law {plan.decode.base_ms:g}+{plan.decode.per_seq_ms:g}b"
+            if plan.source == "law"
+            else f"held in the fitted slope; the simulation runs the decode step {plan.decode.base_ms:.2f} + "
+            f"{plan.decode.per_seq_ms:.3f}*b with prefill in the steps that admit prompts"
+        )
+        lines.append(
+            f"prefill: {pf.ms_per_token:.3g} ms/token x {pf.prompt_tokens:,.0f} prompt tokens ({pf.source}) = "
+            f"{share:.3g} ms per running sequence per step, {where}"
+        )
+    if plan.saturation is not None and plan.saturation.max_batch is not None:
+        lines.append(
+            f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
+            f"(signals: {', '.join(plan.saturation.agreed)})"
+        )
+    for lim in plan.limits:
+        shown = "any" if lim.quality == "any batch" and lim.batch is None else batch_text(lim.batch, lim.is_lower_bound)
+        parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
+        if plan.source == "law":  # what-if: nothing was measured, so nothing is said to be
+            if lim.model_batch is not None:
+                parts.append(f"(model {lim.model_batch})")
+        elif lim.measured_batch is not None or lim.model_batch is not None:
+            measured = lim.measured_batch if lim.measured_batch is not None else "-"
+            model = "-" if lim.model_batch is None else str(lim.model_batch)
+            if lim.model_batch is not None and lim.model is not None and lim.model.trust_note:
+                model += f" from a law not trusted beyond its levels: {lim.model.trust_note}"
+            parts.append(f"(measured {measured}, model {model})")
+        parts.append(f"[{lim.quality}]")
+        if lim.more_requests:
+            parts.append(f"~{lim.more_requests} more requests per level would resolve it")
+        lines.append(" ".join(parts) + (f"; {lim.note}" if lim.note else ""))
+    if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
+        text = (
+            f"at batch {batch_text(plan.max_batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): "
+            f"step {plan.step_ms_at_max_batch:.1f} ms"
+        )
+        for lim in plan.limits:
+            if lim.model is not None and lim.model is not plan.fit:
+                value = float(lim.model.step_ms(plan.max_batch))
+                if lim.slo.percentile is not None and lim.slo.percentile > 50 and value < plan.step_ms_at_max_batch:
+                    # the laws cross here: a high percentile is never below the median
+                    text += f", {model_name(lim.slo)} >= {plan.step_ms_at_max_batch:.1f} ms (its law reads {value:.1f})"
+                else:
+                    text += f", {model_name(lim.slo)} {value:.1f} ms"
+        lines.append(
+            f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
+            f"{fmt(plan.tokens_per_s_per_user)} tok/s per user"
+        )
+    if plan.sizing is not None:
+        s = plan.sizing
+        lines.append(
+            f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
+            f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
+            f"utilization <= {s.max_utilization:g}"
+        )
+        if plan.simulated is not None:
+            text = f"simulated: {_sim_text(plan.simulated)}"
+            if plan.simulated_below is not None:
+                text += f"; {_sim_text(plan.simulated_below)}"
+            lines.append(text)
+        if plan.recommended_replicas is None:
+            lines.append(f"recommended: {plan.replicas_method}")
+        else:
+            lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
+    if plan.batching is not None:
+        b = plan.batching
+        lines.append(
+            f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
+            f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps"
+        )
+    return lines
+
+
+UNITS = {"base_ms": "ms", "per_seq_ms": "ms/seq", "per_kv_ms": "ms/1k KV tokens", "prefill_ms_per_token": "ms/token",
+         "prefill_attention_ms": "ms/1M prefill token pairs", "overhead_ms": "ms"}  # fmt: skip
+
+
+def coefficient_text(c: Coefficient) -> str:
+    """``per_kv_ms 0.803 ms/1k KV tokens (95% CI 0.776..0.809)``, or that the calibration could not fit it."""
+    if c.value is None:
+        return f"{c.name} {c.note}" if c.note else f"{c.name} not separated"
+    ci = f" (95% CI {c.ci[0]:.4g}..{c.ci[1]:.4g})" if c.ci else ""
+    return f"{c.name} {c.value:.4g} {UNITS[c.name]}{ci}"
+
+
+def mix_lines(forecast: MixForecast) -> list[str]:
+    """What the length model is, what it predicts for the asked mix, and how far it reaches."""
+    m = forecast.model
+    sweeps = len({p.group for p in m.points})
+    r2 = f", R^2 {m.r_squared:.4f}" if m.r_squared is not None else ""
+    lines = [
+        f"step model with lengths ({m.statistic.replace('_', ' ')} and TTFT at concurrency 1, {len(m.points)} rows "
+        f"from {sweeps} sweeps{r2}, median relative residual {m.residual_mad:.2%}): "
+        + "; ".join(coefficient_text(c) for c in m.coefficients)
+    ]
+    ranges = m.ranges()
+    lines.append(
+        "calibrated on "
+        + ", ".join(f"{k.replace('_', ' ')} {lo:,.0f}..{hi:,.0f}" for k, (lo, hi) in ranges.items())
+        + (f"; token budget {m.budget} per step" if m.budget else "")
+    )
+    if forecast.ttft_residual is not None:
+        lines.extend(term.text for term in forecast.ttft_residual.terms)
+    where = "; extrapolated: " + "; ".join(forecast.extrapolation) if forecast.extrapolation else ""
+    lines.append(f"PREDICTED for {forecast.mix.label} tokens, a mix not measured{where}")
+    if forecast.max_rate_rps is not None or forecast.max_rate_note:
+        rate = f"{forecast.max_rate_rps:.3g} requests/s" if forecast.max_rate_rps is not None else "none"
+        lines.append(f"largest request rate one replica holds: {rate} ({forecast.max_rate_note})")
+    if forecast.budget is not None or forecast.budget_note:
+        budget = f"--max-num-batched-tokens {forecast.budget}" if forecast.budget is not None else "no budget"
+        lines.append(f"recommended {budget} ({forecast.budget_note})")
+    if forecast.kv_batch is not None:
+        lines.append(f"KV cache: at most batch {forecast.kv_batch} ({forecast.kv_note})")
+    return lines
+
+
+def _prediction_text(p: Prediction | None) -> str:
+    return "not estimable" if p is None else f"{p.value_ms:,.2f} ({p.low_ms:,.2f}..{p.high_ms:,.2f})"
+
+
+def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Section:
+    """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
+    added = (
+        "what the calibration measured beyond the same engine at that many clients (each statistic its own)"
+        if forecast.ttft_residual is not None
+        else f"the fitted overhead {forecast.model.ttft_overhead_ms or 0.0:.1f} ms"
+    )
+    rows = tuple(
+        (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
+        for lv in predicted.levels
+    )
+    return Section(
+        f"PREDICTED levels for {forecast.mix.label} tokens",
+        paragraphs=(
+            "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
+            f"(lengths: {predicted.lengths}); TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
+            "Re-measure these levels on the server before acting on the plan.",
+        ),
+        table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
+    )
+
+
+def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
+    """A measured run replayed through the plan's engine (``plan --validate``): measured beside simulated,
+    and beside the simulation again with the correction that run measured."""
+    rows = tuple(
+        (
+            check.label,
+            f"{check.requests} at {check.rate_rps:.3g}/s",
+            row.statistic,
+            fmt(row.measured_ms),
+            fmt(row.simulated_ms),
+            f"{row.ratio:.2f}x",
+            check.verdict,
+            fmt(corrected.simulated_ms) if corrected is not None else "-",
+        )
+        for check in checks
+        for row, corrected in zip(check.rows, check.corrected or (None,) * len(check.rows), strict=True)
+    )
+    return Section(
+        "VALIDATION: the measured run replayed through the sizing simulation",
+        paragraphs=(
+            f"Each completed request sent again at its own send time, with its own prompt and output lengths, to "
+            f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them. "
+            "Corrected: the same replay with every step term scaled so the total decode time is the measured one, "
+            "and each TTFT (and E2E) plus the mean TTFT the server added beyond that; a plan given --qps sizes "
+            "its replicas so, with each TTFT/E2E SLO's own statistic apart where that is larger.",
+        ),
+        table=Table(
+            ("level", "requests", "statistic", "measured ms", "simulated ms", "ratio", "verdict", "corrected ms"), rows
+        ),
+        bullets=tuple(
+            f"{check.label}: {check.verdict}: {check.note}"
+            + (f"; correction: {check.correction.text}" if check.correction is not None else "")
+            for check in checks
+        ),
+    )
+
+
+def surface_table(forecast: MixForecast) -> Table:
+    """The fitted surface in numbers: every calibration row, measured beside what the model says, then the
+    asked mix, predicted at batch 1, at each batch the plan acts on and at the largest batch calibrated."""
+    m = forecast.model
+    statistic = m.statistic.replace("_", " ").replace("tpot", "TPOT")
+    rows = []
+    for point in m.points:
+        fit = m.fitted(point)
+        residual = "-" if fit is None or not point.value_ms else f"{fit.value_ms / point.value_ms - 1:+.1%}"
+        rows.append(
+            (
+                point.label,
+                statistic if point.kind == "tpot" else "TTFT at c=1",
+                f"{point.mix.prompt_tokens:,.0f}",
+                f"{point.mix.output_tokens:,.0f}",
+                fmt(point.batch),
+                fmt(point.value_ms, 2),
+                _prediction_text(fit),
+                residual,
+            )
+        )
+    mix, asked = forecast.mix, "asked mix, PREDICTED"
+    prompt, output = f"{mix.prompt_tokens:,.0f}", f"{mix.output_tokens:,.0f}"
+    batches = sorted({1, round(m.ranges()["batch"][1]), *(lim.batch for lim in forecast.limits if lim.batch)})
+    for b in batches:
+        predicted = _prediction_text(m.predict(tpot_features(b, mix)))
+        rows.append((asked, statistic, prompt, output, fmt(b), "-", predicted, "-"))
+    ttft = _prediction_text(m.predict(ttft_idle_features(mix, m.budget)))
+    rows.append((asked, "TTFT at c=1", prompt, output, fmt(1), "-", ttft, "-"))
+    columns = ("row", "statistic", "prompt", "output", "batch", "measured ms", "model ms (95% CI)", "model/measured")
+    return Table(columns, tuple(rows))

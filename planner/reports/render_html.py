@@ -1,0 +1,70 @@
+"""A ``Report`` as one self-contained HTML file (``report -o report.html``): plots inlined, every text escaped."""
+
+from __future__ import annotations
+
+import html
+
+from planner.reports.document import Plot, Report
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:72rem;color:#222;
+padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.25rem .5rem;
+text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
+td.fail{color:#b00020;font-weight:600}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}
+dt{font-weight:600}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(30rem,1fr));gap:1rem}
+figure{margin:0}figure img{max-width:100%}figcaption{font-size:.8rem;color:#555}
+"""
+
+
+FAIL_TD = '<td class="fail">'
+
+
+def to_html(report: Report) -> str:
+    e = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(report.title)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{e(report.title)}</h1>",
+        f"<p><strong>{e(report.headline)}</strong></p>",
+        '<dl class="meta">',
+    ]
+    out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report.meta]
+    out.append("</dl>")
+    for section in report.sections:
+        out.append(f"<h2>{e(section.title)}</h2>")
+        out += [f"<p>{e(p)}</p>" for p in section.paragraphs]
+        if section.table is not None:
+            out.append(
+                "<table><thead><tr>"
+                + "".join(f"<th>{e(c)}</th>" for c in section.table.columns)
+                + "</tr></thead><tbody>"
+            )
+            for row in section.table.rows:
+                cells = "".join((FAIL_TD if c.startswith("FAIL") else "<td>") + f"{e(c)}</td>" for c in row)
+                out.append(f"<tr>{cells}</tr>")
+            out.append("</tbody></table>")
+        if section.bullets:
+            out.append("<ul>" + "".join(f"<li>{e(b)}</li>" for b in section.bullets) + "</ul>")
+    if report.plots:
+        out.append('<h2>Plots</h2><div class="plots">')
+        for plot in report.plots:
+            out.append(
+                f'<figure id="{e(plot.name)}"><img alt="{e(plot.caption)}" src="{plot.data_uri}"{_mark_attrs(plot)}>'
+                f"<figcaption>{e(plot.caption)}</figcaption></figure>"
+            )
+        out.append("</div>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _mark_attrs(plot: Plot) -> str:
+    """A plot's reference lines as data attributes (``data-knee="24" data-knee-px="310.5"``), so a browser
+    test can check each is drawn where the numbers say."""
+    return "".join(
+        f' data-{html.escape(name)}="{value:g}" data-{html.escape(name)}-px="{px:.1f}"'
+        for name, (value, px) in plot.marks.items()
+    )
