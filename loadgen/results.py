@@ -14,7 +14,7 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -505,71 +505,6 @@ def mean_output_tokens(levels: Sequence[LevelResult]) -> float | None:
     """Mean output tokens per completed request, over these levels."""
     completed = sum(lv.completed for lv in levels)
     return sum(lv.output_tokens for lv in levels) / completed if completed else None
-
-
-def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
-    """Combine one level measured by several worker processes over the same window.
-
-    Histograms merge exactly (``add``); counters and in-flight means add up.
-    """
-    if not parts:
-        raise ValueError("merge_levels needs at least one part")
-    first = parts[0]
-    hists = {m: first.histograms[m].copy() for m in Metric}
-    errors: dict[ErrorKind, int] = {}
-    for part in parts[1:]:
-        for m in Metric:
-            hists[m].merge(part.histograms[m])
-    for part in parts:
-        for kind, n in part.errors.items():
-            errors[kind] = errors.get(kind, 0) + n
-    servers = [p.server for p in parts if p.server is not None]
-    return replace(
-        first,
-        window_s=max(p.window_s for p in parts),
-        completed=sum(p.completed for p in parts),
-        errors=errors,
-        output_tokens=sum(p.output_tokens for p in parts),
-        window_output_tokens=sum(p.window_output_tokens for p in parts),
-        prompt_tokens=sum(p.prompt_tokens for p in parts),
-        prompt_tokens_reported=sum(p.prompt_tokens_reported for p in parts),
-        tokens_estimated=any(p.tokens_estimated for p in parts),
-        achieved_concurrency=sum(p.achieved_concurrency for p in parts),
-        histograms=hists,
-        server=servers[0] if servers else None,  # one scraper per level: the first worker's
-        complete=all(p.complete for p in parts),
-        workers=sum(p.workers for p in parts),
-        good=None if any(p.good is None for p in parts) else sum(p.good or 0 for p in parts),
-        client_cpu_s=None if any(p.client_cpu_s is None for p in parts) else sum(p.client_cpu_s or 0 for p in parts),
-        offered=None if any(p.offered is None for p in parts) else sum(p.offered or 0 for p in parts),
-        cohorts=None if any(p.cohorts is None for p in parts) else sum(p.cohorts or 0 for p in parts),
-        empty=sum(p.empty for p in parts),
-        cut=sum(p.cut for p in parts),
-        ttft_trend=None
-        if any(p.ttft_trend is None for p in parts)
-        else tuple(map(sum, zip(*(p.ttft_trend or () for p in parts)))),
-        by_turn=_merge_turns(parts),
-        loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
-        runqueue_wait_s=None
-        if any(p.runqueue_wait_s is None for p in parts)
-        else sum(p.runqueue_wait_s or 0.0 for p in parts),
-        bound_workers=tuple(
-            f"worker {i}: {'; '.join(p.client_bound_causes)}" for i, p in enumerate(parts) if p.client_bound
-        ),
-    )
-
-
-def _merge_turns(parts: Sequence[LevelResult]) -> dict[int, dict[Metric, LatencyHistogram]] | None:
-    turns: dict[int, dict[Metric, LatencyHistogram]] = {}
-    for part in parts:
-        for t, hists in (part.by_turn or {}).items():
-            merged = turns.setdefault(t, {})
-            for m, h in hists.items():
-                if m in merged:
-                    merged[m].merge(h)
-                else:
-                    merged[m] = h.copy()
-    return dict(sorted(turns.items())) or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from loadgen.errors import LoadgenError
 from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan, split_plan
-from loadgen.results import LevelResult, merge_levels
+from loadgen.results import LevelResult
+from loadgen.run.merge import merge_levels
 from loadgen.run.observe import LevelObserver
 from loadgen.run.runner import run_level
 from loadgen.run.scrape import MetricsScraper, metrics_url

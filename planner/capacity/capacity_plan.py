@@ -23,8 +23,10 @@ from planner.laws.stepmodel import StepModel
 from planner.laws.ttft_residual import TtftResidual
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityPlan:
+    """A plan's every answer and how each was obtained; built by name only (``kw_only``)."""
+
     source: str  # "sweep" | "law"
     verdicts: Verdicts | None  # per level: saturation state and trust (None for a what-if)
     fit: StepModel | None  # TPOT p50 (the mean where a source gives no p50): the throughput law (or the law given)
@@ -35,13 +37,13 @@ class CapacityPlan:
     step_ms_at_max_batch: float | None
     tokens_per_s_per_replica: float | None
     tokens_per_s_per_user: float | None
-    sizing: ReplicaPlan | None
+    sizing: ReplicaPlan | None = None
     prefill: Prefill | None  # what the steps carry and the simulation used (None: no prefill term, no simulation)
     decode: StepModel | None  # the step without prefill's share, where it differs from ``fit``
-    simulated: SimOutcome | None
-    simulated_below: SimOutcome | None
-    recommended_replicas: int | None
-    replicas_method: str | None
+    simulated: SimOutcome | None = None
+    simulated_below: SimOutcome | None = None
+    recommended_replicas: int | None = None
+    replicas_method: str | None = None
     batching: BatchUtilization | None
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]

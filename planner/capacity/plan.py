@@ -189,12 +189,6 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
     if request.qps and parts.output_tokens and fit is not None and max_batch:
         served = Served(fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual)
         count = count_replicas(served, request, warnings)
-        if request.correction is not None:
-            count = dataclasses.replace(
-                count, method=f"{count.method}; corrected by the endpoint ({request.correction.text})"
-            )
-        elif residual is not None and count.simulated is not None:
-            count = dataclasses.replace(count, method=f"{count.method}; {residual.sizing_note}")
     decode_shown = parts.decode if parts.decode is not fit else None
     return CapacityPlan(
         source=parts.source,
@@ -207,13 +201,9 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
         step_ms_at_max_batch=step,
         tokens_per_s_per_replica=per_replica,
         tokens_per_s_per_user=1000.0 / step if step else None,
-        sizing=count.sizing if count else None,
         prefill=parts.prefill if _prefill_shown(count, fit, decode_shown) else None,
         decode=decode_shown,
-        simulated=count.simulated if count else None,
-        simulated_below=count.below if count else None,
-        recommended_replicas=count.recommended if count else None,
-        replicas_method=count.method if count else None,
+        **(count.plan_fields() if count is not None else {}),
         batching=batch_utilization(request.lengths) if request.lengths else None,
         findings=_findings(fit, limits, max_batch, per_replica, request, count, warnings),
         warnings=tuple(warnings),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.engine import EngineConfig
 from loadgen.results import Metric
@@ -48,9 +49,32 @@ class ReplicaCount:
     recommended: int | None  # None: no count meets the SLOs (said in the warnings)
     method: str
 
+    def plan_fields(self) -> dict[str, Any]:
+        """The ``CapacityPlan`` fields this count fills."""
+        return {
+            "sizing": self.sizing,
+            "simulated": self.simulated,
+            "simulated_below": self.below,
+            "recommended_replicas": self.recommended,
+            "replicas_method": self.method,
+        }
+
 
 def count_replicas(served: Served, request: PlanRequest, warnings: list[str]) -> ReplicaCount:
-    """Replicas for ``request.qps``: the utilisation rule, and a simulation when an SLO it can judge is given."""
+    """Replicas for ``request.qps``: the utilisation rule, and a simulation when an SLO it can judge is given;
+    the method names the endpoint's correction, or the TTFT residual the simulation added."""
+    count = _count(served, request, warnings)
+    if request.correction is not None:
+        return dataclasses.replace(
+            count, method=f"{count.method}; corrected by the endpoint ({request.correction.text})"
+        )
+    if served.residual is not None and count.simulated is not None:
+        return dataclasses.replace(count, method=f"{count.method}; {served.residual.sizing_note}")
+    return count
+
+
+def _count(served: Served, request: PlanRequest, warnings: list[str]) -> ReplicaCount:
+    """The larger of the utilisation rule's count and the simulation's."""
     assert request.qps is not None
     judged = queueing_slos(request.slos)
     if request.correction is not None:

@@ -11,7 +11,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import MixForecast, PredictedSweep
 from planner.capacity.replay import ReplayCheck
 from planner.capacity.sizing import Estimate, SimOutcome
-from planner.capacity.slo import model_name
+from planner.capacity.slo import BatchLimit, model_name
 from planner.laws.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.laws.stepmodel import StepModel
 from planner.reports.document import Section, Table
@@ -66,6 +66,28 @@ def replicas_text(n: int | None) -> str:
 def plan_lines(plan: CapacityPlan) -> list[str]:
     """The plan's answer in a few lines (terminal, report, and the end of a sweep)."""
     lines = mix_lines(plan.mix) if plan.mix is not None else []
+    lines += _law_lines(plan)
+    if plan.saturation is not None and plan.saturation.max_batch is not None:
+        lines.append(
+            f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
+            f"(signals: {', '.join(plan.saturation.agreed)})"
+        )
+    lines += [_limit_line(plan, lim) for lim in plan.limits]
+    if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
+        lines.append(_at_batch_line(plan, plan.max_batch, plan.step_ms_at_max_batch))
+    lines += _replica_lines(plan)
+    if plan.batching is not None:
+        b = plan.batching
+        lines.append(
+            f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
+            f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps"
+        )
+    return lines
+
+
+def _law_lines(plan: CapacityPlan) -> list[str]:
+    """The throughput law, each TPOT SLO's own law, and the prefill the steps carry."""
+    lines = []
     if plan.fit is not None:
         name = "law at the mix, predicted" if plan.source == "mix" else "law"
         lines.append(f"{name}: {law_text(plan.fit, plan.fit_statistic.replace('_', ' ').replace('tpot', 'TPOT'))}")
@@ -84,66 +106,64 @@ def plan_lines(plan: CapacityPlan) -> list[str]:
             f"prefill: {pf.ms_per_token:.3g} ms/token x {pf.prompt_tokens:,.0f} prompt tokens ({pf.source}) = "
             f"{share:.3g} ms per running sequence per step, {where}"
         )
-    if plan.saturation is not None and plan.saturation.max_batch is not None:
-        lines.append(
-            f"saturation: effective max batch B ~ {plan.saturation.max_batch:.1f} "
-            f"(signals: {', '.join(plan.saturation.agreed)})"
-        )
+    return lines
+
+
+def _limit_line(plan: CapacityPlan, lim: BatchLimit) -> str:
+    """One SLO's largest batch, measured beside modelled, and how sure it is."""
+    shown = "any" if lim.quality == "any batch" and lim.batch is None else batch_text(lim.batch, lim.is_lower_bound)
+    parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
+    if plan.source == "law":  # what-if: nothing was measured, so nothing is said to be
+        if lim.model_batch is not None:
+            parts.append(f"(model {lim.model_batch})")
+    elif lim.measured_batch is not None or lim.model_batch is not None:
+        measured = lim.measured_batch if lim.measured_batch is not None else "-"
+        model = "-" if lim.model_batch is None else str(lim.model_batch)
+        if lim.model_batch is not None and lim.model is not None and lim.model.trust_note:
+            model += f" from a law not trusted beyond its levels: {lim.model.trust_note}"
+        parts.append(f"(measured {measured}, model {model})")
+    parts.append(f"[{lim.quality}]")
+    if lim.more_requests:
+        parts.append(f"~{lim.more_requests} more requests per level would resolve it")
+    return " ".join(parts) + (f"; {lim.note}" if lim.note else "")
+
+
+def _at_batch_line(plan: CapacityPlan, batch: int, step: float) -> str:
+    """The step, each SLO law's reading and the throughput at the chosen batch."""
+    text = f"at batch {batch_text(batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): step {step:.1f} ms"
     for lim in plan.limits:
-        shown = "any" if lim.quality == "any batch" and lim.batch is None else batch_text(lim.batch, lim.is_lower_bound)
-        parts = [f"{lim.slo.key} <= {lim.slo.limit:g}: max batch {shown}"]
-        if plan.source == "law":  # what-if: nothing was measured, so nothing is said to be
-            if lim.model_batch is not None:
-                parts.append(f"(model {lim.model_batch})")
-        elif lim.measured_batch is not None or lim.model_batch is not None:
-            measured = lim.measured_batch if lim.measured_batch is not None else "-"
-            model = "-" if lim.model_batch is None else str(lim.model_batch)
-            if lim.model_batch is not None and lim.model is not None and lim.model.trust_note:
-                model += f" from a law not trusted beyond its levels: {lim.model.trust_note}"
-            parts.append(f"(measured {measured}, model {model})")
-        parts.append(f"[{lim.quality}]")
-        if lim.more_requests:
-            parts.append(f"~{lim.more_requests} more requests per level would resolve it")
-        lines.append(" ".join(parts) + (f"; {lim.note}" if lim.note else ""))
-    if plan.max_batch is not None and plan.step_ms_at_max_batch is not None:
-        text = (
-            f"at batch {batch_text(plan.max_batch, plan.max_batch_lower_bound)} ({plan.max_batch_method}): "
-            f"step {plan.step_ms_at_max_batch:.1f} ms"
-        )
-        for lim in plan.limits:
-            if lim.model is not None and lim.model is not plan.fit:
-                value = float(lim.model.step_ms(plan.max_batch))
-                if lim.slo.percentile is not None and lim.slo.percentile > 50 and value < plan.step_ms_at_max_batch:
-                    # the laws cross here: a high percentile is never below the median
-                    text += f", {model_name(lim.slo)} >= {plan.step_ms_at_max_batch:.1f} ms (its law reads {value:.1f})"
-                else:
-                    text += f", {model_name(lim.slo)} {value:.1f} ms"
-        lines.append(
-            f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
-            f"{fmt(plan.tokens_per_s_per_user)} tok/s per user"
-        )
-    if plan.sizing is not None:
-        s = plan.sizing
-        lines.append(
-            f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
-            f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
-            f"utilization <= {s.max_utilization:g}"
-        )
-        if plan.simulated is not None:
-            text = f"simulated: {_sim_text(plan.simulated)}"
-            if plan.simulated_below is not None:
-                text += f"; {_sim_text(plan.simulated_below)}"
-            lines.append(text)
-        if plan.recommended_replicas is None:
-            lines.append(f"recommended: {plan.replicas_method}")
-        else:
-            lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
-    if plan.batching is not None:
-        b = plan.batching
-        lines.append(
-            f"static batching: {b.useful_slot_steps} useful of {b.static_slot_steps} slot-steps "
-            f"({b.static:.1%}); continuous: {b.continuous:.0%} of occupied slot-steps"
-        )
+        if lim.model is not None and lim.model is not plan.fit:
+            value = float(lim.model.step_ms(batch))
+            if lim.slo.percentile is not None and lim.slo.percentile > 50 and value < step:
+                # the laws cross here: a high percentile is never below the median
+                text += f", {model_name(lim.slo)} >= {step:.1f} ms (its law reads {value:.1f})"
+            else:
+                text += f", {model_name(lim.slo)} {value:.1f} ms"
+    return (
+        f"{text}, {fmt(plan.tokens_per_s_per_replica)} tok/s per replica, "
+        f"{fmt(plan.tokens_per_s_per_user)} tok/s per user"
+    )
+
+
+def _replica_lines(plan: CapacityPlan) -> list[str]:
+    """Replicas by the utilisation rule and the simulation, and the count recommended."""
+    if plan.sizing is None:
+        return []
+    s = plan.sizing
+    lines = [
+        f"replicas for {s.needed_tokens_per_s:,.0f} tok/s: {s.replicas_no_headroom} with no headroom "
+        f"(utilization {s.utilization_no_headroom:.2f}), {s.replicas_at_utilization} at "
+        f"utilization <= {s.max_utilization:g}"
+    ]
+    if plan.simulated is not None:
+        text = f"simulated: {_sim_text(plan.simulated)}"
+        if plan.simulated_below is not None:
+            text += f"; {_sim_text(plan.simulated_below)}"
+        lines.append(text)
+    if plan.recommended_replicas is None:
+        lines.append(f"recommended: {plan.replicas_method}")
+    else:
+        lines.append(f"recommended: {replicas_text(plan.recommended_replicas)} ({plan.replicas_method})")
     return lines
 
 

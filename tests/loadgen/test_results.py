@@ -21,9 +21,9 @@ from loadgen.results import (
     RunInfo,
     Target,
     load,
-    merge_levels,
     save_atomic,
 )
+from loadgen.run.merge import merge_levels
 from loadgen.run_settings import RunSettings
 from planner.reports.report import caveats
 
