@@ -8,13 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
 from loadgen.results import LevelResult, Metric
 
 N = TypeVar("N", int, float)
+
+#: Counts and in-flight means that add up over the shares.
+ADDED = (
+    "completed",
+    "output_tokens",
+    "window_output_tokens",
+    "prompt_tokens",
+    "prompt_tokens_reported",
+    "achieved_concurrency",
+    "workers",
+    "empty",
+    "cut",
+)
+#: The same, where a share may not have kept the count (None): then unknown for the level.
+ADDED_WHERE_KEPT = ("good", "client_cpu_s", "offered", "cohorts", "runqueue_wait_s")
 
 
 def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
@@ -32,31 +47,20 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
             errors[kind] = errors.get(kind, 0) + n
     servers = [p.server for p in parts if p.server is not None]
     trends = [p.ttft_trend for p in parts]
+    added: dict[str, Any] = {name: sum(getattr(p, name) for p in parts) for name in ADDED}
+    added |= {name: _sum_known(getattr(p, name) for p in parts) for name in ADDED_WHERE_KEPT}
     return replace(
         first,
         window_s=max(p.window_s for p in parts),
-        completed=sum(p.completed for p in parts),
         errors=errors,
-        output_tokens=sum(p.output_tokens for p in parts),
-        window_output_tokens=sum(p.window_output_tokens for p in parts),
-        prompt_tokens=sum(p.prompt_tokens for p in parts),
-        prompt_tokens_reported=sum(p.prompt_tokens_reported for p in parts),
         tokens_estimated=any(p.tokens_estimated for p in parts),
-        achieved_concurrency=sum(p.achieved_concurrency for p in parts),
         histograms=hists,
         server=servers[0] if servers else None,  # one scraper per level: the first worker's
         complete=all(p.complete for p in parts),
-        workers=sum(p.workers for p in parts),
-        good=_sum_known(p.good for p in parts),
-        client_cpu_s=_sum_known(p.client_cpu_s for p in parts),
-        offered=_sum_known(p.offered for p in parts),
-        cohorts=_sum_known(p.cohorts for p in parts),
-        empty=sum(p.empty for p in parts),
-        cut=sum(p.cut for p in parts),
+        **added,
         ttft_trend=None if any(t is None for t in trends) else tuple(map(sum, zip(*(t or () for t in trends)))),
         by_turn=_merge_turns(parts),
         loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
-        runqueue_wait_s=_sum_known(p.runqueue_wait_s for p in parts),
         bound_workers=tuple(
             f"worker {i}: {'; '.join(p.client_bound_causes)}" for i, p in enumerate(parts) if p.client_bound
         ),

@@ -180,28 +180,15 @@ def forecast_mix(
     calibration server's tokens per step, where its results do not hold it."""
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
     model = fit_calibration(calibrations, 50.0, budget, seed)
-    warnings = []
-    for note in (prefix_cache_note(calibrations), model.separation_note(), model.drift_note()):
-        if note:
-            warnings.append(note)
     law = model.at_mix(mix)
     extrapolation = model.extrapolation(mix)
-    longest = model.ranges()["prompt_tokens"][1]
-    if model.coefficient("prefill_attention_ms").note and mix.prompt_tokens > longest * 1.05:
-        bound = idle_ttft_bound(model, mix.prompt_tokens)
-        warnings.append(
-            f"prefill is taken as linear in the prompt (two prompt lengths calibrated): attention's share grows "
-            f"with its square, so prompts of {mix.prompt_tokens:.0f} tokens, beyond the {longest:.0f} calibrated, "
-            "may prefill slower than predicted (TTFT most)"
-            + (
-                f"; were the growth between the two longest calibrated prompts all attention, or every prompt "
-                "token as dear as the whole TTFT at the longest (short prompts riding a step's fixed cost), TTFT "
-                f"at an idle server would read up to {bound:,.1f} ms (the bound to size a TTFT SLO against)"
-                if bound is not None
-                else ""
-            )
-            + "; a sweep at a third, longer prompt fits it"
-        )
+    notes = (
+        prefix_cache_note(calibrations),
+        model.separation_note(),
+        model.drift_note(),
+        _linear_prefill_note(model, mix),
+    )
+    warnings = [note for note in notes if note]
     if law is None:
         return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
     limits = []
@@ -229,6 +216,28 @@ def forecast_mix(
         )
     return MixForecast(
         mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings), tpot_p95=fitted.get(95.0)
+    )
+
+
+def _linear_prefill_note(model: LengthModel, mix: Mix) -> str | None:
+    """With two prompt lengths calibrated, prefill is linear in the prompt; a longer prompt than calibrated may
+    prefill slower (attention grows with its square): said, with the idle TTFT bound to size against."""
+    longest = model.ranges()["prompt_tokens"][1]
+    if not model.coefficient("prefill_attention_ms").note or mix.prompt_tokens <= longest * 1.05:
+        return None
+    bound = idle_ttft_bound(model, mix.prompt_tokens)
+    return (
+        f"prefill is taken as linear in the prompt (two prompt lengths calibrated): attention's share grows "
+        f"with its square, so prompts of {mix.prompt_tokens:.0f} tokens, beyond the {longest:.0f} calibrated, "
+        "may prefill slower than predicted (TTFT most)"
+        + (
+            f"; were the growth between the two longest calibrated prompts all attention, or every prompt "
+            "token as dear as the whole TTFT at the longest (short prompts riding a step's fixed cost), TTFT "
+            f"at an idle server would read up to {bound:,.1f} ms (the bound to size a TTFT SLO against)"
+            if bound is not None
+            else ""
+        )
+        + "; a sweep at a third, longer prompt fits it"
     )
 
 

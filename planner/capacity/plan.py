@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from loadgen.engine import EngineConfig
 from loadgen.results import Metric, Results, mean_output_tokens, mean_prompt_tokens
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.diagnose import Finding, diagnose
+from planner.capacity.diagnose import Finding, Situation, diagnose
 from planner.capacity.predicted import calibration_residual
 from planner.capacity.prefill import Prefill, decode_law, estimate_prefill
 from planner.capacity.replica_count import ReplicaCount, Served, count_replicas
@@ -277,17 +277,19 @@ def _findings(
     tpot_slo = next((lim.slo for lim in limits if lim.slo.metric == Metric.TPOT), None)
     current = request.current_batch
     return diagnose(
-        slo_key=tpot_slo.key if tpot_slo else None,
-        slo_ms=tpot_slo.limit if tpot_slo else None,
-        current_batch=current,
-        step_ms_at_current=float(fit.step_ms(current)) if fit and current else None,
-        max_batch=max_batch,
-        floor=floor,
-        current_replicas=request.current_replicas,
-        needed_replicas=count.recommended if count else None,
-        tokens_per_s_at_current=float(fit.tokens_per_s(current)) if fit and current else None,
-        tokens_per_s_at_max=per_replica,
-        no_replica_count=unmet,
+        Situation(
+            slo_key=tpot_slo.key if tpot_slo else None,
+            slo_ms=tpot_slo.limit if tpot_slo else None,
+            current_batch=current,
+            step_ms_at_current=float(fit.step_ms(current)) if fit and current else None,
+            max_batch=max_batch,
+            floor=floor,
+            current_replicas=request.current_replicas,
+            needed_replicas=count.recommended if count else None,
+            tokens_per_s_at_current=float(fit.tokens_per_s(current)) if fit and current else None,
+            tokens_per_s_at_max=per_replica,
+            no_replica_count=unmet,
+        )
     )
 
 

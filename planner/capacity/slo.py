@@ -145,13 +145,55 @@ def max_batch_under_slo(
     otherwise a sweep that never crossed the SLO gives a lower bound.
     """
     cap = math.floor(saturation.max_batch + EPS) if saturation.max_batch else None
+    model_b = model.max_batch(slo.limit, cap=cap) if model is not None else None
+    search = _Search(obs, slo, model, model_b, model_b if model is not None and model.extrapolates else None)
     idx = [i for i in saturation.unsaturated if slo.value(obs.results[i]) is not None]
     idx.sort(key=lambda i: obs.levels[i].batch)
-    trusted = model if model is not None and model.extrapolates else None
-    model_b = model.max_batch(slo.limit, cap=cap) if model is not None else None
-    trusted_b = model_b if trusted is not None else None
+    if not idx:
+        quantity = slo.quantity
+        absent = next(
+            (why for i in saturation.unsaturated if quantity and (why := obs.results[i].absent_because(quantity))),
+            None,
+        )
+        return search.limit(
+            None, None, search.trusted_b, "insufficient range", note=absent or "no unsaturated level measured it"
+        )
+    xs = np.array([obs.levels[i].batch for i in idx])
+    ys = isotonic_increasing(np.array([slo.value(obs.results[i]) for i in idx], dtype=np.float64))
+    meets = ys <= slo.limit + EPS
+    if not meets[0]:
+        return search.breached_first(obs.levels[idx[0]].label, float(xs[0]))
+    k = int(np.flatnonzero(meets)[-1])
+    if k < len(xs) - 1:
+        b_star = xs[k] + (slo.limit - ys[k]) * (xs[k + 1] - xs[k]) / (ys[k + 1] - ys[k])
+        measured_b = max(1, math.floor(b_star + EPS))
+        batch = min(measured_b, model_b) if model_b is not None else measured_b
+        quality, more = _resolution(obs, idx[k], idx[k + 1], slo)
+        return search.limit(float(b_star), measured_b, batch, quality, more, _disagreement(measured_b, model_b))
+    if cap is not None:
+        batch = min(cap, model_b) if model_b is not None else cap
+        return search.limit(  # the plateau B is the server's, not a crossing of the SLO: nothing measured to quote
+            None,
+            None,
+            batch,
+            "capped at max batch",
+            note=f"every unsaturated level meets the SLO; the server saturates at B = {cap}",
+        )
+    return search.never_crossed(obs.levels[idx[-1]].label, xs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One SLO's batch search: what every answer it gives carries (the SLO, its law and the law's batch)."""
+
+    obs: Observations
+    slo: SloTarget
+    model: StepModel | None  # the law fitted on the SLO's own percentile
+    model_b: int | None  # that law's largest batch under the SLO
+    trusted_b: int | None  # the same, where the law may answer beyond the measured levels
 
     def limit(
+        self,
         measured: float | None,
         measured_b: int | None,
         batch: int | None,
@@ -159,80 +201,53 @@ def max_batch_under_slo(
         more: int | None = None,
         note: str = "",
     ) -> BatchLimit:
-        return BatchLimit(slo, measured, measured_b, model_b, batch, quality, more, note, model)
+        return BatchLimit(self.slo, measured, measured_b, self.model_b, batch, quality, more, note, self.model)
 
-    if not idx:
-        quantity = slo.quantity
-        absent = next(
-            (why for i in saturation.unsaturated if quantity and (why := obs.results[i].absent_because(quantity))),
-            None,
+    def breached_first(self, smallest: str, first_batch: float) -> BatchLimit:
+        """The smallest level already breaches: below the law's floor, or below the levels measured."""
+        if self.model is not None and self.model_b is None:  # the batch-1 step breaches too: what-if's floor
+            return self.limit(None, None, None, "below the floor", note=floor_note(self.model, self.slo))
+        below_first = self.trusted_b if self.trusted_b is not None and self.trusted_b < first_batch else None
+        return self.limit(
+            None, None, below_first, "breached at every level", note=f"the smallest level ({smallest}) already breaches"
         )
-        return limit(None, None, trusted_b, "insufficient range", note=absent or "no unsaturated level measured it")
-    xs = np.array([obs.levels[i].batch for i in idx])
-    ys = isotonic_increasing(np.array([slo.value(obs.results[i]) for i in idx], dtype=np.float64))
-    meets = ys <= slo.limit + EPS
-    if not meets[0]:
-        if model is not None and model_b is None:  # the law's batch-1 step breaches too: the same floor as what-if
-            return limit(None, None, None, "below the floor", note=floor_note(model, slo))
-        below_first = trusted_b if trusted_b is not None and trusted_b < xs[0] else None
-        return limit(
-            None,
-            None,
-            below_first,
-            "breached at every level",
-            note=f"the smallest level ({obs.levels[idx[0]].label}) already breaches",
-        )
-    k = int(np.flatnonzero(meets)[-1])
-    if k < len(xs) - 1:
-        b_star = xs[k] + (slo.limit - ys[k]) * (xs[k + 1] - xs[k]) / (ys[k + 1] - ys[k])
-        measured_b = max(1, math.floor(b_star + EPS))
-        batch = min(measured_b, model_b) if model_b is not None else measured_b
-        quality, more = _resolution(obs, idx[k], idx[k + 1], slo)
-        return limit(float(b_star), measured_b, batch, quality, more, _disagreement(measured_b, model_b))
-    if cap is not None:
-        batch = min(cap, model_b) if model_b is not None else cap
-        return limit(  # the plateau B is the server's, not a crossing of the SLO: nothing measured to quote
-            None,
-            None,
-            batch,
-            "capped at max batch",
-            note=f"every unsaturated level meets the SLO; the server saturates at B = {cap}",
-        )
-    largest = obs.levels[idx[-1]].label
-    top = max(1, math.floor(xs[-1] + EPS))
-    if trusted_b is None:
-        why = (
-            "no law was fitted"
-            if model is None
-            else f"the {model_name(slo)} law does not extrapolate ({model.trust_note})"
-        )
-        return limit(
+
+    def never_crossed(self, largest: str, xs: np.ndarray) -> BatchLimit:
+        """Every level meets the SLO: a lower bound, or the law's answer where it lies within one sweep step."""
+        top = max(1, math.floor(xs[-1] + EPS))
+        if self.trusted_b is None:
+            why = (
+                "no law was fitted"
+                if self.model is None
+                else f"the {model_name(self.slo)} law does not extrapolate ({self.model.trust_note})"
+            )
+            return self.limit(
+                None,
+                top,
+                top,
+                "lower bound",
+                note=f"the SLO was not reached in the sweep (every level up to {largest} meets it) and {why}; "
+                "extend the sweep to find the limit",
+            )
+        next_step = xs[-1] * (xs[-1] / xs[-2]) if len(xs) >= 2 and xs[-2] > 0 else xs[-1]
+        if self.trusted_b <= next_step:
+            return self.limit(
+                None,
+                None,
+                self.trusted_b,
+                "extrapolated",
+                note=f"the sweep never crossed the SLO; the law's answer lies within one step of the largest "
+                f"level ({largest})",
+            )
+        held = max(top, math.floor(next_step + EPS))
+        return self.limit(
             None,
             top,
-            top,
+            held,
             "lower bound",
-            note=f"the SLO was not reached in the sweep (every level up to {largest} meets it) and {why}; "
-            "extend the sweep to find the limit",
+            note=f"the SLO was not reached in the sweep; the law puts the limit at {self.trusted_b}, more than one "
+            f"sweep step past the largest level ({largest}); extend the sweep to confirm",
         )
-    next_step = xs[-1] * (xs[-1] / xs[-2]) if len(xs) >= 2 and xs[-2] > 0 else xs[-1]
-    if trusted_b <= next_step:
-        return limit(
-            None,
-            None,
-            trusted_b,
-            "extrapolated",
-            note=f"the sweep never crossed the SLO; the law's answer lies within one step of the largest "
-            f"level ({largest})",
-        )
-    held = max(top, math.floor(next_step + EPS))
-    return limit(
-        None,
-        top,
-        held,
-        "lower bound",
-        note=f"the SLO was not reached in the sweep; the law puts the limit at {trusted_b}, more than one "
-        f"sweep step past the largest level ({largest}); extend the sweep to confirm",
-    )
 
 
 def model_name(slo: SloTarget) -> str:

@@ -93,48 +93,9 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
         source = "concurrency"
     rows, warnings = [], []
     for lv in levels:
-        batch = (
-            lv.server.running_mean
-            if source == "server" and lv.server
-            else _littles_batch(lv)
-            if source == "littles_law"
-            else lv.achieved_concurrency
-        )
-        e2e = _mean_ms(lv, Metric.E2E)
-        ratio = None
-        if e2e and lv.requests_per_s:
-            ratio = lv.achieved_concurrency / (lv.requests_per_s * e2e / 1000.0)
-            if abs(ratio - 1) > littles_tolerance(lv, e2e):
-                warnings.append(
-                    f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
-                    f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
-                    + littles_cause(lv, e2e)
-                )
-        rows.append(
-            LevelObservation(
-                label=lv.load.label,
-                concurrency=lv.achieved_concurrency,
-                batch=float(batch or 0.0),
-                completed=lv.completed,
-                error_rate=lv.error_rate,
-                requests_per_s=lv.requests_per_s,
-                tokens_per_s=lv.output_tokens_per_s,
-                tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
-                tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50),
-                tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
-                tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99),
-                ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
-                ttft_sent_p50_ms=lv.percentile_ms(Metric.TTFT_SENT, 50),
-                ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95),
-                itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
-                itl_p99_ms=lv.percentile_ms(Metric.ITL, 99),
-                e2e_mean_ms=e2e,
-                server_waiting=lv.server.waiting_mean if lv.server else None,
-                littles_ratio=ratio,
-                client_bound=lv.client_bound,
-                tokens_estimated=lv.tokens_estimated,
-            )
-        )
+        row, warning = _observe_level(lv, source)
+        rows.append(row)
+        warnings += [warning] if warning else []
     return Observations(
         levels=tuple(rows),
         results=levels,
@@ -143,6 +104,51 @@ def observe(measured: Sequence[LevelResult]) -> Observations:
         output_tokens_mean=mean_output_tokens(levels),
         warnings=tuple(warnings),
     )
+
+
+def _observe_level(lv: LevelResult, source: BatchSource) -> tuple[LevelObservation, str | None]:
+    """One level's observation on the batch axis ``source``, and a warning where Little's law is off."""
+    batch = (
+        lv.server.running_mean
+        if source == "server" and lv.server
+        else _littles_batch(lv)
+        if source == "littles_law"
+        else lv.achieved_concurrency
+    )
+    e2e = _mean_ms(lv, Metric.E2E)
+    ratio, warning = None, None
+    if e2e and lv.requests_per_s:
+        ratio = lv.achieved_concurrency / (lv.requests_per_s * e2e / 1000.0)
+        if abs(ratio - 1) > littles_tolerance(lv, e2e):
+            warning = (
+                f"{lv.load.label}: Little's law off by {ratio - 1:+.0%} (concurrency "
+                f"{lv.achieved_concurrency:.1f} vs X*E2E {lv.requests_per_s * e2e / 1000:.1f}): "
+                + littles_cause(lv, e2e)
+            )
+    row = LevelObservation(
+        label=lv.load.label,
+        concurrency=lv.achieved_concurrency,
+        batch=float(batch or 0.0),
+        completed=lv.completed,
+        error_rate=lv.error_rate,
+        requests_per_s=lv.requests_per_s,
+        tokens_per_s=lv.output_tokens_per_s,
+        tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
+        tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50),
+        tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),
+        tpot_p99_ms=lv.percentile_ms(Metric.TPOT, 99),
+        ttft_p50_ms=lv.percentile_ms(Metric.TTFT, 50),
+        ttft_sent_p50_ms=lv.percentile_ms(Metric.TTFT_SENT, 50),
+        ttft_p95_ms=lv.percentile_ms(Metric.TTFT, 95),
+        itl_p95_ms=lv.percentile_ms(Metric.ITL, 95),
+        itl_p99_ms=lv.percentile_ms(Metric.ITL, 99),
+        e2e_mean_ms=e2e,
+        server_waiting=lv.server.waiting_mean if lv.server else None,
+        littles_ratio=ratio,
+        client_bound=lv.client_bound,
+        tokens_estimated=lv.tokens_estimated,
+    )
+    return row, warning
 
 
 GROWTH_SHARE_OF_E2E = 0.25  # a TTFT rise across the window beyond a quarter of a request's lifetime...

@@ -134,16 +134,29 @@ def _trust_findings(
     if level.completed == 0:
         out.append((f"{label}: no request completed in the measured window; lengthen the duration", "window"))
         return out
+    return out + _sample_findings(level, asked) + _steadiness_findings(level)
+
+
+def _sample_findings(level: LevelResult, asked: Sequence[Quantity]) -> list[tuple[str, Side]]:
+    """Too few independent samples for a percentile asked."""
+    out: list[tuple[str, Side]] = []
     for q in asked:
         assert q.percentile is not None
         n, need = level.independent_samples(q.metric), samples_needed(q.percentile)
         if n < need:
             what = "engine steps' worth of ITL samples" if q.metric == Metric.ITL else f"{q.metric.value} samples"
             text = (
-                f"{label}: {n:.0f} {what} cannot bound a p{q.percentile:g} (needs at least "
+                f"{level.load.label}: {n:.0f} {what} cannot bound a p{q.percentile:g} (needs at least "
                 f"{need}); run the level longer or give it a request floor"
             )
             out.append((text, "window"))
+    return out
+
+
+def _steadiness_findings(level: LevelResult) -> list[tuple[str, Side]]:
+    """A queue growing across the window, or a window too short for the requests' lifetimes."""
+    label = level.load.label
+    out: list[tuple[str, Side]] = []
     e2e_us = level.histograms[Metric.E2E].mean_us()
     short = e2e_us is not None and level.window_s < WINDOW_LIFETIMES * e2e_us / 1e6
     growing = queue_growth_s(level)

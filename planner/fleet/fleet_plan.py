@@ -341,32 +341,34 @@ def _tuples(a: np.ndarray) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(v) for v in row) for row in a)
 
 
-def _to_json(p: FleetPlan) -> dict[str, Any]:
+def _fleet_json(p: FleetPlan, f: Fleet) -> dict[str, Any]:
+    """One fleet of the plan: its replicas per bucket (lower bound, serving, paid), cost and replay."""
     replayed = queueing_slos(p.slos)  # what each bucket's check holds a value for
+    return {
+        "variants": [k.name for k in f.kinds],
+        "held": f.held,
+        p.objective: f.objective,
+        "gpu_hours": f.gpu_hours,
+        f"static_{p.objective}": f.static_objective,
+        "static_gpu_hours": f.static_gpu_hours,
+        f"scale_up_lag_{p.objective}": f.lag_objective,
+        f"spare_{p.objective}": f.spare_objective,
+        "peak_replicas": max(f.replicas()),
+        "mean_replicas": float(np.mean(f.replicas())),
+        "replicas_lower_bound": {k.name: list(row) for k, row in zip(f.kinds, f.lower_bound)},
+        "replicas_serving": {k.name: list(row) for k, row in zip(f.kinds, f.need)},
+        "replicas_paid": {k.name: list(row) for k, row in zip(f.kinds, f.provisioned)},
+        "replay_rounds": f.rounds,
+        "replay_added_replica_buckets": f.added,
+        "replay": [
+            {"requests": c.requests, "passed": c.passed, **dict(zip((s.key for s in replayed), c.values_ms))}
+            for c in f.checks
+        ],
+    }
 
-    def fleet_json(f: Fleet) -> dict[str, Any]:
-        return {
-            "variants": [k.name for k in f.kinds],
-            "held": f.held,
-            p.objective: f.objective,
-            "gpu_hours": f.gpu_hours,
-            f"static_{p.objective}": f.static_objective,
-            "static_gpu_hours": f.static_gpu_hours,
-            f"scale_up_lag_{p.objective}": f.lag_objective,
-            f"spare_{p.objective}": f.spare_objective,
-            "peak_replicas": max(f.replicas()),
-            "mean_replicas": float(np.mean(f.replicas())),
-            "replicas_lower_bound": {k.name: list(row) for k, row in zip(f.kinds, f.lower_bound)},
-            "replicas_serving": {k.name: list(row) for k, row in zip(f.kinds, f.need)},
-            "replicas_paid": {k.name: list(row) for k, row in zip(f.kinds, f.provisioned)},
-            "replay_rounds": f.rounds,
-            "replay_added_replica_buckets": f.added,
-            "replay": [
-                {"requests": c.requests, "passed": c.passed, **dict(zip((s.key for s in replayed), c.values_ms))}
-                for c in f.checks
-            ],
-        }
 
+def _to_json(p: FleetPlan) -> dict[str, Any]:
+    """The fleet plan as ``plan --variant --json`` writes it."""
     chosen, runner = p.chosen, p.runner_up
     return {
         "demand": {
@@ -395,7 +397,7 @@ def _to_json(p: FleetPlan) -> dict[str, Any]:
             }
             for c in p.capacities
         ],
-        "fleets": [fleet_json(f) for f in p.fleets],
+        "fleets": [_fleet_json(p, f) for f in p.fleets],
         "choice": chosen.name if chosen is not None and chosen.held else None,
         "runner_up": runner.name if runner is not None else None,
         "margin": (runner.objective - chosen.objective) / chosen.objective

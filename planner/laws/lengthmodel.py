@@ -304,23 +304,9 @@ def fit_length_model(
     total = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - fitted) ** 2)) / total if total > 0 else None
     boot = _bootstrap(rows, xs, y, bootstrap, seed)
-    coefficients = []
-    for j, name in enumerate(TERMS):
-        if not mask[j]:
-            coefficients.append(Coefficient(name, None, None, ATTENTION_NOTE))
-            continue
-        if not _in_row_space(basis, np.eye(len(TERMS))[j]):
-            coefficients.append(Coefficient(name, None, None))
-            continue
-        value = float(beta[j] / scale[j])
-        ci = None
-        if boot:
-            draws = np.asarray(boot)[:, j] / scale[j]
-            ci = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))
-        coefficients.append(Coefficient(name, value, ci))
     return LengthModel(
         statistic=statistic,
-        coefficients=tuple(coefficients),
+        coefficients=_coefficients(beta, scale, basis, boot, mask),
         points=rows,
         budget=budget,
         r_squared=r2,
@@ -332,6 +318,27 @@ def fit_length_model(
         _boot=tuple(tuple(float(v) for v in b) for b in boot),
         _mask=tuple(float(v) for v in mask),
     )
+
+
+def _coefficients(
+    beta: np.ndarray, scale: np.ndarray, basis: np.ndarray, boot: list[np.ndarray], mask: np.ndarray
+) -> tuple[Coefficient, ...]:
+    """Each term's value and 95% bootstrap interval, in ms units; None where the calibration does not separate
+    it from the others (or the attention term, masked with too few prompt lengths)."""
+    coefficients = []
+    for j, name in enumerate(TERMS):
+        if not mask[j]:
+            coefficients.append(Coefficient(name, None, None, ATTENTION_NOTE))
+            continue
+        if not _in_row_space(basis, np.eye(len(TERMS))[j]):
+            coefficients.append(Coefficient(name, None, None))
+            continue
+        ci = None
+        if boot:
+            draws = np.asarray(boot)[:, j] / scale[j]
+            ci = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))
+        coefficients.append(Coefficient(name, float(beta[j] / scale[j]), ci))
+    return tuple(coefficients)
 
 
 PROMPT_APART = 1.1  # realised mean prompts within 10% are one asked length (they differ a little per sweep)

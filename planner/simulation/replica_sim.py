@@ -120,30 +120,19 @@ def serve_reference(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(first token ms, last token ms) per request: the event loop, in Python (the reference).
 
-    ``planner.simulation.replica_sim_compiled.serve`` is this loop in C, held to the same timelines bit for bit.
-    """
+    ``planner.simulation.replica_sim_compiled.serve`` is this loop in C, held to the same timelines bit for bit."""
     n = len(arrivals)
-    arr: list[float] = arrivals.tolist()
-    out_list: list[int] = outs.tolist()
-    prompt_list: list[float] = prompts.tolist()
-    prefill_list: list[float] = prefill.tolist()
-    first_list: list[float] = [0.0] * n
-    last_list: list[float] = [0.0] * n
-    admitted_at: list[int] = [0] * n
-    # the running sequences, as (global step count at which the sequence has its last token) << 32 | request:
-    # one int per entry compares faster than a tuple, and this loop is the plan's hot path
-    heap: list[int] = []
+    arr, out_list, prompt_list, prefill_list = arrivals.tolist(), outs.tolist(), prompts.tolist(), prefill.tolist()
+    first_list, last_list, admitted_at = [0.0] * n, [0.0] * n, [0] * n
+    heap: list[int] = []  # running sequences as (step of their last token) << 32 | request: an int compares fastest
     push, pop, ceil = heapq.heappush, heapq.heappop, math.ceil
-    t = 0.0
-    steps = 0  # steps completed so far
-    running = 0
+    t, steps, running = 0.0, 0, 0  # the clock (ms), steps completed so far, sequences running
     kv_base = 0.0  # sum over running sequences of prompt - admission step: step s reads kv_base + running * s
     nxt = 0  # next request not yet admitted (FIFO: the waiting queue is arrivals[nxt:] up to t)
     while nxt < n or running:
         if not running and arr[nxt] > t:
             t = arr[nxt]  # idle until the next arrival
-        extra = 0.0
-        admitted_from = nxt
+        extra, admitted_from = 0.0, nxt
         while running < cap and nxt < n and arr[nxt] <= t:
             push(heap, (steps + out_list[nxt]) << _REQUEST_BITS | nxt)
             extra += prefill_list[nxt]
