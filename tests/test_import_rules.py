@@ -197,3 +197,14 @@ def test_the_module_import_graph_has_no_cycle() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+
+
+def test_the_planners_public_names_are_honest() -> None:
+    """``planner.__all__`` lists exactly the names ``planner/__init__.py`` imports, each of them real."""
+    import planner
+
+    tree = ast.parse((ROOT / "planner" / "__init__.py").read_text())
+    imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert sorted(planner.__all__) == sorted(imported), set(planner.__all__) ^ imported
+    assert all(hasattr(planner, name) for name in planner.__all__)
+    assert callable(planner.plan) and planner.plan.__module__ == "planner.front_door"

@@ -44,6 +44,9 @@ def test_the_wheel_carries_the_profiles_and_runs_the_quickstart_from_elsewhere(t
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
         check=True, capture_output=True,
     )  # fmt: skip
+    for package in ("loadgen", "planner"):  # PEP 561: type hints shipped, and every wing of the planner
+        assert (site / package / "py.typed").is_file(), package
+    assert all((site / "planner" / wing / "__init__.py").is_file() for wing in ("evidence", "capacity", "reports"))
     work = tmp_path / "elsewhere"
     work.mkdir()
 
