@@ -1,7 +1,7 @@
 """SLOs and the largest batch that keeps them (pure).
 
-Grammar of ``--slo``: ``METRIC_pNN < VALUE[ms|s]`` (``tpot_p95<50ms``,
-``ttft_p99 < 2s``, ``itl_p99<=100ms``) or ``error_rate < P[%]``. ``<`` and
+``--slo`` is the threshold grammar's promise (``planner.evidence.thresholds``): ``tpot_p95<50ms``,
+``ttft_p99 < 2s``, ``itl_p99<=100ms`` or ``error_rate < P[%]``. ``<`` and
 ``<=`` both mean "at most": a level exactly at the limit complies, as in the
 chapter (step 39.8 ms fits a 40 ms budget, 40.0 would too).
 
@@ -15,7 +15,6 @@ law inverted exactly at integer boundaries. The decision is the smaller.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +23,7 @@ import numpy as np
 from loadgen.results import SLO_METRICS, SloTarget
 from planner.evidence.knee import Saturation
 from planner.evidence.observations import Observations, percentile_ci_ms
+from planner.evidence.thresholds import ThresholdSyntaxError, UnknownQuantity, parse_threshold
 from planner.laws.stepmodel import StepModel
 
 Quality = Literal[
@@ -41,31 +41,31 @@ Quality = Literal[
     "predicted",  # a length model fitted on other mixes predicts it (``planner.capacity.mixplan``)
     "unknown",  # imported numbers: it crosses between two levels, but without samples no interval decides it
 ]
-_SLO = re.compile(
-    r"^\s*(?P<name>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?|_mean)?)\s*(?P<op><=|<)\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?\s*$"
-)
 EPS = 1e-9
 
 
 def parse_slo(text: str) -> SloTarget:
-    """``"tpot_p95<50ms"`` -> SloTarget(TPOT, 95, 50.0). Raises ValueError naming what was expected."""
+    """``"tpot_p95<50ms"`` -> SloTarget(TPOT, 95, 50.0). Raises ValueError naming what was expected.
+
+    The threshold grammar's (``planner.evidence.thresholds``) promises: a latency's percentile or mean, or
+    the error rate, at most a value, at every level."""
     expected = (
         f"--slo {text!r}: expected METRIC_pNN<VALUE[ms|s] or METRIC_mean<VALUE[ms|s] (METRIC: "
         f"{', '.join(m.value for m in SLO_METRICS)}), e.g. tpot_p95<50ms, ttft_p99.9<2s, tpot_mean<40ms, "
         "or error_rate<1%"
     )
-    m = _SLO.match(text)
-    if not m:
-        raise ValueError(expected)
-    value, unit = float(m.group("num")), m.group("unit")
-    if m.group("name") == "error_rate":
-        if unit not in (None, "%"):
-            raise ValueError(f"--slo {text!r}: an error rate takes a fraction or a percentage")
-        return SloTarget(None, None, value / 100 if unit == "%" else value)
-    if unit == "%":
-        raise ValueError(f"--slo {text!r}: a latency takes ms or s")
     try:
-        return SloTarget.from_key(f"{m.group('name')}_ms", value * 1000 if unit == "s" else value)
+        threshold = parse_threshold(text, "--slo")
+    except (ThresholdSyntaxError, UnknownQuantity):
+        raise ValueError(expected) from None
+    if threshold.op not in ("<", "<=") or threshold.level is not None or threshold.value < 0:
+        raise ValueError(expected)
+    if threshold.quantity == "error_rate":
+        return SloTarget(None, None, threshold.value)
+    if threshold.latency is None:  # goodput and the rates are checks a gate makes, not promises a plan sizes
+        raise ValueError(expected)
+    try:
+        return SloTarget.from_key(f"{threshold.quantity}_ms", threshold.value)
     except ValueError:
         raise ValueError(expected) from None
 

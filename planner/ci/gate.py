@@ -1,16 +1,7 @@
 """The CI gate: thresholds and baseline regressions -> a verdict and an exit code (pure).
 
-Check grammar (``--require`` holds when the run is good; ``--fail-if``
-states the failure)::
-
-    QUANTITY OP VALUE[UNIT] [@LEVEL]
-
-    QUANTITY  ttft|ttft_sent|tpot|itl|e2e|queue|lag _ pNN|mean|max   (ms)
-              error_rate | goodput_ratio                             (fraction; "1%" works)
-              output_tokens_per_s | requests_per_s | achieved_concurrency
-    OP        <  <=  >  >=
-    UNIT      ms | s | %
-    LEVEL     c=32 or r=2.5 (default: every level)
+Checks are written in the one threshold grammar (``planner.evidence.thresholds``): ``--require``
+holds when the run is good; ``--fail-if`` states the failure.
 
 Exit codes: 0 pass; 1 a threshold breached or a real regression; 3 the run
 cannot be trusted (client-bound, incomplete, too many errors, too few
@@ -20,15 +11,14 @@ samples for a percentile asked): never a silent pass.
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.quantity import Quantity
 from loadgen.results import Results, SloTarget
 from planner.ci.compare import Delta, compare_results
-from planner.evidence.level_values import RATES, RATIOS, latency_quantity, quantity_value
+from planner.evidence.level_values import latency_quantity, quantity_value
+from planner.evidence.thresholds import ThresholdSyntaxError, parse_threshold
 from planner.evidence.verdicts import UNTRUSTED_ERROR_RATE, judge
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNTRUSTED = 0, 1, 3
@@ -40,10 +30,6 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
 }
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_CHECK = re.compile(
-    r"^\s*(?P<q>[a-z0-9_]+?(?:_p\d+(?:\.\d+)?)?)\s*(?P<op><=|>=|<|>)\s*(?P<num>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|s|%)?"
-    r"\s*(?:@\s*(?P<level>[cr]=\d+(?:\.\d+)?))?\s*$"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,29 +44,14 @@ class Check:
 def parse_check(text: str, *, fail_if: bool = False) -> Check:
     """Parse a check; with ``fail_if`` the expression is the failure condition and is negated."""
     flag = "--fail-if" if fail_if else "--require"
-    m = _CHECK.match(text)
-    if not m:
-        raise ValueError(f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'")
-    quantity, unit, value = m.group("q"), m.group("unit"), float(m.group("num"))
-    if quantity not in RATIOS + RATES:
-        try:
-            quantity = Quantity.parse(quantity).key
-        except ValueError as exc:
-            raise ValueError(f"{flag} {text!r}: {exc}, or one of {', '.join(RATIOS + RATES)}") from None
-        if unit == "%":
-            raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
-        value = value * 1000 if unit == "s" else value
-    elif quantity in RATIOS:
-        if unit in ("ms", "s"):
-            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction (0.01 or 1%)")
-        value = value / 100 if unit == "%" else value
-        if not 0 <= value <= 1:
-            raise ValueError(f"{flag} {text!r}: {quantity} is a fraction between 0 and 1 (0% to 100%)")
-    elif unit is not None:
-        raise ValueError(f"{flag} {text!r}: {quantity} takes a plain number")
-    op = _NEGATE[m.group("op")] if fail_if else m.group("op")
-    level = m.group("level").replace(" ", "") if m.group("level") else None
-    return Check(text.strip(), quantity, op, value, level)
+    try:
+        threshold = parse_threshold(text, flag)
+    except ThresholdSyntaxError:
+        raise ValueError(
+            f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'"
+        ) from None
+    op = _NEGATE[threshold.op] if fail_if else threshold.op
+    return Check(threshold.text, threshold.quantity, op, threshold.value, threshold.level)
 
 
 def check_from_slo(slo: SloTarget, level: str | None = None) -> Check:
