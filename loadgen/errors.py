@@ -9,6 +9,8 @@ traceback.
 from __future__ import annotations
 
 import enum
+import json
+from typing import Any
 
 
 class LoadgenError(Exception):
@@ -45,6 +47,19 @@ class SchemaVersionError(ResultsError):
 
 class EndpointError(LoadgenError):
     """The target endpoint cannot be used at all (unreachable, 401, not OpenAI-shaped)."""
+
+
+def parse_json(text: str | bytes, where: str, kind: str = "JSON", error: type[LoadgenError] = UsageError) -> Any:
+    """``json.loads``, or ``error`` in one line naming ``where`` and the ``kind`` of JSON it should be: the
+    parser's reason and line, or that it nests too deeply (the parser's recursion, not a traceback)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: not valid {kind} ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise error(f"{where}: {kind} nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not valid {kind} (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
 
 
 class ErrorKind(enum.StrEnum):

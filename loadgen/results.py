@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError
+from loadgen.errors import ErrorKind, MissingResultsFile, ResultsError, SchemaVersionError, parse_json
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.load import Load
@@ -650,12 +650,7 @@ class Results:
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "results") -> Results:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ResultsError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        except RecursionError:
-            raise ResultsError(f"{source}: corrupt results file (JSON nested too deeply)") from None
+        raw = parse_json(text, source, error=ResultsError)
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
             raise ResultsError(f'{source}: not a loadgen results file (no "schema": "{SCHEMA}")')
         version = raw.get("schema_version")

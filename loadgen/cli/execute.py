@@ -3,7 +3,6 @@ signals they add to the library's ``execute``."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -15,7 +14,7 @@ from rich.console import Console
 from loadgen.cli.bounds import bounded
 from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
-from loadgen.errors import UsageError
+from loadgen.errors import UsageError, parse_json
 from loadgen.inputs.workload import owned_key_problem
 from loadgen.quantity import LAG_THRESHOLD_MS
 from loadgen.results import Results
@@ -34,10 +33,7 @@ from loadgen.wire.target import parse_headers
 def parse_extra_body(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--extra-body: not valid JSON ({exc.msg})") from None
+    value = parse_json(text, "--extra-body")
     if not isinstance(value, dict):
         raise UsageError("--extra-body: expected a JSON object, e.g. '{\"ignore_eos\": true}'")
     problem = owned_key_problem(value)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import math
 import platform
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from loadgen import __version__
-from loadgen.errors import UsageError
+from loadgen.errors import UsageError, parse_json
 from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.inputs.textfiles import read_text
 from loadgen.limits import MAX_FILE_LEVELS
@@ -93,10 +92,7 @@ def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
         rows: list[Any] = list(csv.DictReader(io.StringIO(text)))
         _check_count(path, len(rows), "rows")
         return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not CSV (by its suffix) nor JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = parse_json(text, f"{path} (not .csv by its suffix)")
     if isinstance(doc, dict) and "median_ttft_ms" in doc:
         return [_vllm_bench(doc, str(path))], "vllm-bench"
     if isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list):

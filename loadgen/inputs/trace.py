@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import heapq
 import io
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.errors import UsageError
+from loadgen.errors import UsageError, parse_json
 from loadgen.inputs.textfiles import read_text
 from loadgen.limits import MAX_TOKENS
 
@@ -190,10 +189,7 @@ def _json_lines(path: Path, text: str, flag: str) -> Iterator[Row]:
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            raise UsageError(f"{flag} {path}:{no}: not a JSON object (JSON lines, or a .csv file)") from None
+        row = parse_json(line, f"{flag} {path}:{no} (JSON lines, or a .csv file)")
         if not isinstance(row, dict):
             raise UsageError(f"{flag} {path}:{no}: not a JSON object")
         fmt = fmt or _detect(path, row, flag)

@@ -9,7 +9,6 @@ prompt starts with a per-request nonce so prefix caches cannot flatter TTFT.
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +21,7 @@ import numpy as np
 import orjson
 
 from loadgen.api import Api
-from loadgen.errors import UsageError
+from loadgen.errors import UsageError, parse_json
 from loadgen.lengths import Lengths
 from loadgen.limits import MAX_TOKENS
 from loadgen.wire.sse import Convention
@@ -179,12 +178,7 @@ def _words(text: Any) -> int:
 
 
 def _sharegpt(path: Path, text: str) -> tuple[DatasetEntry, ...]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid ShareGPT JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise UsageError(f"{path}: JSON nested too deeply") from None
+    doc = parse_json(text, str(path), "ShareGPT JSON")
     if not isinstance(doc, list):
         raise UsageError(f'{path}: expected a JSON array of {{"conversations": [...]}} objects (ShareGPT)')
     entries = []
@@ -214,12 +208,7 @@ def _jsonl(path: Path, lines: Iterable[str], max_words: int | None = None) -> tu
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UsageError(f"{path}:{no}: JSON nested too deeply") from None
+        obj = parse_json(line, f"{path}:{no}")
         if not isinstance(obj, dict) or not (
             isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)
         ):

@@ -55,7 +55,7 @@ def test_the_three_formats_read_to_the_same_schedule(tmp_path: Path) -> None:
         ('{"when": 1, "input_length": 3, "output_length": 2}', "unknown columns"),
         ('{"timestamp": "soon", "input_length": 3, "output_length": 2}', ":1: timestamp: expected a number"),
         ('{"timestamp": 1, "input_length": 0, "output_length": 2}', ":1: input_length: expected a whole number"),
-        ("not json", ":1: not a JSON object"),
+        ("not json", r":1 \(JSON lines, or a .csv file\): not valid JSON"),
     ],
 )
 def test_a_bad_trace_is_one_line_naming_file_line_and_column(tmp_path: Path, content: str, message: str) -> None:

@@ -22,7 +22,7 @@ from planner.evidence.thresholds import ThresholdSyntaxError, UnknownQuantity, p
 )
 def test_an_slo_and_a_gate_check_read_one_text_alike(text: str, quantity: str, value: float) -> None:
     slo, check = parse_slo(text), parse_check(text)
-    assert (check.quantity, check.threshold) == (quantity, pytest.approx(value))
+    assert check.quantity == quantity and check.threshold == pytest.approx(value)
     assert slo.limit == pytest.approx(value)
     from_slo = check_from_slo(slo)
     assert (from_slo.quantity, from_slo.threshold) == (check.quantity, check.threshold)
