@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import httpx
 
-from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult
 from loadgen.run.observe import LevelObserver
+from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.run.scrape import MetricsScraper
 from loadgen.wire.records import Clock, RequestRecord

@@ -34,12 +34,12 @@ from typing import Any
 
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
-from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult
 from loadgen.run.executors import LevelRun, level_notes
 from loadgen.run.metrics import LiveSnapshot
 from loadgen.run.observe import LevelObserver, LoadSnapshot
+from loadgen.run.requests import Workload
 from loadgen.run.runner import PROGRESS_INTERVAL_S
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.wire.loops import loop_factory, running_loop_name

@@ -31,11 +31,11 @@ import numpy as np
 
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
-from loadgen.inputs.workload import Conversation, RequestFactory, Workload
 from loadgen.load import LevelPlan, open_loop_offsets
 from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
 from loadgen.run.metrics import LevelRecorder
 from loadgen.run.observe import LevelObserver, LoadSnapshot, NullObserver
+from loadgen.run.requests import Conversation, RequestFactory, Workload
 from loadgen.run.scrape import MetricsScraper
 from loadgen.wire.client import stream_request
 from loadgen.wire.records import Clock, RequestRecord

@@ -25,12 +25,12 @@ from typing import Any
 
 from loadgen import __version__
 from loadgen.errors import EndpointError
-from loadgen.inputs.workload import PreparedRequest, PromptCalibration, RequestFactory, Workload
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
 from loadgen.run.executors import InProcess, LevelExecutor
 from loadgen.run.observe import LevelObserver, NullObserver
 from loadgen.run.ray_workers import OnRayActors, RayOptions
+from loadgen.run.requests import PreparedRequest, PromptCalibration, RequestFactory, Workload
 from loadgen.run.runner import FLOOR_MARGIN, MAX_FLOOR_S
 from loadgen.run.scrape import metrics_url, probe
 from loadgen.run.split import SplitTarget

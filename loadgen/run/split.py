@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from loadgen.errors import LoadgenError
-from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan, split_plan
 from loadgen.results import LevelResult
 from loadgen.run.merge import merge_levels
 from loadgen.run.observe import LevelObserver
+from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.run.scrape import MetricsScraper, metrics_url
 from loadgen.wire.client import HttpOptions, make_http_client

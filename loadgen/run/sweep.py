@@ -17,10 +17,11 @@ from typing import Any
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
 from loadgen.inputs.trace import Trace, load_trace
-from loadgen.inputs.workload import Workload, load_dataset
+from loadgen.inputs.workload import load_dataset
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.quantity import LAG_THRESHOLD_MS, PER_REQUEST
 from loadgen.run.ray_workers import RayOptions
+from loadgen.run.requests import Workload
 from loadgen.run.session import Scrape, Session, Start
 from loadgen.wire.client import HttpOptions
 from loadgen.wire.sse import Convention

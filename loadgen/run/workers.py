@@ -27,11 +27,11 @@ from typing import Any
 
 from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
-from loadgen.inputs.workload import Workload
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult
 from loadgen.run.executors import LevelRun, level_notes
 from loadgen.run.observe import LevelObserver
+from loadgen.run.requests import Workload
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.wire.loops import loop_factory
 

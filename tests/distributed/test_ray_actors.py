@@ -19,12 +19,12 @@ from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.cli.execute import local_ray_environment
 from loadgen.histogram import LatencyHistogram
-from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
 from loadgen.results import Metric, load
 from loadgen.run.observe import NullObserver
 from loadgen.run.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
+from loadgen.run.requests import Workload
 from loadgen.run.split import SplitTarget
 from loadgen.sim.server import SimProcess
 from loadgen.wire.client import HttpOptions

@@ -17,10 +17,10 @@ from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
-from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
 from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.run_settings import RunSettings
 from loadgen.sim.faults import FaultConfig

@@ -149,7 +149,7 @@ def test_url_credentials_and_an_api_key_together_are_refused() -> None:
 
 
 def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from loadgen.inputs.workload import Workload
+    from loadgen.run.requests import Workload
     from loadgen.run.session import Session
     from loadgen.wire.records import RecordsWriter
 
@@ -243,8 +243,8 @@ async def test_https_to_a_plain_http_port_says_so_in_seconds(transport: str) -> 
 async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
     import socket
 
-    from loadgen.inputs.workload import Workload
     from loadgen.load import LevelPlan, Load
+    from loadgen.run.requests import Workload
     from loadgen.run.runner import run_level
 
     with socket.socket() as s:  # a port nothing listens on

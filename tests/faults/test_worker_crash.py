@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from loadgen.api import Api
-from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
 from loadgen.load import LevelPlan, Load
 from loadgen.results import load
+from loadgen.run.requests import Workload
 from loadgen.run.split import SplitTarget
 from loadgen.run.workers import run_level_in_processes
 from loadgen.sim.server import SimProcess

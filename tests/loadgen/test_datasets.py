@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.errors import UsageError
-from loadgen.inputs.workload import DatasetFormat, RequestFactory, Workload, load_dataset
+from loadgen.inputs.workload import DatasetFormat, load_dataset
 from loadgen.results import load
+from loadgen.run.requests import RequestFactory, Workload
 from loadgen.sim.server import SimProcess
 
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from loadgen.api import Api
-from loadgen.inputs.workload import (
+from loadgen.lengths import Lengths
+from loadgen.run.requests import (
     PREPARED_AHEAD,
     SETTLED_AFTER,
     VOCABULARY,
@@ -27,7 +28,6 @@ from loadgen.inputs.workload import (
     RequestFactory,
     Workload,
 )
-from loadgen.lengths import Lengths
 
 Tokenizer = Callable[[str], int]
 

@@ -17,10 +17,10 @@ import pytest
 from loadgen.api import Api
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
-from loadgen.inputs.workload import Workload
 from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.results import LevelResult, Metric
+from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
