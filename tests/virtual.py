@@ -1,6 +1,6 @@
 """Run a profile against the simulator in virtual time, in this process: for tests of logic.
 
-The same path as ``loadgen run|sweep --virtual-time`` (``loadgen.cli.execute``), with simulator
+The same path as ``loadgen run|sweep --virtual-time`` (``loadgen.cli.session_flags``), with simulator
 options a profile cannot set (prefix cache, held-back tokens, an API key) and the records kept.
 """
 
@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 from loadgen.inputs.profile import Profile
 from loadgen.results import Results
-from loadgen.run.execute import execute
+from loadgen.run.assembly import TargetOptions, session_from_profile
+from loadgen.run.launch import execute
 from loadgen.run.session import SessionHooks
-from loadgen.run.sweep import TargetOptions, session_from_profile
 from loadgen.run.vtime import VirtualTimeLoop
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import start_site

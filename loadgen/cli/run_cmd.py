@@ -12,14 +12,6 @@ import typer
 from loadgen.api import Api
 from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
-from loadgen.cli.execute import (
-    execute,
-    http_options,
-    parse_extra_body,
-    progress_observer,
-    ray_options,
-    target_options,
-)
 from loadgen.cli.options import (
     LOAD,
     MEASURE,
@@ -49,6 +41,14 @@ from loadgen.cli.options import (
     WorkersOpt,
 )
 from loadgen.cli.render import level_table, throughput_table
+from loadgen.cli.session_flags import (
+    execute,
+    http_options,
+    parse_extra_body,
+    progress_observer,
+    ray_options,
+    target_options,
+)
 from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
@@ -56,11 +56,11 @@ from loadgen.inputs.workload import DatasetFormat
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric, Results
-from loadgen.run.execute import SIM_URL
+from loadgen.run.assembly import session_from_profile
+from loadgen.run.launch import SIM_URL
 from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, Session, SessionHooks, Start
-from loadgen.run.sweep import session_from_profile
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.records import RecordsWriter

@@ -12,7 +12,6 @@ import typer
 
 from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors, save_results
-from loadgen.cli.execute import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.cli.options import (
     LOAD,
     TARGET,
@@ -40,15 +39,16 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.plan_inputs import PlanFlags, assemble
 from loadgen.cli.render import sweep_table
+from loadgen.cli.session_flags import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.engine import Mode
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_LEVELS
 from loadgen.results import Results, SloTarget, save_atomic
+from loadgen.run.assembly import session_from_profile
 from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
-from loadgen.run.sweep import session_from_profile
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop

@@ -36,7 +36,7 @@ from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult
-from loadgen.run.executors import LevelRun, level_notes
+from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.metrics import LiveSnapshot
 from loadgen.run.observe import LevelObserver, LoadSnapshot
 from loadgen.run.requests import Workload

@@ -27,7 +27,7 @@ from loadgen import __version__
 from loadgen.errors import EndpointError
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
-from loadgen.run.executors import InProcess, LevelExecutor
+from loadgen.run.level_executors import InProcess, LevelExecutor
 from loadgen.run.observe import LevelObserver, NullObserver
 from loadgen.run.ray_workers import OnRayActors, RayOptions
 from loadgen.run.requests import PreparedRequest, PromptCalibration, RequestFactory, Workload

@@ -29,7 +29,7 @@ from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult
-from loadgen.run.executors import LevelRun, level_notes
+from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.observe import LevelObserver
 from loadgen.run.requests import Workload
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from loadgen.api import Api
 from loadgen.cli import app
-from loadgen.cli.execute import local_ray_environment
+from loadgen.cli.session_flags import local_ray_environment
 from loadgen.histogram import LatencyHistogram
 from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets

@@ -18,11 +18,11 @@ from loadgen.errors import UsageError, parse_json
 from loadgen.inputs.workload import owned_key_problem
 from loadgen.quantity import LAG_THRESHOLD_MS
 from loadgen.results import Results
-from loadgen.run.execute import execute as run_execute
+from loadgen.run.assembly import TargetOptions
+from loadgen.run.launch import execute as run_execute
 from loadgen.run.observe import LevelObserver, NullObserver
 from loadgen.run.ray_workers import Placement, RayOptions, check_reachable, require_ray
 from loadgen.run.session import Scrape, Session, SessionHooks, Start
-from loadgen.run.sweep import TargetOptions
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import HttpOptions, Transport
 from loadgen.wire.loops import EventLoop, loop_factory
@@ -131,7 +131,7 @@ def execute(
     *,
     virtual_time: bool = False,
 ) -> Results:
-    """``loadgen.run.execute.execute`` with the command's stop signals: the first Ctrl-C, SIGTERM or SIGHUP
+    """``loadgen.run.launch.execute`` with the command's stop signals: the first Ctrl-C, SIGTERM or SIGHUP
     stops admitting and drains for a bounded grace (the results are written, marked incomplete); repeats
     change nothing (see ``stop_signals``)."""
     results = run_execute(url, sim, build, hooks_for, virtual_time=virtual_time, interrupts=SIGNALS.steering)
