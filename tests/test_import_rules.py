@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
     "loadgen.results",
+    "loadgen.slo_target",
     "loadgen.quantity",
     "loadgen.histogram",
     "loadgen.errors",

@@ -22,7 +22,8 @@ from loadgen.inputs.profile import Profile, find_profile, load_profile
 from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_TOKENS
 from loadgen.load import Arrival
-from loadgen.results import Results, SloTarget, load
+from loadgen.results import Results, load
+from loadgen.slo_target import SloTarget
 from planner import PlanInputs, PlanRequest, StepModel, parse_slo
 from planner.front_door import DatasetWords, FleetInputs, FleetVariant
 

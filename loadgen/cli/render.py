@@ -8,7 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from loadgen.results import LevelResult, Metric, Results, SloTarget
+from loadgen.results import LevelResult, Metric, Results
+from loadgen.slo_target import SloTarget
 from planner.evidence.verdicts import Verdicts
 from planner.reports.document import Report, Section
 from planner.reports.plan_text import fmt

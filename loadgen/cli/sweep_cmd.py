@@ -44,12 +44,13 @@ from loadgen.engine import Mode
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_LEVELS
-from loadgen.results import Results, SloTarget, save_atomic
+from loadgen.results import Results, save_atomic
 from loadgen.run.assembly import session_from_profile
 from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
 from loadgen.sim.openai_app import SimOptions
+from loadgen.slo_target import SloTarget
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention

@@ -17,8 +17,8 @@ from typing import Any, Final
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
 from loadgen.limits import MAX_TOKENS
-from loadgen.results import SloTarget
 from loadgen.run_settings import RunSettings
+from loadgen.slo_target import SloTarget
 
 
 @dataclass(frozen=True, slots=True)

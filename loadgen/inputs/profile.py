@@ -38,8 +38,8 @@ from loadgen.limits import (
     MAX_TURNS,
 )
 from loadgen.load import DRAWN_ARRIVALS, Arrival
-from loadgen.results import SloTarget
 from loadgen.sim.faults import FaultConfig
+from loadgen.slo_target import SloTarget
 from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, Results, SloTarget
+from loadgen.results import Metric, Results
+from loadgen.slo_target import SloTarget
 from planner.capacity.slo import BatchLimit, floor_note
 from planner.laws.lengthmodel import (
     COEFFICIENTS,

@@ -31,7 +31,8 @@ import numpy as np
 
 from loadgen.engine import EngineConfig
 from loadgen.quantity import LAG_THRESHOLD_MS
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import QUEUEING_METRICS, slo_statistic
 from planner.simulation.replica_sim import simulate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.load import Arrival
-from loadgen.results import SloTarget
+from loadgen.slo_target import SloTarget
 from planner.capacity.replay import Correction
 from planner.capacity.sizing import queueing_slos
 from planner.laws.lengthsample import LengthSample

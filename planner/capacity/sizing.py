@@ -27,7 +27,8 @@ import numpy as np
 
 from loadgen.engine import EngineConfig
 from loadgen.load import Arrival, arrival_offsets
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner.evidence.observations import Z95
 from planner.laws.exact import exact
 from planner.laws.lengthsample import LengthSample

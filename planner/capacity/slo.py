@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from loadgen.results import SLO_METRICS, SloTarget
+from loadgen.slo_target import SLO_METRICS, SloTarget
 from planner.evidence.knee import Saturation
 from planner.evidence.observations import Observations, percentile_ci_ms
 from planner.evidence.thresholds import ThresholdSyntaxError, UnknownQuantity, parse_threshold

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.results import Results, SloTarget
+from loadgen.results import Results
+from loadgen.slo_target import SloTarget
 from planner.ci.compare import Delta, compare_results
 from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.thresholds import ThresholdSyntaxError, parse_threshold

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.results import LevelResult, SloTarget
+from loadgen.results import LevelResult
+from loadgen.slo_target import SloTarget
 from planner.evidence.verdicts import judge
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.load import Arrival
-from loadgen.results import SloTarget
+from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import max_rate_per_replica, queueing_slos
 from planner.fleet.demand import ONE_HOUR_S, Demand

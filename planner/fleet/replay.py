@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import slo_statistic
 from planner.fleet.demand import Demand
 from planner.simulation.replica_sim import simulate

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadgen.results import SloTarget
+from loadgen.slo_target import SloTarget
 from planner.laws.lengthmodel import prompt_group
 from planner.laws.stepmodel import StepModel, fit_step_model
 

@@ -11,14 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.results import (
-    CORE_SHARED,
-    Metric,
-    Results,
-    SloTarget,
-    mean_output_tokens,
-    mean_prompt_tokens,
-)
+from loadgen.results import CORE_SHARED, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep
 from planner.evidence.verdicts import Verdicts, judge

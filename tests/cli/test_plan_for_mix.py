@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, SloTarget, load, mean_prompt_tokens, save_atomic
+from loadgen.results import Metric, Results, load, mean_prompt_tokens, save_atomic
 from loadgen.sim.openai_app import SimOptions
+from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import max_rate_per_replica
 from planner.laws.lengthmodel import Mix
 from planner.laws.lengthsample import LengthSample

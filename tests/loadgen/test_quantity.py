@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.quantity import Aggregate, Metric, Quantity, samples_needed
-from loadgen.results import SloTarget
+from loadgen.slo_target import SloTarget
 from planner.capacity.slo import parse_slo
 from planner.ci.gate import check_from_slo, evaluate_gate, parse_check
 from tests.planner.synthetic import closed_level, sweep_results

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, batch_utilization, plan_from_law, replicas_for
 
 LAW = StepModel.given(25.0, 0.4)

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from loadgen.results import SloTarget
+from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law
 
 LAWS = ("25+0.4", "25+0.1", "12.5+0.35", "7.3+0.07", "40+1.3", "18.25+0.15", "3.1+0.03")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
 from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity

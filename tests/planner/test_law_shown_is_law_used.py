@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner import PlanRequest, plan_from_results
 from planner.reports.plan_text import plan_lines
 from tests.planner.synthetic import closed_level, law_tpots, sweep_results

@@ -11,8 +11,9 @@ import pytest
 
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, ServerSample, SloTarget
+from loadgen.results import Metric, Results, ServerSample
 from loadgen.sim.openai_app import SimOptions
+from loadgen.slo_target import SloTarget
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
 from planner.capacity.mixplan import (
     below_zero_note,

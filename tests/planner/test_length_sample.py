@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner import Mix
 from planner.capacity.sizing import simulate_replicas
 from planner.laws.lengthmodel import shaped_context

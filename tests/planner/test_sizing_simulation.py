@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from loadgen.engine import Engine, EngineConfig
 from loadgen.load import arrival_offsets
-from loadgen.results import Metric, SloTarget
+from loadgen.results import Metric
+from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
 from planner.capacity.sizing import replicas_for, t975
 

@@ -10,7 +10,8 @@ import pytest
 
 from loadgen.load import Load
 from loadgen.quantity import Quantity
-from loadgen.results import LevelResult, Metric, SloTarget, Trend
+from loadgen.results import LevelResult, Metric, Trend
+from loadgen.slo_target import SloTarget
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import judge
 from tests.planner.synthetic import closed_level, law_sweep, law_tpots
