@@ -45,7 +45,7 @@ from loadgen import __version__
 from loadgen.errors import UsageError, parse_json
 from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.inputs.textfiles import read_text
-from loadgen.limits import MAX_FILE_LEVELS
+from loadgen.limits import MAX_CONCURRENCY, MAX_FILE_LEVELS, MAX_RATE_RPS, MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import LevelResult, Results, RunInfo, ServerSample, Target
@@ -89,7 +89,7 @@ def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
     """The levels in ``path`` and the format recognised (table, vllm-bench, guidellm or aiperf)."""
     text = read_text(path)
     if path.suffix.lower() == ".csv":
-        rows: list[Any] = list(csv.DictReader(io.StringIO(text)))
+        rows = _csv_rows(path, text)
         _check_count(path, len(rows), "rows")
         return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"
     doc = parse_json(text, f"{path} (not .csv by its suffix)")
@@ -110,11 +110,44 @@ def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
     )
 
 
+_RAGGED = "\x00ragged"  # DictReader's key for the values past the header's columns
+
+
+def _csv_rows(path: Path, text: str) -> list[dict[str, Any]]:
+    """The CSV's rows as mappings, each as long as the header: a row with more fields, or a field past the
+    csv module's limit, is one line naming the row."""
+    reader = csv.DictReader(io.StringIO(text), restkey=_RAGGED)
+    rows = []
+    try:
+        for row in reader:
+            if _RAGGED in row:
+                raise UsageError(
+                    f"{path}: row {reader.line_num}: {len(row) - 1 + len(row[_RAGGED])} fields, the header names "
+                    f"{len(row) - 1}"
+                )
+            rows.append(row)
+    except csv.Error as exc:
+        raise UsageError(f"{path}: row {reader.line_num + 1}: not CSV this reader takes ({exc})") from None
+    return rows
+
+
+def _float(value: int | float) -> float:
+    """A JSON number as a float; an integer past a float's range reads as infinite (refused by ``_checked``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def _number(where: str, key: str, value: Any) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
         number = float(value)
+    except OverflowError:  # an integer past a float's range
+        raise UsageError(
+            f"{where}: {key}: expected a finite number >= 0, got a number of {len(str(value))} digits"
+        ) from None
     except (TypeError, ValueError):
         raise UsageError(f"{where}: {key}: expected a number, got {value!r}") from None
     if not math.isfinite(number) or number < 0:
@@ -162,22 +195,35 @@ def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
 
 
 MAX_LATENCY_MS = HistogramConfig().highest / 1000.0  # what a results file's histograms can hold (one hour)
+MAX_IMPORTED_REQUESTS = 10**12  # requests in one level: a count past it is no measurement
+#: Each imported number's range, so every product the import forms (requests = rate x window) stays finite.
+IMPORT_BOUNDS = {
+    "output_tokens_per_s": MAX_RATE_RPS * MAX_TOKENS,
+    "requests_per_s": MAX_RATE_RPS,
+    "running_batch": float(MAX_CONCURRENCY),
+    "duration_s": 366 * 86_400.0,  # a year: longer is no benchmark's window
+    "prompt_tokens": float(MAX_TOKENS),
+    "output_tokens": float(MAX_TOKENS),
+    "completed": float(MAX_IMPORTED_REQUESTS),
+}
 
 
 def _checked(level: ImportedLevel, where: str) -> ImportedLevel:
     """Refuse a level no results file can hold honestly: every reader's numbers pass through here."""
-    if not (math.isfinite(level.load.value) and level.load.value > 0):
-        raise UsageError(f"{where}: the load ({level.load.kind}) must be a finite number > 0, got {level.load.value}")
+    highest = MAX_CONCURRENCY if level.load.kind == "concurrency" else MAX_RATE_RPS
+    if not (math.isfinite(level.load.value) and 0 < level.load.value <= highest):
+        raise UsageError(
+            f"{where}: the load ({level.load.kind}) must be a finite number in (0, {highest:,.0f}], got {level.load.value}"
+        )
     for quantity, value in level.latencies.items():
         if not (math.isfinite(value) and 0 <= value <= MAX_LATENCY_MS):
             raise UsageError(
                 f"{where}: {quantity.key}: expected a latency between 0 and {MAX_LATENCY_MS:,.0f} ms, got {value!r}"
             )
-    for name in ("output_tokens_per_s", "requests_per_s", "running_batch", "duration_s", "prompt_tokens",
-                 "output_tokens"):  # fmt: skip
+    for name, most in IMPORT_BOUNDS.items():
         value = getattr(level, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UsageError(f"{where}: {name}: expected a finite number >= 0, got {value!r}")
+        if value is not None and not (math.isfinite(value) and 0 <= value <= most):
+            raise UsageError(f"{where}: {name}: expected a number from 0 to {most:,.0f}, got {value!r}")
     if level.output_tokens_per_s is None and level.requests_per_s is None:
         raise UsageError(f"{where}: give output_tokens_per_s or requests_per_s (the level's throughput)")
     if not any(q.metric == Metric.TPOT or q.metric == Metric.ITL for q in level.latencies):
@@ -200,9 +246,9 @@ def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     concurrency = doc.get("max_concurrency")
     rate = doc.get("request_rate")
     if isinstance(concurrency, int | float) and concurrency > 0:
-        load = Load("concurrency", float(concurrency))
+        load = Load("concurrency", _float(concurrency))
     elif isinstance(rate, int | float) and math.isfinite(rate) and rate > 0:
-        load = Load("rate", float(rate), Arrival.POISSON, float(doc.get("burstiness") or 1.0))
+        load = Load("rate", _float(rate), Arrival.POISSON, _float(doc.get("burstiness") or 1.0))
     else:
         raise UsageError(
             f"{where}: neither max_concurrency nor a finite request_rate: the load of this run is unknown "
@@ -306,7 +352,7 @@ def _number_at(doc: Mapping[str, Any], *path: str) -> float | None:
         value = value.get(key) if isinstance(value, Mapping) else None
     if isinstance(value, Mapping):  # AIPerf scalars are {"avg": v}; GuideLLM's {"successful": {"mean": v}}
         value = value.get("avg", value.get("mean"))
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return _float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _guidellm(bench: Any, where: str) -> ImportedLevel:
@@ -321,11 +367,11 @@ def _guidellm(bench: Any, where: str) -> ImportedLevel:
     rate = strategy.get("rate")
     kind = str(strategy.get("type_", strategy.get("type", "")))
     if isinstance(streams, int) and streams > 0:
-        load = Load("concurrency", float(streams))
+        load = Load("concurrency", _float(streams))
     elif kind == "synchronous":
         load = Load("concurrency", 1.0)
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", float(rate), Arrival.POISSON if kind == "poisson" else Arrival.CONSTANT, 1.0)
+        load = Load("rate", _float(rate), Arrival.POISSON if kind == "poisson" else Arrival.CONSTANT, 1.0)
     else:
         raise UsageError(f"{where}: no concurrency (strategy streams) or rate in its config: the load is unknown")
     latencies: dict[Quantity, float] = {}
@@ -368,9 +414,9 @@ def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     concurrency = loadgen.get("concurrency", phase.get("concurrency", doc.get("concurrency")))
     rate = loadgen.get("request_rate", phase.get("request_rate", doc.get("request_rate")))
     if isinstance(concurrency, int) and concurrency > 0:
-        load = Load("concurrency", float(concurrency))
+        load = Load("concurrency", _float(concurrency))
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", float(rate), Arrival.POISSON, 1.0)
+        load = Load("rate", _float(rate), Arrival.POISSON, 1.0)
     else:
         raise UsageError(
             f"{where}: no concurrency or request_rate in input_config (loadgen, or the profiling phase): "

@@ -127,6 +127,11 @@ def test_vllm_bench_serve_results_plan(tmp_path: Path) -> None:
         ("concurrency,tpot_p50_ms,requests_per_s\n4,fast,1\n", "tpot_p50_ms: expected a number"),
         ("concurrency,tpot_p50_msec,requests_per_s\n4,30,1\n", "tpot_p50_msec: unknown column"),
         ("concurrency,ttft_p50_ms,requests_per_s\n4,30,1\n", "at least one TPOT or ITL latency"),
+        ("concurrency,tpot_p50_ms,requests_per_s\n1,25,1,99\n", "4 fields, the header names 3"),
+        ("concurrency,tpot_p50_ms,requests_per_s,duration_s\n1,25,1e308,1e308\n", "requests_per_s: expected a number"),
+        ("concurrency,tpot_p50_ms,requests_per_s,duration_s\n1,25,1,1e308\n", "duration_s: expected a number"),
+        ("concurrency,tpot_p50_ms,requests_per_s\n1,25," + "9" * 140_000 + "\n", "not CSV this reader takes"),
+        ("concurrency,tpot_p50_ms,requests_per_s\n1e9,25,1\n", "must be a finite number in (0, 100,000]"),
     ],
 )
 def test_a_bad_table_is_one_line_naming_the_row_and_column(tmp_path: Path, content: str, message: str) -> None:
@@ -199,3 +204,27 @@ def test_an_open_loop_row_without_e2e_or_batch_is_refused(tmp_path: Path) -> Non
     table.write_text("rate,tpot_p50_ms,requests_per_s\n4,30,4\n")
     result = runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "o.json")])
     assert result.exit_code == 2 and "needs e2e_mean_ms" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"median_ttft_ms": 1, "median_tpot_ms": 20, "max_concurrency": 10**400, "completed": 10, "duration": 10},
+        {"benchmarks": [{"metrics": {"time_per_output_token_ms": {"successful": {"mean": 5}}},
+                         "config": {"strategy": {"streams": 10**400}}}]},
+        {"time_to_first_token": {"avg": 5}, "input_config": {"loadgen": {"concurrency": 10**400}}},
+    ],
+)  # fmt: skip
+def test_a_load_past_a_floats_range_is_one_line(tmp_path: Path, doc: dict[str, object]) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["import", str(path), "-o", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and "must be a finite number in" in result.stderr, result.output
+    assert "Traceback" not in result.output
+
+
+def test_json_nested_past_the_parser_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 300_000 + "]" * 300_000)
+    result = runner.invoke(app, ["import", str(path), "-o", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and "nested too deeply" in result.stderr and "Traceback" not in result.output
