@@ -637,15 +637,25 @@ def migrate(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def save_atomic(results: Results, path: Path) -> None:
-    """Serialise fully, write a temporary file beside ``path``, fsync, then rename over it."""
-    text = results.to_json()
+def save_atomic(results: Results, path: Path, *, private: bool = False) -> None:
+    """Serialise fully, then write it atomically (``write_atomic``)."""
+    write_atomic(path, results.to_json(), private=private)
+
+
+def write_atomic(path: Path, text: str, *, private: bool = False) -> None:
+    """Write a temporary file beside ``path``, fsync, then rename over it; a failed write leaves no
+    temporary file behind. ``private``: readable by its owner alone (a fallback in a shared folder)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def fallback_paths(results: Results, path: Path) -> tuple[Path, ...]:
@@ -668,7 +678,7 @@ def save_with_fallback(results: Results, path: Path) -> tuple[Path, str | None]:
         first = exc
     for other in fallback_paths(results, path):
         try:
-            save_atomic(results, other)
+            save_atomic(results, other, private=True)
             return other, why
         except OSError:
             continue

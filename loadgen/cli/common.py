@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from loadgen.errors import LoadgenError, UsageError
-from loadgen.results import Results, save_with_fallback
+from loadgen.results import Results, save_with_fallback, write_atomic
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -96,6 +96,15 @@ def save_results(results: Results, output: Path, err: Console) -> bool:
     return True
 
 
+def write_output(path: Path, text: str, flag: str = "-o") -> None:
+    """Write a file the user asked for (a report, an imported results file, a gate's JUnit), atomically;
+    a full disk or a folder turned read-only is one line naming the flag (``LoadgenError``, exit 3)."""
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise LoadgenError(f"{flag} {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+
+
 def check_writable(path: Path, flag: str = "-o") -> None:
     """Fail before the run, not after it: a result that cannot be saved is a lost result."""
     if path.is_dir():
@@ -104,6 +113,7 @@ def check_writable(path: Path, flag: str = "-o") -> None:
     try:
         with open(probe, "w", encoding="utf-8") as f:
             f.write("")
-        probe.unlink()
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror})") from None
+    finally:
+        probe.unlink(missing_ok=True)

@@ -8,11 +8,10 @@ from typing import Annotated
 import typer
 
 from loadgen.cli.bounds import bounded
-from loadgen.cli.common import check_writable, consoles, friendly_errors
+from loadgen.cli.common import check_writable, consoles, friendly_errors, write_output
 from loadgen.errors import UsageError
 from loadgen.inputs.imports import ImportedLevel, PerRequest, read_levels, to_results
 from loadgen.limits import MAX_TOKENS
-from loadgen.results import save_atomic
 
 
 @friendly_errors
@@ -71,7 +70,7 @@ def import_cmd(
         model=model,
         per_request=PerRequest(output_tokens, prompt_tokens),
     )
-    save_atomic(results, output)
+    write_output(output, results.to_json())
     out = consoles()
     for note in results.notes:
         out.err.print(f"[yellow]note:[/yellow] {note}", highlight=False)

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table as RichTable
 
 from loadgen.cli.bounds import bounded
-from loadgen.cli.common import check_writable, consoles, friendly_errors
+from loadgen.cli.common import check_writable, consoles, friendly_errors, write_output
 from loadgen.cli.plan_inputs import PlanFlags, read_plan_inputs
 from loadgen.cli.plan_options import (
     BucketOpt,
@@ -26,7 +26,7 @@ from loadgen.cli.plan_options import (
     VariantOpt,
 )
 from loadgen.cli.render import rich_report
-from loadgen.errors import UsageError
+from loadgen.errors import LoadgenError, UsageError
 from loadgen.inputs.plan_layers import stored_layer
 from loadgen.inputs.profile import find_profile, load_profile
 from loadgen.load import Load
@@ -34,7 +34,7 @@ from loadgen.results import Results, load
 from planner import CapacityPlan
 from planner import plan as answer
 from planner.ci.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
-from planner.ci.gate import Check, check_from_slo, evaluate_gate, parse_check
+from planner.ci.gate import EXIT_UNTRUSTED, Check, GateVerdict, check_from_slo, evaluate_gate, parse_check
 from planner.fleet.fleet_plan import FleetPlan
 from planner.reports.document import Plot, Report
 from planner.reports.fleet_report import build_fleet_report
@@ -168,7 +168,7 @@ def _write_csv(flags: PlanFlags, output: Path) -> None:
     if len(flags.results_files or []) > 1:
         raise UsageError("-o *.csv holds one results file's levels: give one RESULTS")
     assert flags.results_files
-    output.write_text(to_csv(load(flags.results_files[0])), encoding="utf-8")
+    write_output(output, to_csv(load(flags.results_files[0])))
     consoles().err.print(f"report written to {output}", highlight=False)
 
 
@@ -179,7 +179,7 @@ def _write(doc: Report, output: Path | None, json_out: bool) -> None:
         consoles().out.print(rich_report(doc))
     if output is None:
         return
-    output.write_text(to_html(doc) if output.suffix == ".html" else to_markdown(doc), encoding="utf-8")
+    write_output(output, to_html(doc) if output.suffix == ".html" else to_markdown(doc))
     consoles().err.print(f"report written to {output}", highlight=False)
 
 
@@ -264,17 +264,29 @@ def gate(
     verdict = evaluate_gate(
         results, checks, baseline=reference, max_regression=max_regression, untrusted_error_rate=untrusted_error_rate
     )
-    if junit is not None:
-        junit.write_text(to_junit(verdict), encoding="utf-8")
-    if summary_md is not None:
-        with open(summary_md, "a", encoding="utf-8") as f:
-            f.write(gate_markdown(verdict))
     if json_out:
         typer.echo(json.dumps(gate_json(verdict), indent=2))
     else:
-        out = consoles()
-        out.out.print(gate_markdown(verdict).rstrip("\n"), markup=False, highlight=False)  # the side: last
-    raise typer.Exit(verdict.exit_code)
+        consoles().out.print(gate_markdown(verdict).rstrip("\n"), markup=False, highlight=False)  # the side: last
+    raise typer.Exit(_write_gate_files(verdict, junit, summary_md))
+
+
+def _write_gate_files(verdict: GateVerdict, junit: Path | None, summary_md: Path | None) -> int:
+    """The JUnit file and the step summary, after the verdict is printed: one that cannot be written is said
+    in one line, and a passing gate then exits 3 (the runner's side), since CI would miss its report."""
+    try:
+        if junit is not None:
+            write_output(junit, to_junit(verdict), "--junit")
+        if summary_md is not None:
+            try:
+                with open(summary_md, "a", encoding="utf-8") as f:  # appended: CI's step summary is shared
+                    f.write(gate_markdown(verdict))
+            except OSError as exc:
+                raise LoadgenError(f"--summary-md {summary_md}: cannot write ({exc.strerror})") from None
+    except LoadgenError as exc:
+        consoles().err.print(f"error: {exc}", highlight=False, markup=False)
+        return verdict.exit_code or EXIT_UNTRUSTED
+    return verdict.exit_code
 
 
 @friendly_errors
