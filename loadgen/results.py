@@ -494,6 +494,16 @@ def _check_level_numbers(raw: Mapping[str, Any]) -> None:
             raise ValueError(f"{name} must be a finite count >= 0, got {value!r}")
 
 
+def duplicate_load(levels: Sequence[LevelResult]) -> str | None:
+    """The label of a load two of ``levels`` share, if any: a plan or a report would count it twice."""
+    seen: set[str] = set()
+    for level in levels:
+        if level.load.label in seen:
+            return level.load.label
+        seen.add(level.load.label)
+    return None
+
+
 def mean_prompt_tokens(levels: Sequence[LevelResult]) -> float | None:
     """Mean prompt tokens per completed request that reported usage, over these levels."""
     reported = sum(lv.prompt_tokens_reported for lv in levels)
@@ -602,11 +612,17 @@ class Results:
             if held > MAX_FILE_LEVELS:
                 raise ResultsError(f"{source}: {held:,} levels; a results file holds at most "
                                    f"{MAX_FILE_LEVELS:,}")  # fmt: skip
+            levels = tuple(LevelResult.from_json(level, config) for level in raw["levels"])
+            if (twice := duplicate_load(levels)) is not None:
+                raise ResultsError(
+                    f"{source}: two levels at {twice}: a results file holds one level per load (a level measured "
+                    "again is kept under retried); remove one"
+                )
             return cls(
                 run=RunInfo(**{k: raw["run"].get(k) for k in RunInfo.__slots__}),
                 target=Target(**{k: raw["target"][k] for k in Target.__slots__}),
                 settings=RunSettings.from_json(raw.get("settings") or {}),
-                levels=tuple(LevelResult.from_json(level, config) for level in raw["levels"]),
+                levels=levels,
                 complete=bool(raw["complete"]),
                 histogram_config=config,
                 notes=tuple(raw.get("notes", ())),

@@ -254,3 +254,14 @@ def test_stored_settings_are_typed_with_the_defaults_older_files_imply() -> None
         RunSettings.from_json({"profile": "quickstart"})
     with pytest.raises(ValueError, match=r"settings\.retries"):
         RunSettings.from_json({"retries": -1})
+
+
+def test_a_results_file_with_two_levels_at_one_load_is_refused_by_name(tmp_path: Path) -> None:
+    """Issue 57 R7: report listed c=4 twice and plan fitted both."""
+    doc = json.loads((DATA / "results_v1_sweep.json").read_text())
+    doc["levels"].append(doc["levels"][0])
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(doc))
+    label = load(DATA / "results_v1_sweep.json").levels[0].load.label
+    with pytest.raises(ResultsError, match=f"two levels at {label}: a results file holds one level per load"):
+        load(path)
