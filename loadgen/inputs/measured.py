@@ -16,6 +16,8 @@ import numpy as np
 import orjson
 
 from loadgen.errors import LoadgenError, MissingResultsFile
+from loadgen.histogram import HistogramConfig
+from loadgen.limits import MAX_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,10 @@ class MeasuredLevel:
     e2e_ms: np.ndarray
     skipped: int  # completed, but without the server's prompt length
     send_lag_ms: np.ndarray  # how late each was sent against its schedule (t_sent - max(t_intended, t_slot))
+
+
+MAX_RUN_S = 366 * 86_400.0  # a record's times are seconds from its run's start: a year at most
+MAX_REQUEST_S = HistogramConfig().highest / 1e6  # the longest request a results file's histograms hold
 
 
 def read_measured(path: Path) -> list[MeasuredLevel]:
@@ -100,6 +106,13 @@ def _row(
         return (label, None), 1
     if not (np.isfinite([sent, first, last]).all() and first >= sent and last >= first and output >= 1):
         raise LoadgenError(f"{where}: times out of order or no output token")
-    due = [float(t) for k in ("t_intended", "t_slot") if isinstance(t := record.get(k), int | float)]
+    if not (sent >= 0 and last - sent <= MAX_REQUEST_S and last <= MAX_RUN_S):
+        raise LoadgenError(
+            f"{where}: times no run records (seconds from the run's start, from 0 to {MAX_RUN_S:g}; a request "
+            f"at most {MAX_REQUEST_S:g} s long)"
+        )
+    if not (output <= MAX_TOKENS and isinstance(prompt, int | float) and 0 <= prompt <= MAX_TOKENS):
+        raise LoadgenError(f"{where}: output_tokens and prompt_tokens: expected token counts up to {MAX_TOKENS:,}")
+    due = [float(t) for k in ("t_intended", "t_slot") if isinstance(t := record.get(k), int | float) and t >= 0]
     lag = max(sent - max(due), 0.0) if due else 0.0  # a send may wake a little early: never a negative lag
     return (label, (sent, float(prompt), output, first, last, lag)), 0

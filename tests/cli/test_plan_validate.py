@@ -142,3 +142,26 @@ def test_a_run_whose_client_sent_late_corrects_nothing(records: Path, tmp_path: 
     assert "corrected by the endpoint" not in doc["replicas_method"]
     on_time = json.loads(runner.invoke(app, [*args, "--validate", str(records)]).stdout)
     assert "corrected by the endpoint" in on_time["replicas_method"]  # the same run, sent on time
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"t_sent": -1e9}, "times no run records"),
+        ({"output_tokens": 10**12}, "expected token counts up to"),
+        ({"prompt_tokens": "many"}, "expected token counts up to"),
+    ],
+)
+def test_impossible_records_are_refused_not_taken_at_face_value(
+    records: Path, tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    """Issue 57 R13: t_sent -10^9 gave a TTFT correction of +10^12 ms; 10^12 output tokens a negative TTFT."""
+    calibration = _calibrate(tmp_path, 25)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(
+        "".join(json.dumps({**json.loads(line), **change}) + "\n" for line in records.read_text().splitlines())
+    )
+    args = ["plan", str(calibration), "--current-batch", "128", "--qps", "8", "--validate", str(edited)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3 and message in result.stderr and "line 1" in result.stderr, result.output
+    assert "Traceback" not in result.output
