@@ -18,6 +18,8 @@ from planner.fleet.fleet_plan import check_prices
 from planner.front_door import FleetVariant
 
 _SPEC = "NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N]"
+MAX_PRICE = 1e6  # USD per GPU-hour: past it the figure is a typo, and a cost of 1e308 printed "$inf"
+MAX_GPUS = 4096  # GPUs one replica spans
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -29,21 +31,28 @@ def parse_variant(text: str) -> tuple[str, Path, float | None, int]:
         raise UsageError(f"--variant {text!r}: expected {_SPEC}")
     cost: float | None = None
     gpus = 1
+    keys = [option.partition("=")[0].strip() for option in options]
+    if twice := next((k for k in keys if keys.count(k) > 1), None):
+        raise UsageError(f"--variant {text!r}: {twice} is given twice; expected {_SPEC}")
     for option in options:
         key, _, value = option.partition("=")
         try:
             if key.strip() == "cost":
                 cost = float(value)
-                if not (math.isfinite(cost) and cost >= 0):
+                if not (math.isfinite(cost) and 0 <= cost <= MAX_PRICE):
                     raise ValueError
             elif key.strip() == "gpus":
                 gpus = int(value)
-                if gpus < 1:
+                if not 1 <= gpus <= MAX_GPUS:
                     raise ValueError
             else:
                 raise UsageError(f"--variant {text!r}: unknown option {key.strip()!r}; expected {_SPEC}")
         except ValueError:
-            what = "a price >= 0 in USD per GPU-hour" if key.strip() == "cost" else "a whole number of GPUs >= 1"
+            what = (
+                f"a price from 0 to {MAX_PRICE:,.0f} USD per GPU-hour"
+                if key.strip() == "cost"
+                else f"a whole number of GPUs from 1 to {MAX_GPUS}"
+            )
             raise UsageError(f"--variant {text!r}: {key.strip()}: expected {what}, got {value!r}") from None
     return name.strip(), Path(path.strip()), cost, gpus
 

@@ -43,7 +43,10 @@ class Traffic:
 def load_traffic(path: Path) -> Traffic:
     """The traffic in ``path``; one line naming the file, row and column for anything wrong."""
     text = read_text(path, "--traffic")
-    header = next(csv.reader(io.StringIO(text)), []) if path.suffix.lower() == ".csv" else []
+    try:
+        header = next(csv.reader(io.StringIO(text)), []) if path.suffix.lower() == ".csv" else []
+    except csv.Error as exc:
+        raise UsageError(f"--traffic {path}:1: not CSV this reader takes ({exc})") from None
     if "qps" in (h.strip() for h in header):
         times, rates = _series(path, text)
         return Traffic(tuple(times), tuple(rates), f"{path.name} (a rate series, {len(times):,} rows)")
@@ -51,22 +54,29 @@ def load_traffic(path: Path) -> Traffic:
     return Traffic(trace.offsets_s, None, f"{path.name} ({len(trace.offsets_s):,} requests)")
 
 
+MAX_FLEET_RPS = 1e8  # requests/s a whole fleet is offered: past it no demand is a measurement
+MAX_TIME_S = 1e10  # a series' time: seconds (past three centuries is no traffic log)
+
+
 def _series(path: Path, text: str) -> tuple[list[float], list[float]]:
     reader = csv.DictReader(io.StringIO(text))
     times: list[float] = []
     rates: list[float] = []
-    for row in reader:
-        where = f"--traffic {path}:{reader.line_num}"
-        for key, out, low in (("time_s", times, -math.inf), ("qps", rates, 0.0)):
-            try:
-                value = float(row.get(key) or "nan")
-            except ValueError:
-                value = math.nan
-            if not (math.isfinite(value) and value >= low):
-                raise UsageError(
-                    f"{where}: {key}: expected a number{' >= 0' if low == 0 else ''}, got {row.get(key)!r}"
-                )
-            out.append(value)
+    try:
+        for row in reader:
+            where = f"--traffic {path}:{reader.line_num}"
+            for key, out, low, high in (("time_s", times, -MAX_TIME_S, MAX_TIME_S), ("qps", rates, 0.0, MAX_FLEET_RPS)):
+                try:
+                    value = float(row.get(key) or "nan")
+                except ValueError:
+                    value = math.nan
+                if not (math.isfinite(value) and low <= value <= high):
+                    raise UsageError(
+                        f"{where}: {key}: expected a number from {low:g} to {high:g}, got {row.get(key)!r}"
+                    )
+                out.append(value)
+    except csv.Error as exc:
+        raise UsageError(f"--traffic {path}:{reader.line_num + 1}: not CSV this reader takes ({exc})") from None
     if not times:
         raise UsageError(f"--traffic {path}: no rows (expected columns time_s,qps)")
     return times, rates

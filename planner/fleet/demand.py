@@ -47,6 +47,17 @@ class Demand:
         return float(np.mean(self.rates))
 
 
+def bucket_count(span_s: float, bucket_s: float) -> int:
+    """How many buckets cover ``span_s`` seconds: checked against ``MAX_BUCKETS`` before any array is sized
+    by it (a row at 10^15 s, or a bucket of 0.1 ms over hours, once allocated gigabytes first)."""
+    n = span_s / bucket_s
+    if not math.isfinite(n) or n > MAX_BUCKETS:
+        raise ValueError(
+            f"{span_s:,.6g} s in buckets of {bucket_s:g} s is more than {MAX_BUCKETS:,} buckets (use a longer bucket)"
+        )
+    return max(1, math.ceil(n - 1e-9))
+
+
 def constant_demand(qps: float) -> Demand:
     """A steady ``qps`` for one hour: one bucket, so the fleet's figures are per hour."""
     return Demand(ONE_HOUR_S, (qps,), f"a constant {qps:g} requests/s (costed for one hour)")
@@ -57,6 +68,9 @@ def demand_from_arrivals(offsets_s: Sequence[float], bucket_s: float, source: st
     times = np.asarray(offsets_s, dtype=np.float64)
     if not len(times):
         raise ValueError("a trace needs at least one request")
+    if times[0] < 0 or np.any(np.diff(times) < 0):
+        raise ValueError("a trace's arrival times must start at 0 or later and never go back")
+    bucket_count(float(times[-1]) + bucket_s, bucket_s)  # bounded before the counts are allocated
     index = np.floor(times / bucket_s).astype(np.int64)
     counts = np.bincount(index, minlength=int(index[-1]) + 1)
     return Demand(bucket_s, tuple(float(c) / bucket_s for c in counts), source, tuple(float(t) for t in times))
@@ -70,10 +84,10 @@ def demand_from_series(times_s: Sequence[float], qps: Sequence[float], bucket_s:
     if any(b <= a for a, b in itertools.pairwise(times_s)):
         raise ValueError("a rate series' times must increase from row to row")
     last_step = times_s[-1] - times_s[-2] if len(times_s) > 1 else bucket_s
+    n = bucket_count(times_s[-1] + last_step - times_s[0], bucket_s)  # bounded before anything is allocated
     edges = np.asarray([*times_s, times_s[-1] + last_step], dtype=np.float64) - times_s[0]
     # the integral of the step function from 0 to each edge, then to each bucket boundary by interpolation
     cumulative = np.concatenate(([0.0], np.cumsum(np.diff(edges) * np.asarray(qps, dtype=np.float64))))
-    n = math.ceil(edges[-1] / bucket_s - 1e-9)
     bounds = np.minimum(np.arange(n + 1) * bucket_s, edges[-1])
     served = np.interp(bounds, edges, cumulative)
     widths = np.diff(bounds)  # the last bucket may be cut short by the series' end: its mean is over what it covers

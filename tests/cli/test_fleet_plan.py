@@ -86,8 +86,10 @@ def test_a_rate_series_with_prices_and_a_lag_reads_as_a_plan_and_a_report(
     ("args", "message"),
     [
         (["--variant", "nameless"], "--variant 'nameless': expected NAME=RESULTS"),
-        (["--variant", "a={vllm},cost=cheap", "--qps", "1"], "cost: expected a price >= 0"),
-        (["--variant", "a={vllm},gpus=0", "--qps", "1"], "gpus: expected a whole number of GPUs >= 1"),
+        (["--variant", "a={vllm},cost=cheap", "--qps", "1"], "cost: expected a price from 0 to"),
+        (["--variant", "a={vllm},cost=1e308", "--qps", "1"], "cost: expected a price from 0 to 1,000,000"),
+        (["--variant", "a={vllm},cost=1,cost=2", "--qps", "1"], "cost is given twice"),
+        (["--variant", "a={vllm},gpus=0", "--qps", "1"], "gpus: expected a whole number of GPUs from 1"),
         (["--variant", "a={vllm},colour=red", "--qps", "1"], "unknown option 'colour'"),
         (["--variant", "a={vllm}"], "give --traffic FILE or --qps"),
         (["--variant", "a={vllm}", "--variant", "a={aiperf}", "--qps", "1"], "the name 'a' is given twice"),
@@ -117,3 +119,26 @@ def test_a_profiles_plan_variants_are_the_fleet(imported: dict[str, Path], tmp_p
     profile.write_text("plan:\n  variants: [3]\n", encoding="utf-8")
     bad = runner.invoke(app, ["plan", "--profile", str(profile)])
     assert bad.exit_code == 2 and "plan.variants: expected a list of NAME=RESULTS" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("rows", "bucket", "message"),
+    [
+        ("0,5\n60,1e308\n", "60s", "qps: expected a number from 0 to 1e+08"),
+        ("0,5\n1e15,6\n", "60s", "time_s: expected a number from"),
+        ("-1e9,5\n0,6\n", "60s", "is more than 100,000 buckets"),
+        ("0,5\n10800,6\n", "0.0001s", "is more than 100,000 buckets"),
+        ("0," + "5" * 140_000 + "\n", "60s", "not CSV this reader takes"),
+    ],
+)
+def test_traffic_past_any_measurement_is_refused_before_it_is_allocated(
+    imported: dict[str, Path], tmp_path: Path, rows: str, bucket: str, message: str
+) -> None:
+    """Issue 57 R2, R10: bucket bounds are checked before the buckets exist (a 0.1 ms bucket over 3 h once
+    passed 3 GB), and a rate past any fleet's, a field past the CSV reader's limit, are one line."""
+    traffic = tmp_path / "t.csv"
+    traffic.write_text("time_s,qps\n" + rows)
+    args = ["plan", "--variant", f"a={imported['vllm']}", "--traffic", str(traffic), "--bucket", bucket, *SLOS]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output
