@@ -42,6 +42,9 @@ class SSEEvent(NamedTuple):
 _UTF8_DECODER = codecs.getincrementaldecoder("utf-8")  # looked up once: a decoder is made per request
 
 
+_BOM = b"\xef\xbb\xbf"  # U+FEFF in UTF-8
+
+
 class SSEDecoder:
     """Incremental event-stream decoder, bounded in memory.
 
@@ -52,7 +55,7 @@ class SSEDecoder:
     the generator without bound.
     """
 
-    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_pending_cr", "_utf8", "idle", "limit")
+    __slots__ = ("_buf", "_data", "_data_chars", "_event", "_lead", "_pending_cr", "_started", "_utf8", "idle", "limit")
 
     def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
         self._utf8 = _UTF8_DECODER("strict")
@@ -63,6 +66,8 @@ class SSEDecoder:
         self._pending_cr = False  # last piece ended in "\r": a "\n" may follow
         self.limit = max_event_chars  # the longest line or event, in characters
         self.idle = True  # nothing held between feeds: a piece that is one whole event needs no split
+        self._started = False  # past the stream's first bytes (the standard strips one leading BOM)
+        self._lead = b""  # the stream's first bytes while they may still be a BOM split across pieces
 
     @property
     def buffered_chars(self) -> int:
@@ -87,6 +92,13 @@ class SSEDecoder:
         )
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if not self._started:
+            lead = self._lead + chunk
+            if len(lead) < len(_BOM) and _BOM.startswith(lead):  # a BOM's first bytes, or nothing yet
+                self._lead, self.idle = lead, not lead
+                return []
+            self._started, self._lead = True, b""
+            chunk = lead[len(_BOM) :] if lead.startswith(_BOM) else lead  # the standard strips one leading BOM
         if self.whole_event(chunk):
             try:
                 return [SSEEvent(chunk[6:-2].decode())]

@@ -280,6 +280,17 @@ def test_the_compiled_reader_reads_the_awkward_writes_as_the_python_path_does(
         assert read(reads, Api.COMPLETIONS, compiled=True, keep_text=True, limit=10_000, runner=runner) == pure
 
 
+def test_a_leading_byte_order_mark_is_stripped_on_both_read_paths(runner: asyncio.Runner) -> None:
+    """Issue 57 R11: a UTF-8 BOM before the first event dropped the first token (the standard strips it)."""
+    writes = [b"\xef\xbb\xbf" + TOKEN % b"a", TOKEN % b"b", TOKEN % b"c"]
+    raw = HEAD + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in writes) + b"0\r\n\r\n"
+    for compiled in (False, True):
+        for reads in ([raw], [raw[i : i + 5] for i in range(0, len(raw), 5)]):
+            got = read(reads, Api.COMPLETIONS, compiled=compiled, keep_text=True, limit=10_000, runner=runner)
+            times, texts = got[2], got[4]
+            assert texts == ["a", "b", "c"] and isinstance(times, list) and len(times) == 3, (compiled, got)
+
+
 def test_loadgen_pure_wire_switches_the_compiled_reader_off() -> None:
     code = "from loadgen.wire import native; print(native.READ_PATH, native.Wire('http://127.0.0.1:9').compiled)"
     for value, expected in (("1", "python False"), ("0", "compiled True")):

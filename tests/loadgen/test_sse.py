@@ -105,6 +105,18 @@ def test_crlf_split_between_cr_and_lf_yields_no_phantom_event() -> None:
     assert decoder.feed(b"\ndata: b\r\n\r\n") == [SSEEvent("b")]
 
 
+def test_one_leading_byte_order_mark_is_stripped() -> None:
+    plain = SSEDecoder().feed(b"data: a\n\ndata: b\n\n")
+    assert SSEDecoder().feed(b"\xef\xbb\xbfdata: a\n\ndata: b\n\n") == plain
+    decoder = SSEDecoder()
+    assert decoder.feed(b"\xef\xbb\xbfdata: a\n\n") + decoder.feed(b"data: b\n\n") == plain
+    stream = b"\xef\xbb\xbfdata: a\n\ndata: b\n\n"
+    decoder = SSEDecoder()
+    assert [e for i in range(len(stream)) for e in decoder.feed(stream[i : i + 1])] == plain  # a BOM split too
+    with pytest.raises(SSEError):  # only a whole BOM is stripped: its first two bytes are invalid UTF-8
+        SSEDecoder().feed(b"\xef\xbbdata: a\n\n")
+
+
 def test_comments_and_other_fields_are_skipped() -> None:
     raw = b": ping\n\nevent: delta\nid: 7\nretry: 10\ndata:x\n\n"
     assert SSEDecoder().feed(raw) == [SSEEvent("x", "delta")]
