@@ -212,6 +212,9 @@ class LevelResult:
     given: Mapping[str, float] | None = None
     synthesised: bool = False
     attempt: int = 1  # which attempt at this level counts (``--retries``: earlier ones are in ``Results.retried``)
+    # the longest stretch in which the server refused every connection and answered nothing (None: never)
+    outage_s: float | None = None
+    target_gone: bool = False  # the level stopped because the server had stopped answering (and the sweep)
 
     @property
     def failed(self) -> int:
@@ -413,6 +416,8 @@ class LevelResult:
             "given": dict(sorted(self.given.items())) if self.given is not None else None,
             "synthesised": self.synthesised,
             "attempt": self.attempt,
+            "outage_s": self.outage_s,
+            "target_gone": self.target_gone,
             "server": self.server.to_json() if self.server else None,
             "out_of_range": {m.value: h.out_of_range for m, h in self.histograms.items() if h.out_of_range},
             "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
@@ -462,6 +467,8 @@ class LevelResult:
             given=None if raw.get("given") is None else {str(k): float(v) for k, v in raw["given"].items()},
             synthesised=bool(raw.get("synthesised", False)),
             attempt=int(raw.get("attempt", 1)),
+            outage_s=None if raw.get("outage_s") is None else float(raw["outage_s"]),
+            target_gone=bool(raw.get("target_gone", False)),
         )
 
 

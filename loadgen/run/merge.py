@@ -61,6 +61,8 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         ttft_trend=None if any(t is None for t in trends) else tuple(map(sum, zip(*(t or () for t in trends)))),
         by_turn=_merge_turns(parts),
         loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
+        outage_s=max((p.outage_s for p in parts if p.outage_s is not None), default=None),
+        target_gone=any(p.target_gone for p in parts),
         bound_workers=tuple(
             f"worker {i}: {'; '.join(p.client_bound_causes)}" for i, p in enumerate(parts) if p.client_bound
         ),

@@ -46,6 +46,8 @@ LOOP_PROBE_HELD = 4096  # loop-lag samples held before they are recorded (a hist
 CONNECT_BACKOFF_S = (0.05, 1.0)  # a closed-loop client's pause after a connect failure: first, longest
 FLOOR_MARGIN = 1.1  # aim a little past the request floor: the completion rate is an estimate
 MAX_FLOOR_S = 300.0  # a request floor never keeps one level's window open longer than this
+GONE_AFTER_S = 5.0  # connections refused for this long: the target is gone, the level stops
+GONE_AT_END_S = 1.0  # connections still refused when the level ends, for this long: the target is gone too
 
 
 async def run_level(
@@ -135,6 +137,8 @@ class _Level:
         self._loop_lag_held: list[float] = []  # recorded LOOP_PROBE_HELD at a time, and at the level's end
         self._wait_start: float | None = None  # runnable-but-waiting seconds at the window's start
         self._wait_end: float | None = None
+        self._outage = _Outage()
+        self.gone = asyncio.Event()  # the target stopped answering: the level stops (and the session after it)
 
     def stopping(self) -> bool:
         if self.interrupted:
@@ -195,9 +199,14 @@ class _Level:
         failure = drive.exception() if drive.done() and not drive.cancelled() else None
         if failure is not None:
             raise failure  # a bug, not a request failure
+        end = self.clock()
+        if self._outage.lasting(end) >= GONE_AT_END_S:
+            self.gone.set()  # refused to the end: the next level would meet the same closed port
+        gone = self.gone.is_set()  # the server died in this level: a partial level, and the session stops
         result = self.recorder.finish(
-            self.clock(), server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted
+            end, server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted and not gone
         )
+        result = replace(result, outage_s=self._outage.longest(end), target_gone=gone)
         if self._cpu_start is not None:
             result = replace(result, client_cpu_s=(self._cpu_end or time.process_time()) - self._cpu_start)
         if self._wait_start is not None:
@@ -213,7 +222,7 @@ class _Level:
 
     async def _supervise(self, drive: asyncio.Task[None]) -> None:
         """Wait for the level to end; on interrupt or past the drain limit, cut in-flight requests."""
-        stop_wait = asyncio.create_task(self.stop.wait())
+        stop_wait = asyncio.create_task(_first(self.stop, self.gone))
         t_interrupt = math.inf
         try:
 
@@ -323,6 +332,8 @@ class _Level:
             if cap is not None:
                 cap.release()
         self.factory.observe(prepared, record.prompt_tokens)
+        if self._outage.seen(record) >= GONE_AFTER_S:
+            self.gone.set()
         if conversation is not None:
             record = replace(record, turn=conversation.turn)
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
@@ -396,6 +407,53 @@ def _runqueue_wait_s() -> float | None:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
+
+
+class _Outage:
+    """Stretches in which the server refused every connection: the longest so far, and how long the one in
+    progress has lasted. A request that connected (an HTTP error too) ends one where it was sent: the
+    server was there."""
+
+    __slots__ = ("_from", "_longest")
+
+    def __init__(self) -> None:
+        self._from: float | None = None  # the first refused connection since the last answer
+        self._longest: float | None = None
+
+    def seen(self, record: RequestRecord) -> float:
+        """Take a finished request; how long the outage in progress has lasted (0: none)."""
+        if record.error is not ErrorKind.CONNECT:
+            if self._from is not None:  # a connection taken after the first refusal ended it then; one held
+                self._close(max(record.t_sent, self._from))  # through it was being answered: no outage
+            return 0.0
+        if self._from is None:
+            self._from = record.t_done
+        return record.t_done - self._from
+
+    def lasting(self, now: float) -> float:
+        """How long the outage in progress has lasted at ``now`` (0: none)."""
+        return 0.0 if self._from is None else now - self._from
+
+    def longest(self, end: float) -> float | None:
+        """The longest outage, one still in progress at ``end`` included."""
+        if self._from is not None:
+            self._close(end)
+        return self._longest
+
+    def _close(self, at: float) -> None:
+        assert self._from is not None
+        self._longest = max(self._longest or 0.0, at - self._from)
+        self._from = None
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Until any of ``events`` is set."""
+    waits = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _sleep_until(t: float, clock: Clock) -> None:

@@ -108,6 +108,10 @@ def trust_problems(level: LevelResult, asked: Sequence[Quantity], untrusted_erro
 Side = Literal["client", "window", "service"]
 
 
+OUTAGE_S = 1.0  # refused connections and no answer this long (or OUTAGE_SHARE of the window, if longer)...
+OUTAGE_SHARE = 0.05  # ...untrust a level: the back-off spaces the failures, so the error rate alone misses it
+
+
 def _trust_findings(
     level: LevelResult, asked: Sequence[Quantity], untrusted_error_rate: float
 ) -> list[tuple[str, Side]]:
@@ -122,8 +126,20 @@ def _trust_findings(
             "generator; try --workers, or a quieter machine"
         )
         out.append((text, "client"))
-    if not level.complete:
+    if level.target_gone:
+        text = (
+            f"{label}: the server stopped answering (connections refused, nothing answered for the last "
+            f"{level.outage_s or 0:.1f} s): the level and the sweep stopped; a partial level"
+        )
+        out.append((text, "service"))
+    elif not level.complete:
         out.append((f"{label}: interrupted; a partial level", "client"))
+    elif level.outage_s is not None and level.outage_s >= max(OUTAGE_S, OUTAGE_SHARE * level.window_s):
+        text = (
+            f"{label}: the server stopped answering for {level.outage_s:.1f} s of the level (connections "
+            "refused, nothing answered): its numbers are not the server's steady state"
+        )
+        out.append((text, "service"))
     rate = level.error_rate
     if rate is not None and rate > untrusted_error_rate:
         text = (

@@ -135,3 +135,41 @@ def test_an_empty_results_file_cannot_be_planned_or_gated(tmp_path: Path) -> Non
     plan = runner.invoke(app, ["plan", str(path)])
     assert plan.exit_code == 2 and "no levels" in plan.stderr
     assert runner.invoke(app, ["gate", str(path), "--require", "tpot_p95 < 1s"]).exit_code == 3
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_sweep_fails_the_run_within_seconds_and_keeps_the_levels_before(tmp_path: Path) -> None:
+    """Issue 57 R3: a dead server spun its level to the 300 s window cap on connect errors and exited 0."""
+    server = subprocess.Popen([sys.executable, "-m", "loadgen", "serve-sim", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        profile = tmp_path / "p.yaml"
+        profile.write_text("target: {url: '" + url + "'}\napi: completions\nworkload: {output_tokens: 8}\n"
+                           "load: {levels: [2, 4, 8], duration_s: 4, warmup_s: 0.5}\n"
+                           "stop: {stop_on_saturation: false}\n")  # fmt: skip
+        out = tmp_path / "s.json"
+        sweep = subprocess.Popen([sys.executable, "-m", "loadgen", "sweep", "--profile", str(profile), "-o", str(out)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not (out.exists() and load(out).levels):  # the first level is saved: kill the server in the second
+            assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+            time.sleep(0.05)
+        time.sleep(1.0)
+        server.kill()
+        killed = time.monotonic()
+        _, err = sweep.communicate(timeout=90)
+        took = time.monotonic() - killed
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    assert sweep.returncode == 3 and took < 60, (took, err)
+    print(f"the sweep exited {took:.1f} s after the server was killed")
+    assert "Traceback" not in err
+    results = load(out)
+    first, second = results.levels[:2]
+    assert first.complete and not first.target_gone and first.completed > 0
+    assert second.target_gone and not second.complete and len(results.levels) == 2
+    assert not results.complete
+    assert "the server stopped answering" in " ".join(err.split())

@@ -95,3 +95,19 @@ def test_a_rising_ttft_is_overload_only_in_an_open_loop() -> None:
     starved = replace(closed, bound_workers=("worker 1: its core taken by another process",))
     problems = judge([starved]).levels[0].problems
     assert any("client-bound" in p for p in problems) and not any("steady" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("outage_s", "trusted"), [(None, True), (0.5, True), (3.0, False)])
+def test_a_level_whose_server_refused_connections_for_a_while_is_untrusted_on_the_service_side(
+    outage_s: float | None, trusted: bool
+) -> None:
+    """Issue 57 R3: killed 5 s into a level and restarted, the back-off spaced the connect failures under the
+    20% rule and the level read as trusted with 90% fewer completions than its neighbours."""
+    level = replace(closed_level(4, law_tpots(25, 0.4, 4, 200, cv=0.01, seed=1), window_s=10.0), outage_s=outage_s)
+    verdict = judge([level]).levels[0]
+    assert verdict.trusted is trusted, verdict.problems
+    if not trusted:
+        assert "the server stopped answering for 3.0 s of the level" in verdict.problems[0]
+    gone = judge([replace(level, outage_s=5.2, target_gone=True, complete=False)])
+    assert not gone.levels[0].trusted and "the level and the sweep stopped" in gone.levels[0].problems[0]
+    assert gone.levels[0].service and "interrupted" not in " ".join(gone.levels[0].problems)
