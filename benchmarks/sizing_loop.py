@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadgen.engine import EngineConfig  # noqa: E402
-from planner import replica_sim  # noqa: E402
 from planner.capacity.sizing import capacity_rps  # noqa: E402
 from planner.laws.stepmodel import prompt_pairs  # noqa: E402
+from planner.simulation import replica_sim  # noqa: E402
 
 REQUESTS = 100_000
 LAWS = {

@@ -11,6 +11,13 @@ finishes what it holds. Each bucket is judged on the requests that arrived in it
 One routing draw per request is kept across replays, so adding a replica changes only which
 replica the requests of that bucket go to: the plan's correction converges, and "one replica
 fewer fails" is a statement about the same requests.
+
+A demand whose Poisson arrivals would number more than ``MAX_REPLAYED`` (30,000 requests/s for an
+hour is 10^8) is replayed on a sample of the fleet instead: up to ``per_kind`` replicas of each kind,
+each given its own arrivals (a Poisson stream at its share of each bucket's rate: routing at random
+in proportion to capacity splits a Poisson process into independent ones, so a replica's arrivals
+are the same in distribution), and each bucket judged on the sampled replicas' requests. Memory and
+time then grow with the buckets and a replica's own load, not the fleet's; the source says so.
 """
 
 from __future__ import annotations
@@ -49,21 +56,38 @@ class BucketCheck:
     passed: bool
 
 
+MAX_REPLAYED = 2_000_000  # arrivals one replay serves at most: past it, a sample of the fleet's replicas
+
+
 @dataclass(frozen=True, slots=True)
 class Arrivals:
-    """The requests a replay serves, each with its bucket and its routing draw."""
+    """The requests a replay serves, each with its bucket and its routing draw; or, for a demand too large
+    to replay whole (``sampled``), what each sampled replica's own arrivals are drawn from."""
 
     times_s: np.ndarray
     bucket: np.ndarray
     draw: np.ndarray  # uniform [0, 1): where the request lands among the capacity serving its bucket
     source: str
     bucket_s: float
+    rates: np.ndarray | None = None  # sampled: each bucket's rate (requests/s)
+    seed: int = 0
+    most: int = MAX_REPLAYED  # sampled: the arrivals the sampled replicas are drawn to hold at most
 
 
-def arrivals_for(demand: Demand, seed: int) -> Arrivals:
-    """The trace's own arrivals, or a Poisson process at each bucket's rate (seeded)."""
+def arrivals_for(demand: Demand, seed: int, most: int = MAX_REPLAYED) -> Arrivals:
+    """The trace's own arrivals, or a Poisson process at each bucket's rate (seeded); a Poisson demand past
+    ``most`` arrivals is drawn replica by replica at replay time, on a sample of the fleet (``replay``)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xF1EE7]))
     n = len(demand.rates)
+    expected = float(np.sum(demand.rates)) * demand.bucket_s
+    if demand.arrivals_s is None and expected > most:
+        empty = np.zeros(0)
+        source = (
+            f"Poisson arrivals at each bucket's rate, on a sample of the fleet: {expected:,.0f} arrivals are more "
+            f"than the {most:,} a replay serves, so each sampled replica draws its own (seed {seed})"
+        )
+        rates = np.asarray(demand.rates)
+        return Arrivals(empty, empty.astype(np.int64), empty, source, demand.bucket_s, rates, seed, most)
     if demand.arrivals_s is not None:
         times = np.asarray(demand.arrivals_s, dtype=np.float64)
         source = "the trace's own arrivals"
@@ -85,6 +109,8 @@ def replay(
 ) -> tuple[BucketCheck, ...]:
     """Serve ``arrivals`` on ``serving[kind, bucket]`` replicas of each kind; judge each bucket on ``slos``
     (none: the buckets' requests are counted, nothing is served)."""
+    if arrivals.rates is not None:
+        return _sampled_replay(arrivals, kinds, serving, slos, n_buckets)
     edges = np.searchsorted(arrivals.bucket, np.arange(n_buckets + 1))  # arrivals are in time order
     if not slos:
         return tuple(BucketCheck(int(edges[b + 1] - edges[b]), (), True) for b in range(n_buckets))
@@ -138,3 +164,62 @@ def _add_beyond_engine(
         mine = idx[buckets == b]
         for i, slo in enumerate(slos):
             added[i, mine] = added_ms(slo, float(in_flight[b]))
+
+
+def _sampled_replay(
+    arrivals: Arrivals,
+    kinds: Sequence[ReplicaKind],
+    serving: np.ndarray,
+    slos: Sequence[SloTarget],
+    n_buckets: int,
+) -> tuple[BucketCheck, ...]:
+    """The replay on a sample of the fleet: replicas ``0 .. per_kind - 1`` of each kind, each served its own
+    Poisson arrivals at its share of every bucket it serves in, the buckets judged on their requests."""
+    assert arrivals.rates is not None
+    rates, width = arrivals.rates, arrivals.bucket_s
+    offered = [round(r * width) for r in rates.tolist()]
+    if not slos:
+        return tuple(BucketCheck(n, (), True) for n in offered)
+    mu = np.asarray([k.mu_rps for k in kinds], dtype=np.float64)
+    capacity = (serving * mu[:, None]).sum(axis=0)
+    if np.any((capacity <= 0) & (rates > 0)):
+        raise ValueError("a bucket with arrivals has no replica serving")
+    share = np.divide(rates, capacity, out=np.zeros_like(rates), where=capacity > 0)  # per unit of capacity
+    values: list[list[np.ndarray]] = [[] for _ in slos]  # per SLO: the sampled requests' values per replica
+    buckets: list[np.ndarray] = []
+    for k, kind in enumerate(kinds):
+        per_replica = share * kind.mu_rps  # requests/s one replica of this kind gets in each bucket
+        load = float(np.sum(per_replica * width * (serving[k] > 0)))
+        per_kind = max(1, min(int(serving[k].max()), int(arrivals.most / max(len(kinds) * load, 1.0))))
+        for r in range(per_kind):
+            active = serving[k] > r
+            rng = np.random.default_rng(np.random.SeedSequence([arrivals.seed, 0x5A3B1E, k, r]))
+            counts = np.where(active, rng.poisson(per_replica * width), 0)
+            bucket = np.repeat(np.arange(n_buckets), counts)
+            if not len(bucket):
+                continue
+            times = np.sort(bucket * width + rng.random(len(bucket)) * width)
+            bucket = np.minimum((times // width).astype(np.int64), n_buckets - 1)
+            timeline = simulate(kind.engine, times * 1000.0, kind.output_tokens, kind.prompt_tokens)
+            e2e = timeline.last_ms - timeline.arrival_ms
+            by_metric: dict[Metric | None, np.ndarray] = {Metric.TTFT: timeline.ttft_ms, Metric.E2E: e2e}
+            in_flight = np.bincount(bucket, weights=e2e / 1000.0, minlength=n_buckets) / width
+            held = np.unique(bucket)
+            for i, slo in enumerate(slos):
+                added = np.zeros(n_buckets)  # what the server adds beyond the engine, at each bucket's in-flight
+                if kind.added_ms is not None:
+                    added[held] = [kind.added_ms(slo, float(in_flight[b])) for b in held]
+                values[i].append(by_metric[slo.metric] + added[bucket])
+            buckets.append(bucket)
+    order = np.concatenate(buckets) if buckets else np.zeros(0, dtype=np.int64)
+    judged = [np.concatenate(v) if v else np.zeros(0) for v in values]
+    sort = np.argsort(order, kind="stable")
+    order, judged = order[sort], [v[sort] for v in judged]
+    edges = np.searchsorted(order, np.arange(n_buckets + 1))
+    checks = []
+    for b in range(n_buckets):
+        cut = slice(edges[b], edges[b + 1])
+        stats = tuple(slo_statistic(v[cut], s) for v, s in zip(judged, slos))
+        passed = all(math.isnan(v) or v <= s.limit for v, s in zip(stats, slos))
+        checks.append(BucketCheck(offered[b], stats, passed))
+    return tuple(checks)

@@ -185,3 +185,23 @@ def test_a_bucket_that_mixes_kinds_holds_each_requests_own_kinds_addition() -> N
     assert mixed - bare == pytest.approx(300.0 * share)
     e2e_s = 64 * (engine.base_ms + engine.per_seq_ms * 2) / 1000  # about two sequences at once at 2 requests/s
     assert seen and seen[0] == pytest.approx(2.0 * e2e_s, rel=0.3)
+
+
+def test_a_demand_too_large_to_replay_whole_is_replayed_on_a_sample_of_the_fleet_alike() -> None:
+    """Issue 57 R1: --qps 30000 created every arrival of the period (3 GB; 10^6 req/s a MemoryError). Past
+    ``most`` arrivals each sampled replica draws its own Poisson stream at its share of each bucket's rate:
+    the buckets read as the whole replay does, within sampling noise, from a third of the requests."""
+    engine = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
+    p95 = SloTarget(Metric.TTFT, 95.0, 10_000.0)
+    demand = Demand(60.0, (24.0, 48.0, 36.0), "ramp")  # 4 requests/s a replica: about half its capacity
+    serving = np.asarray([[6, 12, 9]])
+    kinds = [ReplicaKind(engine, 8.0, 64, 128.0)]
+    whole = replay(arrivals_for(demand, seed=3), kinds, serving, (p95,), 3)
+    sample = arrivals_for(demand, seed=3, most=2_000)
+    assert "on a sample of the fleet" in sample.source and not len(sample.times_s)
+    sampled = replay(sample, kinds, serving, (p95,), 3)
+    for a, b in zip(whole, sampled):
+        assert b.requests == pytest.approx(a.requests, rel=0.1)  # the bucket's offered count
+        assert b.values_ms[0] == pytest.approx(a.values_ms[0], rel=0.15)
+    slower = [ReplicaKind(EngineConfig(base_ms=40.0, per_seq_ms=2.0, max_num_seqs=16), 8.0, 64, 128.0)]
+    assert all(s.values_ms[0] > b.values_ms[0] for s, b in zip(replay(sample, slower, serving, (p95,), 3), sampled))
