@@ -153,9 +153,10 @@ class _Level:
         A percentile needs a sample count, not a duration, and a window of one
         or two lifetimes quantises counts and throughput by whole requests. Checked
         synchronously where the level would stop (and before a late record is
-        added), so no client leaves before the decision. The window stays
-        open at most ``MAX_FLOOR_S``; a level still short is flagged by its
-        trust verdict. Open loop and worker processes are sized before the
+        added), so no client leaves before the decision, and again at each new end,
+        on the rate measured so far. The window stays open at most ``MAX_FLOOR_S``,
+        and not at all past the planned end when that rate cannot reach the floor
+        within it; a level still short is flagged by its trust verdict. Open loop and worker processes are sized before the
         level instead (``loadgen.run.session.with_request_floor``): their
         schedules and windows are fixed in advance.
         """
@@ -168,6 +169,8 @@ class _Level:
         if (done >= floor and elapsed >= lifetimes_s) or elapsed >= MAX_FLOOR_S:
             return False
         rate = done / elapsed if done and elapsed > 0 else 0.0
+        if rate and done < floor and elapsed + (floor - done) / rate > MAX_FLOOR_S:
+            return False  # the floor cannot be met within the cap at this rate: more time buys no verdict
         extra = FLOOR_MARGIN * (floor - done) / rate if rate and done < floor else max(self.plan.duration_s or 1.0, 1.0)
         extra = max(extra, FLOOR_MARGIN * lifetimes_s - elapsed)
         self.t_stop = min(now + extra, self.recorder.window_start + MAX_FLOOR_S)

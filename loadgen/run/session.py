@@ -377,8 +377,9 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "request_id_header": session.http.request_id_header,
         "transport": session.http.transport,
         "event_loop": _event_loop(session),
-        # how a streaming body was read: the compiled reader (loadgen.wire.fastread) or Python alone
-        "read_path": READ_PATH if session.http.transport == "native" else "python",
+        # how a streaming body was read: on the native wire, the compiled reader (loadgen.wire.fastread) or
+        # its Python path; on aiohttp or httpx, that library's own reader (never to be read as the native one)
+        "read_path": READ_PATH if session.http.transport == "native" else session.http.transport,
         "timeout_s": session.http.timeout_s,
         "verify_tls": session.http.verify_tls,
         "workers": session.workers,

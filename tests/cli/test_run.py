@@ -339,3 +339,12 @@ def test_the_results_record_which_event_loop_ran(sim: SimProcess, tmp_path: Path
     # and how the bodies were read: the compiled reader wherever it was built and not switched off
     assert results.settings.other["read_path"] == ("compiled" if native.FASTREAD is not None else "python")
     assert results.levels[0].completed == 12 and results.levels[0].failed == 0
+
+
+def test_a_library_transports_read_path_is_its_own(sim: SimProcess, tmp_path: Path) -> None:
+    """Issue 57: --transport aiohttp said read_path python, the pure native path's name."""
+    out = tmp_path / "r.json"
+    result = invoke(["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "2", "--requests", "4",
+                     "--max-tokens", "4", "--transport", "aiohttp", "--quiet", "-o", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert load(out).settings.other["read_path"] == "aiohttp"

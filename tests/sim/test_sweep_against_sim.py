@@ -149,6 +149,21 @@ def test_a_request_floor_keeps_a_short_level_open_until_it_is_met(tmp_path: Path
     assert level.output_tokens_per_s == pytest.approx(1000 / 25.4, rel=0.02)
 
 
+def test_a_request_floor_the_rate_cannot_reach_within_the_cap_does_not_keep_the_level_open(tmp_path: Path) -> None:
+    """Issue 57: a level stretched to its floor ran to the cap (c=4 60/250 s) without asking whether the floor
+    could be met. Here ~2.5 requests/s (one client, 16 tokens of 25 ms) would need 400 s for 1,000."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "target: sim\nworkload: {output_tokens: 16, prompt_tokens: 8}\n"
+        "load: {levels: [1], duration_s: 2, warmup_s: 0.3, min_requests: 1000}\n"
+    )
+    out = tmp_path / "s.json"
+    code, _, stderr = sweep("--profile", str(profile), "--virtual-time", "-o", str(out))
+    assert code == 0, stderr
+    level = load(out).levels[0]
+    assert level.window_s < 3.0 and level.completed < 1000, level.window_s  # stopped at its planned end
+
+
 @pytest.mark.slow
 def test_the_servers_gauges_cover_a_window_its_request_floor_lengthened(tmp_path: Path) -> None:
     """In real time the floor moves the window's end only when a request completes after it: the scraper
