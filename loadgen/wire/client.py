@@ -35,7 +35,7 @@ from loadgen.api import Api
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.limits import MAX_EVENT_CHARS
 from loadgen.wire.loops import EventLoop
-from loadgen.wire.native import MAX_HEADER_BYTES, Wire, has_input
+from loadgen.wire.native import MAX_HEADER_BYTES, SWITCHED_PROTOCOLS, Wire, has_input
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.sse import (
     DONE,
@@ -329,6 +329,8 @@ async def _over_httpx(
                     error, detail = ErrorKind.PROTOCOL, f"response headers over {MAX_HEADER_BYTES // 1024} KiB"
                 elif status >= 400:
                     error, detail = error_kind_for_status(status), f"HTTP {status}{await _server_reason(response)}"
+                elif status == 101:  # aiohttp hands a protocol switch over as an answer: as the others, it is none
+                    error, detail = ErrorKind.PROTOCOL, SWITCHED_PROTOCOLS
                 elif content_type and "event-stream" not in content_type:
                     error, detail = ErrorKind.MALFORMED_CHUNK, _not_a_stream(content_type)
                 else:

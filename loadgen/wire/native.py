@@ -40,6 +40,7 @@ import httptools
 from loadgen.errors import ErrorKind
 
 MAX_HEADER_BYTES = 64 * 1024  # a response whose headers exceed this is not one we want (a hostile server)
+SWITCHED_PROTOCOLS = "the server switched protocols (101)"  # every transport's name for a 101 answer
 
 
 def _compiled_reader() -> ModuleType | None:
@@ -163,7 +164,7 @@ class _Connection(asyncio.Protocol):
             else:  # an Exchange callback raised: a bug, named in the failure rather than lost in a log
                 self._finish(ErrorKind.STREAM_BROKEN, f"{type(cause).__name__}: {cause}", reusable=False)
         elif isinstance(exc, httptools.HttpParserUpgrade):  # 101 Switching Protocols: no answer this client reads
-            self._finish(ErrorKind.PROTOCOL, "the server switched protocols (101)", reusable=False)
+            self._finish(ErrorKind.PROTOCOL, SWITCHED_PROTOCOLS, reusable=False)
         else:  # a bad status line, header or chunk framing: not HTTP
             self._finish(ErrorKind.PROTOCOL, f"invalid HTTP response ({type(exc).__name__})", reusable=False)
 
