@@ -138,12 +138,19 @@ def replay(
             _add_beyond_engine(added, idx, arrivals, e2e[idx], slos, k.added_ms)
     by_metric: dict[Metric | None, np.ndarray] = {Metric.TTFT: ttft, Metric.E2E: e2e}
     judged = [by_metric[s.metric] + added[i] for i, s in enumerate(slos)]
+    return _judge(edges, judged, slos, [int(edges[b + 1] - edges[b]) for b in range(n_buckets)])
+
+
+def _judge(
+    edges: np.ndarray, judged: Sequence[np.ndarray], slos: Sequence[SloTarget], requests: Sequence[int]
+) -> tuple[BucketCheck, ...]:
+    """Each bucket's statistic per SLO over its requests (``judged[i][edges[b]:edges[b + 1]]``), and its verdict."""
     checks = []
-    for b in range(n_buckets):
+    for b, count in enumerate(requests):
         cut = slice(edges[b], edges[b + 1])
         values = tuple(slo_statistic(v[cut], s) for v, s in zip(judged, slos))
         passed = all(math.isnan(v) or v <= s.limit for v, s in zip(values, slos))
-        checks.append(BucketCheck(int(edges[b + 1] - edges[b]), values, passed))
+        checks.append(BucketCheck(count, values, passed))
     return tuple(checks)
 
 
@@ -215,11 +222,4 @@ def _sampled_replay(
     judged = [np.concatenate(v) if v else np.zeros(0) for v in values]
     sort = np.argsort(order, kind="stable")
     order, judged = order[sort], [v[sort] for v in judged]
-    edges = np.searchsorted(order, np.arange(n_buckets + 1))
-    checks = []
-    for b in range(n_buckets):
-        cut = slice(edges[b], edges[b + 1])
-        stats = tuple(slo_statistic(v[cut], s) for v, s in zip(judged, slos))
-        passed = all(math.isnan(v) or v <= s.limit for v, s in zip(stats, slos))
-        checks.append(BucketCheck(offered[b], stats, passed))
-    return tuple(checks)
+    return _judge(np.searchsorted(order, np.arange(n_buckets + 1)), judged, slos, offered)
