@@ -95,7 +95,21 @@ class GateVerdict:
         return [d for d in self.deltas if d.regression]
 
     @property
+    def trusted_breaches(self) -> list[str]:
+        """The failed checks and regressions at trusted levels: evidence against the service, whatever the
+        untrusted levels say."""
+        untrusted = set(self.untrusted_levels)
+        failed = [
+            f"{c.check.text} @{c.level}" for c in self.failed_checks if c.value is not None and c.level not in untrusted
+        ]
+        return failed + [f"{d.quantity} @{d.level}" for d in self.regressions if d.level not in untrusted]
+
+    @property
     def exit_code(self) -> int:
+        """1 on trusted evidence of a breach (the service's), else 3 where the run cannot be trusted (the
+        runner's, unless the service's own errors or overload made it so), else 1 or 0 on the checks."""
+        if self.trusted_breaches:
+            return EXIT_FAIL
         if self.untrusted:
             return EXIT_UNTRUSTED
         return EXIT_FAIL if self.failed_checks or self.regressions else EXIT_PASS
@@ -124,7 +138,8 @@ class GateVerdict:
         if self.exit_code == EXIT_FAIL:
             what = [f"{len(self.failed_checks)} check(s) breached"] if self.failed_checks else []
             what += [f"{len(self.regressions)} regression(s)"] if self.regressions else []
-            return f"service failed: {', '.join(what)}"
+            also = f"; untrusted levels too: {', '.join(self.untrusted_levels)}" if self.untrusted_levels else ""
+            return f"service failed: {', '.join(what)}{also}"
         if self.side == "service":
             return f"service untrusted: {self.service_untrusted[0]}"
         if self.busy:

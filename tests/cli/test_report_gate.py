@@ -266,3 +266,26 @@ def test_runs_the_prefix_cache_served_unlike_are_compared_with_a_warning(command
     assert "prefix cache served" in result.stderr and "c=4 0% vs 74%" in result.stderr
     same = runner.invoke(app, ["compare", str(tmp_path / "warm.json"), str(tmp_path / "warm.json")])
     assert same.exit_code == 0 and "prefix cache" not in same.stderr
+
+
+def test_trusted_levels_that_breach_fail_the_service_whatever_the_untrusted_ones_say(
+    ci_sweep: Path, tmp_path: Path
+) -> None:
+    """Issue 56 item 4: from a busy machine the gate said 'runner busy' (exit 3) though every trusted level
+    failed the check: a CI job would retry the runner instead of fixing the service."""
+    results = load(ci_sweep)
+    lag = LatencyHistogram()
+    for _ in range(100):
+        lag.record_us(50_000)  # 50 ms of generator lag: client-bound
+    first = results.levels[0]
+    busy = replace(
+        results, levels=(replace(first, histograms={**first.histograms, Metric.LAG: lag}), *results.levels[1:])
+    )
+    path = tmp_path / "busy.json"
+    save_atomic(busy, path)
+    breach = invoke("gate", str(path), "--require", "tpot_p95 < 1ms", "--json")
+    assert breach.exit_code == 1, breach.output
+    doc = json.loads(breach.stdout)
+    assert doc["side"] == "service" and first.load.label in doc["summary"], doc["summary"]
+    passing = invoke("gate", str(path), "--require", "tpot_p95 < 10s")
+    assert passing.exit_code == 3 and "runner busy" in passing.stdout  # untrusted levels alone: the runner's
