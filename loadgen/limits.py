@@ -3,7 +3,7 @@
 One set of bounds: a profile's ``prompt_tokens: 300000000`` or a trace row of
 3e8 tokens once built that prompt (3 GB in seconds) because only ``run``'s
 flags were checked. Each reader refuses a value past these in one line naming
-its flag, field or row. The README lists them.
+its flag, field or row.
 """
 
 from __future__ import annotations

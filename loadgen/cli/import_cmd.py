@@ -20,8 +20,8 @@ def import_cmd(
         list[Path],
         typer.Argument(
             metavar="FILE...",
-            help="A per-level table (CSV or JSON list; columns in the README), or vLLM bench serve result "
-            "JSON files (one level each).",
+            help="A per-level table (CSV or JSON list; columns in docs/planning.md), vLLM bench serve result "
+            "JSON files (one level each), GuideLLM benchmarks.json or AIPerf profile_export_aiperf.json.",
         ),
     ],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Results file to write.")] = Path(

@@ -82,7 +82,7 @@ RayOpt = Annotated[
         metavar="local|auto|ADDRESS",
         rich_help_panel=RAY,
         help="Run the --workers as Ray actors: local (a Ray instance started here), auto (the cluster this host "
-        "joined with ray start), or ray://HOST:PORT. Needs loadgen[ray].",
+        "joined with ray start), or ray://HOST:PORT. Needs the ray extra: pip install 'loadgen\\[ray]'.",
     ),
 ]
 RayPlacementOpt = Annotated[
@@ -103,7 +103,7 @@ ConventionOpt = Annotated[
     typer.Option(
         rich_help_panel=MEASURE,
         help="Which chunks time the stream: tokens (every token event, "
-        "empty-content ones included: DESIGN.md) | text (text chunks only).",
+        "empty-content ones included: docs/measuring.md) | text (text chunks only).",
     ),
 ]
 RetriesOpt = Annotated[

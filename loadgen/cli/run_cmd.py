@@ -119,7 +119,7 @@ def run(
             metavar="FILE",
             rich_help_panel=LOAD,
             help="Replay a request trace in open loop at its recorded times, each request with its recorded "
-            "prompt and output lengths (loadgen, Mooncake or Azure format; see the README).",
+            "prompt and output lengths (loadgen, Mooncake or Azure format; see docs/measuring.md).",
         ),
     ] = None,
     time_scale: Annotated[

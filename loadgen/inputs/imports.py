@@ -44,7 +44,7 @@ import numpy as np
 from loadgen import __version__
 from loadgen.errors import UsageError, parse_json
 from loadgen.histogram import HistogramConfig, LatencyHistogram
-from loadgen.inputs.textfiles import read_text
+from loadgen.inputs.textfiles import logical_suffix, read_text
 from loadgen.limits import MAX_CONCURRENCY, MAX_FILE_LEVELS, MAX_RATE_RPS, MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.quantity import Aggregate, Metric, Quantity
@@ -88,11 +88,11 @@ def _check_count(path: Path, n: int, what: str) -> None:
 def read_levels(path: Path) -> tuple[list[ImportedLevel], str]:
     """The levels in ``path`` and the format recognised (table, vllm-bench, guidellm or aiperf)."""
     text = read_text(path)
-    if path.suffix.lower() == ".csv":
+    if logical_suffix(path) == ".csv":
         rows = _csv_rows(path, text)
         _check_count(path, len(rows), "rows")
         return [_table_row(row, f"{path}: row {i + 2}") for i, row in enumerate(rows)], "table"
-    doc = parse_json(text, f"{path} (not .csv by its suffix)")
+    doc = parse_json(text, f"{path} (not .csv by its suffix)")  # gzip unpacked by read_text
     if isinstance(doc, dict) and "median_ttft_ms" in doc:
         return [_vllm_bench(doc, str(path))], "vllm-bench"
     if isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list):

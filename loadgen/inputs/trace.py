@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.errors import UsageError, parse_json
-from loadgen.inputs.textfiles import read_text
+from loadgen.inputs.textfiles import logical_suffix, read_text
 from loadgen.limits import MAX_TOKENS
 
 MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
@@ -83,7 +83,7 @@ def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> T
     ``MAX_TRACE_REQUESTS`` rows is replayed rather than refused.
     """
     text = read_text(path, flag)
-    is_csv = path.suffix.lower() == ".csv"
+    is_csv = logical_suffix(path) == ".csv"
     if is_csv and (trace := _clean_numeric_csv(text, limit)) is not None:
         return trace
     rows = _csv_rows(path, text, flag) if is_csv else _json_lines(path, text, flag)

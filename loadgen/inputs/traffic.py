@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.errors import UsageError
-from loadgen.inputs.textfiles import read_text
+from loadgen.inputs.textfiles import logical_suffix, read_text
 from loadgen.inputs.trace import load_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
@@ -44,7 +44,7 @@ def load_traffic(path: Path) -> Traffic:
     """The traffic in ``path``; one line naming the file, row and column for anything wrong."""
     text = read_text(path, "--traffic")
     try:
-        header = next(csv.reader(io.StringIO(text)), []) if path.suffix.lower() == ".csv" else []
+        header = next(csv.reader(io.StringIO(text)), []) if logical_suffix(path) == ".csv" else []
     except csv.Error as exc:
         raise UsageError(f"--traffic {path}:1: not CSV this reader takes ({exc})") from None
     if "qps" in (h.strip() for h in header):

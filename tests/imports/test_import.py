@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from pathlib import Path
 
@@ -11,10 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.errors import UsageError
 from loadgen.inputs.imports import synthesise
+from loadgen.inputs.textfiles import read_text
 from loadgen.results import load
 
 runner = CliRunner()
+DATA = Path(__file__).resolve().parents[1] / "data"
 LEVELS = (1, 2, 4, 8, 16, 32, 48, 64)
 CAP = 32  # the server's max running batch: past it, requests wait and throughput plateaus
 OUT = 128  # output tokens per request
@@ -228,3 +232,24 @@ def test_json_nested_past_the_parser_is_one_line(tmp_path: Path) -> None:
     path.write_text("[" * 300_000 + "]" * 300_000)
     result = runner.invoke(app, ["import", str(path), "-o", str(tmp_path / "o.json")])
     assert result.exit_code == 2 and "nested too deeply" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_gzipped_export_imports_as_its_text_and_a_bomb_is_refused_as_it_unpacks(tmp_path: Path) -> None:
+    """Issue 55: importing a .json.gz failed with a raw UTF-8 decoding error."""
+    source = sorted((DATA / "vllm_bench").glob("*.json"))[0]
+    packed = tmp_path / (source.name + ".gz")
+    packed.write_bytes(gzip.compress(source.read_bytes()))
+    plain = runner.invoke(app, ["import", str(source), "-o", str(tmp_path / "a.json")])
+    unpacked = runner.invoke(app, ["import", str(packed), "-o", str(tmp_path / "b.json")])
+    assert plain.exit_code == unpacked.exit_code == 0, unpacked.output
+    assert load(tmp_path / "a.json").levels[0].summary() == load(tmp_path / "b.json").levels[0].summary()
+    table = tmp_path / "t.csv.gz"
+    table.write_bytes(gzip.compress(b"concurrency,tpot_p50_ms,requests_per_s\n1,25,1\n2,26,2\n"))
+    assert runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "c.json")]).exit_code == 0
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 1_000_000 + b"[]"))
+    with pytest.raises(UsageError, match="unpacks to more than 100,000 bytes"):
+        read_text(bomb, most=100_000)  # refused as it unpacks, not after
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(gzip.compress(b"[1, 2]")[:12])
+    assert "a broken gzip file" in runner.invoke(app, ["import", str(broken), "-o", str(tmp_path / "e.json")]).stderr

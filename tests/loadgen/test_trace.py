@@ -108,7 +108,7 @@ def test_a_missing_or_binary_trace_is_one_line_naming_the_flag(tmp_path: Path) -
         load_trace(tmp_path / "nope.jsonl")
     binary = tmp_path / "b.jsonl"
     binary.write_bytes(b"\xff\xfe\x00\x81")
-    with pytest.raises(UsageError, match=r"--trace .*b.jsonl: cannot read"):
+    with pytest.raises(UsageError, match=r"--trace .*b.jsonl: not UTF-8 text"):
         load_trace(binary)
 
 
