@@ -184,6 +184,10 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if verdicts is not None:
         out += verdicts.problems
     asked, asked_out = results.settings.prompt_mean, results.settings.output_mean
+    sent_ignore_eos = bool((results.settings.extra_body or {}).get("ignore_eos"))
+    stopped = "the server stopped early (end of sequence); for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang)"
+    ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
+               "its own max_tokens limit); a length spread's short draws count too")  # fmt: skip
     for lv in results.levels:
         realised = mean_prompt_tokens([lv])
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
@@ -192,8 +196,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         answered = mean_output_tokens([lv])
         if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
             out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out:g} were asked: "
-                       "the server stopped early (end of sequence); for fixed lengths pass --extra-body "
-                       "'{\"ignore_eos\": true}' (vLLM, SGLang)")  # fmt: skip
+                       + (ignored if sent_ignore_eos else stopped))  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
         if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:

@@ -205,7 +205,7 @@ def test_server_text_in_markdown_is_text_not_html(ci_sweep: Path, tmp_path: Path
     for path in (report, summary):
         text = path.read_text()
         assert "<script" not in text and "<img" not in text, path
-    assert "&lt;script&gt;" in report.read_text() and "tpot_p95&lt;1ms" in summary.read_text()
+    assert "&lt;script>" in report.read_text() and "tpot_p95<1ms" in summary.read_text()  # comparisons read as written
 
 
 @pytest.mark.parametrize("command", ["gate", "plan", "report"])
@@ -289,3 +289,12 @@ def test_trusted_levels_that_breach_fail_the_service_whatever_the_untrusted_ones
     assert doc["side"] == "service" and first.load.label in doc["summary"], doc["summary"]
     passing = invoke("gate", str(path), "--require", "tpot_p95 < 10s")
     assert passing.exit_code == 3 and "runner busy" in passing.stdout  # untrusted levels alone: the runner's
+
+
+def test_short_answers_with_ignore_eos_sent_do_not_advise_sending_it(tmp_path: Path) -> None:
+    """Issue 55: the chat profile sends ignore_eos, and its short answers (a length spread) advised passing it."""
+    out = tmp_path / "chat.json"
+    done = invoke("sweep", "--profile", "chat", "--url", "sim", "--virtual-time", "--levels", "4", "-o", str(out))
+    assert done.exit_code == 0, done.output
+    text = " ".join(invoke("report", str(out)).output.split())
+    assert "answers averaged" in text and "ignore_eos was sent" in text and "pass --extra-body" not in text
