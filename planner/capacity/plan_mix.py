@@ -18,7 +18,7 @@ from planner.capacity.plan import PlanParts, finish
 from planner.capacity.predicted import calibration_residual, predicted_lengths
 from planner.capacity.prefill import Prefill
 from planner.capacity.request import PlanRequest
-from planner.capacity.sizing import max_rate_per_replica
+from planner.capacity.sizing import Traffic, max_rate_per_replica
 from planner.laws.lengthmodel import Mix
 from planner.laws.lengthsample import LengthSample
 from planner.laws.ttft_residual import TtftResidual
@@ -124,14 +124,16 @@ def _replica_answers(
     if request.simulate:
         rate, how = max_rate_per_replica(
             engine,
-            max(1, round(mix.output_tokens)),
             request.slos,
-            prompt_tokens=mix.prompt_tokens,
-            lengths=request.length_sample,
-            arrival=request.arrival,
-            burstiness=request.burstiness,
-            seed=request.seed,
-            added_ms=residual.slo_added_ms if residual is not None else None,
+            Traffic(
+                max(1, round(mix.output_tokens)),
+                prompt_tokens=mix.prompt_tokens,
+                lengths=request.length_sample,
+                arrival=request.arrival,
+                burstiness=request.burstiness,
+                seed=request.seed,
+                added_ms=residual.slo_added_ms if residual is not None else None,
+            ),
         )
     if rate is not None and residual is not None:
         how = f"{how}; {residual.sizing_note}"

@@ -18,6 +18,7 @@ from planner.capacity.sizing import (
     NoReplicaCount,
     ReplicaPlan,
     SimOutcome,
+    Traffic,
     queueing_slos,
     replicas_by_simulation,
     replicas_for,
@@ -93,24 +94,23 @@ def _count(served: Served, request: PlanRequest, warnings: list[str]) -> Replica
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return ReplicaCount(sizing, None, None, sizing.replicas_at_utilization, rule)
     law = dataclasses.replace(served.engine, max_num_seqs=served.max_batch)
-    correction = request.correction
+    beyond = served.residual.slo_added_ms if served.residual is not None else None
+    traffic = Traffic(
+        max(1, round(served.output_tokens)),
+        prompt_tokens=served.prefill.prompt_tokens,
+        lengths=request.length_sample,
+        arrival=request.arrival,
+        burstiness=request.burstiness,
+        seed=request.seed,
+        added_ms=request.correction.added_ms if request.correction is not None else beyond,
+    )
     try:
         simulated, below = replicas_by_simulation(
             law,
             request.qps,
-            max(1, round(served.output_tokens)),
             judged,
+            traffic,
             start=sizing.replicas_no_headroom,
-            prompt_tokens=served.prefill.prompt_tokens,
-            lengths=request.length_sample,
-            arrival=request.arrival,
-            burstiness=request.burstiness,
-            seed=request.seed,
-            added_ms=correction.added_ms
-            if correction is not None
-            else served.residual.slo_added_ms
-            if served.residual
-            else None,
         )
     except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
         warnings.append(str(exc))

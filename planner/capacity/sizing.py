@@ -179,31 +179,42 @@ def replication_size(law: EngineConfig) -> tuple[int, int]:
     return measured // 5, measured
 
 
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """What the simulated requests ask and how they arrive, besides the rate: one value every search of the
+    sizing simulation is handed (replicas for a QPS, the largest rate one replica holds)."""
+
+    output_tokens: int
+    prompt_tokens: float = 0.0
+    lengths: LengthSample | None = None  # each request's prompt and output drawn from this sample (else the above)
+    arrival: Arrival = Arrival.POISSON
+    burstiness: float = 1.0
+    seed: int = 0
+    # what the server adds to an SLO's statistic beyond the engine's steps at the replication's mean requests
+    # in flight (Little's law), as an endpoint's validation measured it (``Correction.added_ms``) or a mix
+    # plan's calibration (``TtftResidual``)
+    added_ms: Callable[[SloTarget, float], float] | None = None
+
+    def capacity_rps(self, law: EngineConfig) -> float:
+        """Requests/s one replica of ``law`` completes with a full batch of these requests."""
+        return load_capacity_rps(law, self.output_tokens, self.prompt_tokens, self.lengths)
+
+
 def simulate_replicas(
     law: EngineConfig,
     replicas: int,
     qps: float,
-    output_tokens: int,
     slos: tuple[SloTarget, ...],
+    traffic: Traffic,
     *,
-    prompt_tokens: float = 0.0,
-    lengths: LengthSample | None = None,
-    arrival: Arrival = Arrival.POISSON,
-    burstiness: float = 1.0,
-    seed: int = 0,
     max_replications: int = MAX_REPLICATIONS,
     size: tuple[int, int] | None = None,
-    added_ms: Callable[[SloTarget, float], float] | None = None,
 ) -> SimOutcome:
-    """Simulate ``replicas`` replicas fed ``qps`` until each SLO's percentile is settled against its limit.
-
-    ``lengths``: each request's prompt and output drawn from this sample (else every request is
-    ``prompt_tokens`` / ``output_tokens``). ``added_ms``: what the server adds to an SLO's statistic
-    beyond the engine's steps at the replication's mean requests in flight (Little's law), as an endpoint's
-    validation measured it (``Correction.added_ms``) or a mix plan's calibration (``TtftResidual``)."""
+    """Simulate ``replicas`` replicas fed ``qps`` of ``traffic`` until each SLO's percentile is settled
+    against its limit."""
     checked = tuple(s for s in slos if s.metric in SIMULATED_METRICS and (s.percentile is not None or s.mean))
     rate = qps / replicas
-    utilization = rate / load_capacity_rps(law, output_tokens, prompt_tokens, lengths)
+    utilization = rate / traffic.capacity_rps(law)
     if utilization >= 1:
         return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
     warmup, measured = size or replication_size(law)
@@ -212,11 +223,14 @@ def simulate_replicas(
     verdict: Verdict = "unsettled"
     k = 0
     while k < max_replications:
-        rng = np.random.default_rng(np.random.SeedSequence([seed, replicas, k]))
-        offsets = arrival_offsets(rate, warmup + measured, arrival=arrival, burstiness=burstiness, rng=rng)
-        prompts, outputs = (prompt_tokens, output_tokens) if lengths is None else lengths.draw(warmup + measured, rng)
+        rng = np.random.default_rng(np.random.SeedSequence([traffic.seed, replicas, k]))
+        n = warmup + measured
+        offsets = arrival_offsets(rate, n, arrival=traffic.arrival, burstiness=traffic.burstiness, rng=rng)
+        lengths = traffic.lengths
+        prompts, outputs = (traffic.prompt_tokens, traffic.output_tokens) if lengths is None else lengths.draw(n, rng)
         timeline = simulate(law, offsets * 1000.0, outputs, prompts)
         in_flight = rate * float(np.mean((timeline.last_ms - timeline.arrival_ms)[warmup:])) / 1000.0  # Little
+        added_ms = traffic.added_ms
         for values, slo in zip(samples, checked):
             added = added_ms(slo, in_flight) if added_ms is not None and slo.metric in QUEUEING_METRICS else 0.0
             values.append(_percentile(timeline, slo, warmup) + added)
@@ -277,36 +291,17 @@ def t975(df: int) -> float:
 def replicas_by_simulation(
     law: EngineConfig,
     qps: float,
-    output_tokens: int,
     slos: tuple[SloTarget, ...],
+    traffic: Traffic,
     *,
     start: int,
-    prompt_tokens: float = 0.0,
-    lengths: LengthSample | None = None,
-    arrival: Arrival = Arrival.POISSON,
-    burstiness: float = 1.0,
-    seed: int = 0,
     max_replicas: int = 10_000,
     size: tuple[int, int] | None = None,
-    added_ms: Callable[[SloTarget, float], float] | None = None,
 ) -> tuple[SimOutcome, SimOutcome | None]:
     """The smallest R (searching up from ``start``) whose SLO percentiles settle below their limits, and R-1."""
 
     def outcome(r: int) -> SimOutcome:
-        return simulate_replicas(
-            law,
-            r,
-            qps,
-            output_tokens,
-            slos,
-            prompt_tokens=prompt_tokens,
-            lengths=lengths,
-            arrival=arrival,
-            burstiness=burstiness,
-            seed=seed,
-            size=size,
-            added_ms=added_ms,
-        )
+        return simulate_replicas(law, r, qps, slos, traffic, size=size)
 
     r = max(1, start)
     tried = {r: outcome(r)}
@@ -337,42 +332,19 @@ class NoReplicaCount(ValueError):
     """No number of replicas meets the SLOs: a latency limit below what a request takes at an idle replica."""
 
 
-def max_rate_per_replica(
-    engine: EngineConfig,
-    output_tokens: int,
-    slos: Sequence[SloTarget],
-    *,
-    prompt_tokens: float = 0.0,
-    lengths: LengthSample | None = None,
-    arrival: Arrival = Arrival.POISSON,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    added_ms: Callable[[SloTarget, float], float] | None = None,
-) -> tuple[float | None, str]:
+def max_rate_per_replica(engine: EngineConfig, slos: Sequence[SloTarget], traffic: Traffic) -> tuple[float | None, str]:
     """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
     limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found:
-    mu_slo, the per-replica rate a fleet is sized with. ``lengths``: requests drawn from this sample;
-    ``added_ms``: what the server adds beyond the engine (``simulate_replicas``)."""
+    mu_slo, the per-replica rate a fleet is sized with."""
     judged = queueing_slos(slos)
     if not judged:
         return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
-    capacity = load_capacity_rps(engine, output_tokens, prompt_tokens, lengths)
+    capacity = traffic.capacity_rps(engine)
 
     def holds(fraction: float) -> bool:
+        rate = fraction * capacity
         return simulate_replicas(
-            engine,
-            1,
-            fraction * capacity,
-            output_tokens,
-            judged,
-            prompt_tokens=prompt_tokens,
-            lengths=lengths,
-            arrival=arrival,
-            burstiness=burstiness,
-            seed=seed,
-            max_replications=RATE_SEARCH_REPLICATIONS,
-            size=RATE_SEARCH_SIZE,
-            added_ms=added_ms,
+            engine, 1, rate, judged, traffic, max_replications=RATE_SEARCH_REPLICATIONS, size=RATE_SEARCH_SIZE
         ).passed
 
     if not holds(RATE_PRECISION):
@@ -381,8 +353,8 @@ def max_rate_per_replica(
     while high - low > RATE_PRECISION:
         mid = (low + high) / 2
         low, high = (mid, high) if holds(mid) else (low, mid)
-    drawn = f", lengths drawn from {lengths.source}" if lengths is not None else ""
+    drawn = f", lengths drawn from {traffic.lengths.source}" if traffic.lengths is not None else ""
     return low * capacity, (
-        f"simulated ({arrival} arrivals, batch capped at {engine.max_num_seqs}{drawn}): {low:.0%} of the "
+        f"simulated ({traffic.arrival} arrivals, batch capped at {engine.max_num_seqs}{drawn}): {low:.0%} of the "
         f"{capacity:.3g} requests/s a full batch completes"
     )

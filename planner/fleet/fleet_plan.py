@@ -39,7 +39,7 @@ import numpy as np
 from loadgen.load import Arrival
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.sizing import max_rate_per_replica, queueing_slos
+from planner.capacity.sizing import Traffic, max_rate_per_replica, queueing_slos
 from planner.fleet.demand import ONE_HOUR_S, Demand
 from planner.fleet.replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
 from planner.laws.exact import exact
@@ -114,13 +114,15 @@ def variant_capacity(
     residual = plan.ttft_residual
     rate, simulated = max_rate_per_replica(
         plan.engine,
-        max(1, round(variant.output_tokens)),
         judged,
-        prompt_tokens=variant.prompt_tokens,
-        arrival=arrival,
-        burstiness=burstiness,
-        seed=seed,
-        added_ms=residual.slo_added_ms if residual is not None else None,
+        Traffic(
+            max(1, round(variant.output_tokens)),
+            prompt_tokens=variant.prompt_tokens,
+            arrival=arrival,
+            burstiness=burstiness,
+            seed=seed,
+            added_ms=residual.slo_added_ms if residual is not None else None,
+        ),
     )
     if rate is None:
         return VariantCapacity(variant, None, f"no request rate meets the SLOs: {simulated}")

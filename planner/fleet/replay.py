@@ -110,7 +110,7 @@ def replay(
     """Serve ``arrivals`` on ``serving[kind, bucket]`` replicas of each kind; judge each bucket on ``slos``
     (none: the buckets' requests are counted, nothing is served)."""
     if arrivals.rates is not None:
-        return _sampled_replay(arrivals, kinds, serving, slos, n_buckets)
+        return _sampled_replay(arrivals, kinds, serving, slos)
     edges = np.searchsorted(arrivals.bucket, np.arange(n_buckets + 1))  # arrivals are in time order
     if not slos:
         return tuple(BucketCheck(int(edges[b + 1] - edges[b]), (), True) for b in range(n_buckets))
@@ -174,16 +174,12 @@ def _add_beyond_engine(
 
 
 def _sampled_replay(
-    arrivals: Arrivals,
-    kinds: Sequence[ReplicaKind],
-    serving: np.ndarray,
-    slos: Sequence[SloTarget],
-    n_buckets: int,
+    arrivals: Arrivals, kinds: Sequence[ReplicaKind], serving: np.ndarray, slos: Sequence[SloTarget]
 ) -> tuple[BucketCheck, ...]:
     """The replay on a sample of the fleet: replicas ``0 .. per_kind - 1`` of each kind, each served its own
     Poisson arrivals at its share of every bucket it serves in, the buckets judged on their requests."""
     assert arrivals.rates is not None
-    rates, width = arrivals.rates, arrivals.bucket_s
+    rates, width, n_buckets = arrivals.rates, arrivals.bucket_s, serving.shape[1]
     offered = [round(r * width) for r in rates.tolist()]
     if not slos:
         return tuple(BucketCheck(n, (), True) for n in offered)

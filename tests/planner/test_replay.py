@@ -8,7 +8,7 @@ import pytest
 from loadgen.engine import EngineConfig
 from planner import parse_slo
 from planner.capacity.replay import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
-from planner.capacity.sizing import simulate_replicas
+from planner.capacity.sizing import Traffic, simulate_replicas
 from planner.simulation.replica_sim import simulate
 
 LAW = EngineConfig(base_ms=20, per_seq_ms=0.5, max_num_seqs=16, prefill_ms_per_token=0.02)
@@ -78,6 +78,6 @@ def test_a_tail_the_engine_does_not_hold_is_added_where_an_slo_reads_it() -> Non
     assert check.correction.added_ms(parse_slo("ttft_p99<1s")) == check.correction.ttft_offset_ms  # not asked
     assert "ttft_p95 +" in check.correction.text
     slo = (p95,)
-    plain = simulate_replicas(LAW, 1, 5.0, 40, slo, prompt_tokens=200)
-    added = simulate_replicas(LAW, 1, 5.0, 40, slo, prompt_tokens=200, added_ms=check.correction.added_ms)
+    plain = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200))
+    added = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200, added_ms=check.correction.added_ms))
     assert added.estimates[0].value_ms == pytest.approx(plain.estimates[0].value_ms + check.correction.added_ms(p95))

@@ -13,7 +13,7 @@ from loadgen.load import arrival_offsets
 from loadgen.results import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
-from planner.capacity.sizing import replicas_for, t975
+from planner.capacity.sizing import Traffic, replicas_for, t975
 
 LAW = StepModel.given(25.0, 0.4)
 TTFT_1S = SloTarget(Metric.TTFT, 95, 1000.0)
@@ -88,19 +88,19 @@ def test_the_chapters_40_qps_needs_7_replicas_and_6_settles_as_failing() -> None
 
 def test_a_settled_pass_has_its_interval_below_the_limit_and_an_unstable_count_is_not_simulated() -> None:
     law = EngineConfig(max_num_seqs=87)
-    ok = simulate_replicas(law, 8, 40.0, 200, (TTFT_1S,), size=(1000, 5000))
+    ok = simulate_replicas(law, 8, 40.0, (TTFT_1S,), Traffic(200), size=(1000, 5000))
     assert ok.verdict == "pass" and all(e.high_ms <= 1000.0 for e in ok.estimates)
     assert ok.requests == ok.replications * 6000
-    unstable = simulate_replicas(law, 5, 40.0, 200, (TTFT_1S,))
+    unstable = simulate_replicas(law, 5, 40.0, (TTFT_1S,), Traffic(200))
     assert unstable.verdict == "unstable" and unstable.utilization > 1 and unstable.requests == 0
 
 
 def test_an_interval_that_straddles_the_limit_at_the_cap_is_unsettled_and_never_passes() -> None:
     law = EngineConfig(max_num_seqs=87)
-    probe = simulate_replicas(law, 6, 40.0, 200, (TTFT_1S,), size=(500, 1500), max_replications=5)
+    probe = simulate_replicas(law, 6, 40.0, (TTFT_1S,), Traffic(200), size=(500, 1500), max_replications=5)
     e = probe.estimates[0]
     straddling = SloTarget(Metric.TTFT, 95, (e.low_ms + e.high_ms) / 2)
-    again = simulate_replicas(law, 6, 40.0, 200, (straddling,), size=(500, 1500), max_replications=5)
+    again = simulate_replicas(law, 6, 40.0, (straddling,), Traffic(200), size=(500, 1500), max_replications=5)
     assert again.verdict == "unsettled" and not again.passed
 
 
@@ -155,8 +155,8 @@ def test_burstier_arrivals_never_need_fewer_replicas() -> None:
 def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
     law = EngineConfig(max_num_seqs=87)
     slos = (SloTarget(Metric.TTFT, 95, 100.0),)
-    a = simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
-    assert a == simulate_replicas(law, 80, 40.0, 50, slos, seed=3, size=(200, 2000))
+    a = simulate_replicas(law, 80, 40.0, slos, Traffic(50, seed=3), size=(200, 2000))
+    assert a == simulate_replicas(law, 80, 40.0, slos, Traffic(50, seed=3), size=(200, 2000))
     ttft = a.estimates[0]
     assert ttft.value_ms <= 25.4 * 2 + 1e-6  # at most a partial step, then its own step
 

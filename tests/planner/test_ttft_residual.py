@@ -8,7 +8,7 @@ from loadgen.engine import EngineConfig
 from loadgen.results import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, plan_from_results
-from planner.capacity.sizing import max_rate_per_replica, simulate_replicas
+from planner.capacity.sizing import Traffic, max_rate_per_replica, simulate_replicas
 from planner.laws.ttft_residual import ResidualRow, fit_ttft_residual
 from tests.planner.synthetic import law_sweep, sweep_results
 
@@ -89,7 +89,7 @@ def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight()
         return 0.0
 
     rate = 2.0  # requests/s, each 64 tokens of about 22 ms steps: ~1.4 s in flight, ~2.9 requests at once
-    simulate_replicas(ENGINE, 1, rate, 64, (TTFT_P95,), seed=1, max_replications=3, added_ms=added)
+    simulate_replicas(ENGINE, 1, rate, (TTFT_P95,), Traffic(64, seed=1, added_ms=added), max_replications=3)
     assert seen
     e2e_s = 64 * (ENGINE.base_ms + ENGINE.per_seq_ms * 3) / 1000
     for clients in seen:
@@ -97,8 +97,10 @@ def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight()
 
 
 def test_a_residual_lowers_the_largest_rate_one_replica_holds() -> None:
-    bare, _ = max_rate_per_replica(ENGINE, 64, (TTFT_P95,), seed=1)
-    loaded, _ = max_rate_per_replica(ENGINE, 64, (TTFT_P95,), seed=1, added_ms=lambda slo, clients: 10.0 * clients)
+    bare, _ = max_rate_per_replica(ENGINE, (TTFT_P95,), Traffic(64, seed=1))
+    loaded, _ = max_rate_per_replica(
+        ENGINE, (TTFT_P95,), Traffic(64, seed=1, added_ms=lambda slo, clients: 10.0 * clients)
+    )
     assert bare is not None and loaded is not None
     assert loaded < 0.9 * bare
 
