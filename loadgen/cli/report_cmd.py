@@ -33,7 +33,7 @@ from loadgen.load import Load
 from loadgen.results import Results, load
 from planner import CapacityPlan
 from planner import plan as answer
-from planner.ci.compare import Delta, compare_results, fingerprint_differences, prefix_cache_differences
+from planner.ci.compare import MAX_REGRESSION, Delta, compare_results, fingerprint_differences, prefix_cache_differences
 from planner.ci.gate import EXIT_UNTRUSTED, Check, GateVerdict, check_from_slo, evaluate_gate, parse_check
 from planner.fleet.fleet_plan import FleetPlan
 from planner.reports.document import Plot, Report
@@ -215,8 +215,13 @@ def gate(
         ),
     ] = None,
     max_regression: Annotated[
-        float, typer.Option(metavar="NUMBER", help="Largest tolerated change against the baseline (0.10 = 10%).")
-    ] = 0.10,
+        float,
+        typer.Option(
+            metavar="NUMBER",
+            help="Largest tolerated change against the baseline (0.05 = 5%; a 10% regression is caught, as it "
+            "would be only half the time at a 10% tolerance).",
+        ),
+    ] = MAX_REGRESSION,
     untrusted_error_rate: Annotated[
         float, typer.Option(metavar="NUMBER", help="A level failing more requests than this is untrusted.")
     ] = 0.20,
@@ -296,7 +301,7 @@ def compare(
     ],
     max_regression: Annotated[
         float, typer.Option(metavar="NUMBER", help="Changes beyond this fraction (and outside the noise) are marked.")
-    ] = 0.10,
+    ] = MAX_REGRESSION,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the comparison as JSON.")] = False,
     allow_mismatch: AllowMismatchOpt = False,
 ) -> None:

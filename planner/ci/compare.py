@@ -10,7 +10,12 @@ percentile that either run has too few independent samples to bound
 step) is shown but never significant: with fewer, it is the run's maximum,
 which one scheduling hiccup of the machine sets. A change is a regression
 only when it is worse, larger than the allowed fraction, *and* significant,
-so a noisy rerun of the same build passes.
+so a noisy rerun of the same build passes. Each delta carries the smallest
+change its two intervals could have told apart (``detectable``), said beside it.
+
+Two runs in virtual time on the simulator with no step noise and fixed lengths
+have no measurement noise at all (``noiseless``): every change between them is
+the law's, so they are compared exactly (detectable 0).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.observations import Z95, percentile_ci_ms
 
 DESIGN_EFFECT = 2.0
+MAX_REGRESSION = 0.05  # the default tolerance: a 10% regression is past it, not at its edge
 #: prefix-cache shares of two runs this far apart (of the prompt tokens the server looked up) are said: their
 #: TTFTs differ by prefill one of them skipped
 CACHE_SHARE_GAP = 0.10
@@ -55,6 +61,19 @@ class Delta:
     significant: bool
     regression: bool
     resolvable: bool = True  # False: a percentile one of the runs has too few samples to bound
+    # the smallest relative change the two runs' intervals tell apart (0: compared exactly); None: unresolvable
+    detectable: float | None = None
+
+
+def noiseless(results: Results) -> bool:
+    """A run whose numbers hold no measurement noise: virtual time on the simulator, no step noise, every
+    request's lengths fixed (a length spread's draws differ from seed to seed)."""
+    settings = results.settings
+    sim = (settings.profile or {}).get("sim") if settings.profile else None
+    if not settings.virtual_time or not isinstance(sim, dict) or sim.get("noise_cv"):
+        return False
+    lengths = [settings.prompt_tokens, settings.output_tokens]
+    return all(isinstance(x, dict) and not x.get("spread") for x in lengths)
 
 
 def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
@@ -80,7 +99,11 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
     return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
 
 
-def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float) -> list[Delta]:
+EXACT = 1e-9  # relative: below it two noiseless runs read the same
+
+
+def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float, exact: bool = False) -> list[Delta]:
+    """Each compared quantity's change; ``exact``: both runs are noiseless, so any change is the law's."""
     out = []
     for quantity, better in COMPARED:
         a, b = quantity_value(base, quantity), quantity_value(cand, quantity)
@@ -89,23 +112,35 @@ def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float
             continue
         change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
         worse = b > a if better == "lower" else b < a
-        ia, ib = _interval(base, quantity), _interval(cand, quantity)
-        resolvable = ia is not None and ib is not None
-        significant = ia is not None and ib is not None and (ib[0] > ia[1] or ib[1] < ia[0])
+        ia, ib = (None, None) if exact else (_interval(base, quantity), _interval(cand, quantity))
+        resolvable = exact or (ia is not None and ib is not None)
+        detectable: float | None
+        if exact:
+            significant, detectable = abs(b - a) > EXACT * max(abs(a), abs(b), 1e-12), 0.0
+        elif ia is not None and ib is not None:
+            significant = ib[0] > ia[1] or ib[1] < ia[0]
+            detectable = ((ia[1] - ia[0]) + (ib[1] - ib[0])) / 2 / abs(a) if a else None
+        else:
+            significant, detectable = False, None
         # an error rate near zero is compared in points, not as a ratio
         big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
         regression = worse and big and significant
-        out.append(Delta(base.load.label, quantity, better, a, b, change, worse, significant, regression, resolvable))
+        out.append(
+            Delta(
+                base.load.label, quantity, better, a, b, change, worse, significant, regression, resolvable, detectable
+            )
+        )
     return out
 
 
-def compare_results(baseline: Results, candidate: Results, *, max_regression: float = 0.10) -> list[Delta]:
+def compare_results(baseline: Results, candidate: Results, *, max_regression: float = MAX_REGRESSION) -> list[Delta]:
     """Every compared quantity of every level present in both (matched by load label)."""
     base = {lv.load.label: lv for lv in baseline.levels}
+    exact = noiseless(baseline) and noiseless(candidate)
     out = []
     for level in candidate.levels:
         if level.load.label in base:
-            out += compare_level(base[level.load.label], level, max_regression=max_regression)
+            out += compare_level(base[level.load.label], level, max_regression=max_regression, exact=exact)
     return out
 
 

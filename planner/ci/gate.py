@@ -17,7 +17,7 @@ from typing import Literal
 
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
-from planner.ci.compare import Delta, compare_results
+from planner.ci.compare import MAX_REGRESSION, Delta, compare_results
 from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.thresholds import ThresholdSyntaxError, parse_threshold
 from planner.evidence.verdicts import UNTRUSTED_ERROR_RATE, judge
@@ -157,7 +157,7 @@ def evaluate_gate(
     checks: Sequence[Check],
     *,
     baseline: Results | None = None,
-    max_regression: float = 0.10,
+    max_regression: float = MAX_REGRESSION,
     untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
 ) -> GateVerdict:
     """Checks per level, the baseline comparison, and the run's trust: the levels' own verdicts

@@ -24,6 +24,24 @@ def _threshold(result: CheckResult) -> str:
     return f"{result.check.op} {_value(result.check.quantity, result.check.threshold)}"
 
 
+def _detectable(d: Delta) -> str:
+    """``exact`` for noiseless runs, else the smallest change told apart, or ``-`` (too few samples)."""
+    if d.detectable is None:
+        return "-"
+    return "exact" if d.detectable == 0 else f"±{d.detectable:.1%}"
+
+
+def _mark(d: Delta) -> str:
+    """The verdict of one compared quantity."""
+    if d.regression:
+        return "**REGRESSION**"
+    if not d.worse:
+        return "ok"
+    if d.significant:
+        return "worse (within tolerance)"
+    return "worse (noise)" if d.resolvable else "worse (too few samples to tell)"
+
+
 def _delta_text(d: Delta) -> str:
     change = "n/a" if d.change is None else f"{d.change:+.1%}"
     return (
@@ -80,17 +98,17 @@ def to_markdown(verdict: GateVerdict) -> str:
         out.append("")
     if verdict.deltas:
         out += [
-            f"Baseline comparison (regression: worse by more than {verdict.max_regression:.0%} and outside the noise):",
+            f"Baseline comparison (regression: worse by more than {verdict.max_regression:.0%} and outside the noise; "
+            "detectable: the smallest change the two runs' intervals tell apart):",
             "",
-            "| level | quantity | baseline | candidate | change | verdict |",
-            "|---|---|---:|---:|---:|---|",
+            "| level | quantity | baseline | candidate | change | detectable | verdict |",
+            "|---|---|---:|---:|---:|---:|---|",
         ]
         for d in verdict.deltas:
             change = "-" if d.change is None else f"{d.change:+.1%}"
-            mark = "**REGRESSION**" if d.regression else ("worse (noise)" if d.worse else "ok")
             out.append(
                 f"| {d.level} | {d.quantity} | {_value(d.quantity, d.baseline)} | "
-                f"{_value(d.quantity, d.candidate)} | {change} | {mark} |"
+                f"{_value(d.quantity, d.candidate)} | {change} | {_detectable(d)} | {_mark(d)} |"
             )
         out.append("")
     out.append(f"**{md_text(verdict.summary)}**")
@@ -128,6 +146,7 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
                 "worse": d.worse,
                 "significant": d.significant,
                 "resolvable": d.resolvable,
+                "detectable": d.detectable,
                 "regression": d.regression,
             }
             for d in verdict.deltas

@@ -298,3 +298,35 @@ def test_short_answers_with_ignore_eos_sent_do_not_advise_sending_it(tmp_path: P
     assert done.exit_code == 0, done.output
     text = " ".join(invoke("report", str(out)).output.split())
     assert "answers averaged" in text and "ignore_eos was sent" in text and "pass --extra-body" not in text
+
+
+def _ci_gate_on(tmp_path: Path, name: str, base_ms: float, per_seq_ms: float, seed: int) -> Path:
+    """The ci-gate load on a stated law in virtual time, SLOs removed (only the comparison can fail)."""
+    profile = tmp_path / f"{name}.yaml"
+    profile.write_text(
+        f"name: {name}\ntarget: {{sim: {{base_ms: {base_ms}, per_seq_ms: {per_seq_ms}}}}}\napi: completions\n"
+        "workload: {prompt_tokens: 32, output_tokens: 16}\n"
+        "load: {mode: closed, levels: [8, 32], duration_s: 6, warmup_s: 1}\n"
+        f"stop: {{slo_breach_factor: null, stop_on_saturation: false}}\nseed: {seed}\n"
+    )
+    out = tmp_path / f"{name}.json"
+    done = invoke("sweep", "--profile", str(profile), "--virtual-time", "--quiet", "-o", str(out))
+    assert done.exit_code == 0, done.output
+    return out
+
+
+def test_noiseless_runs_are_compared_exactly_and_a_10_percent_slower_law_fails(tmp_path: Path) -> None:
+    """Issue 56: a server 20% slower read tok/s -17% and req/s -17% as 'worse (noise)': virtual-time runs of
+    one law have no noise, yet were judged by a busy runner's noise model."""
+    base = _ci_gate_on(tmp_path, "base", 25.0, 0.4, 1)
+    slower = _ci_gate_on(tmp_path, "slower", 27.5, 0.44, 1)
+    reseeded = _ci_gate_on(tmp_path, "reseeded", 25.0, 0.4, 2)
+    gate = invoke("gate", str(slower), "--baseline", str(base), "--allow-mismatch", "--json")
+    assert gate.exit_code == 1, gate.output
+    deltas = json.loads(gate.stdout)["regressions"]  # every compared quantity, each with its verdict
+    regressed = {d["quantity"] for d in deltas if d["regression"]}
+    assert all(d["detectable"] == 0 for d in deltas)
+    assert {"tpot_p50", "tpot_p95", "output_tokens_per_s", "requests_per_s"} <= regressed, regressed
+    assert "| exact |" in invoke("gate", str(slower), "--baseline", str(base), "--allow-mismatch").stdout
+    same = invoke("gate", str(reseeded), "--baseline", str(base), "--allow-mismatch")
+    assert same.exit_code == 0, same.output
