@@ -30,7 +30,6 @@ class PlanLayer:
     output_tokens: float | None = None
     max_utilization: float | None = None
     seed: int | None = None
-    variants: tuple[str, ...] = ()  # a fleet's, as --variant spells each
 
     def over(self, below: PlanLayer) -> PlanLayer:
         """This layer's values where it states them, ``below``'s elsewhere."""
@@ -63,7 +62,6 @@ def profile_layer(profile: Profile) -> PlanLayer:
         output_tokens=spec.output_tokens,
         max_utilization=spec.max_utilization,
         seed=profile.seed,
-        variants=spec.variants,
     )
 
 
@@ -76,16 +74,12 @@ def stored_layer(settings: RunSettings, source: str, *, slos: bool = True) -> Pl
     seed = stored.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError(f"{source}: the stored profile's seed: expected a whole number >= 0, got {seed!r}")
-    variants = plan.get("variants") or ()
-    if not isinstance(variants, list | tuple) or not all(isinstance(v, str) for v in variants):
-        raise UsageError(f"{source}: the stored profile's plan.variants: expected a list of --variant specs")
     return PlanLayer(
         slos=_stored_slos(settings.profile_section("slo"), source) if slos else (),
         qps=_number(plan, "qps", source, upper=math.inf),
         output_tokens=_number(plan, "output_tokens", source, upper=MAX_TOKENS),
         max_utilization=_number(plan, "max_utilization", source, upper=1.0),
         seed=seed,
-        variants=tuple(variants),
     )
 
 

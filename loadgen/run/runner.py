@@ -156,8 +156,8 @@ class _Level:
         added), so no client leaves before the decision, and again at each new end,
         on the rate measured so far. The window stays open at most ``MAX_FLOOR_S``,
         and not at all past the planned end when that rate cannot reach the floor
-        within it; a level still short is flagged by its trust verdict. Open loop and worker processes are sized before the
-        level instead (``loadgen.run.session.with_request_floor``): their
+        within it; a level still short is flagged by its trust verdict. Open loop and worker
+        processes are sized before the level instead (``loadgen.run.session.with_request_floor``): their
         schedules and windows are fixed in advance.
         """
         floor = self.plan.min_requests
