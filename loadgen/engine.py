@@ -32,6 +32,7 @@ members keep their slot (padding), so they still cost ``per_seq_ms``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -86,6 +87,16 @@ class EngineConfig:
             raise ValueError("static_wait_ms and noise_cv must be >= 0")
         if self.mode not in ("continuous", "static"):
             raise ValueError(f"mode must be 'continuous' or 'static', got {self.mode!r}")
+
+    def capped(self, max_num_seqs: int) -> EngineConfig:
+        """This law with its batch capped at ``max_num_seqs``, its token budget raised where it would not hold a
+        decode token for each (vLLM refuses a ``--max-num-batched-tokens`` below ``--max-num-seqs``)."""
+        budget = self.max_num_batched_tokens
+        return dataclasses.replace(
+            self,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=None if budget is None else max(budget, max_num_seqs),
+        )
 
     @property
     def law_text(self) -> str:

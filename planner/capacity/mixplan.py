@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, Results
+from loadgen.results import LevelResult, Metric, Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.slo import BatchLimit, floor_note
 from planner.laws.lengthmodel import (
@@ -42,7 +42,7 @@ class MixForecast:
     """What the calibration predicts for one mix, and how."""
 
     mix: Mix
-    model: LengthModel  # fitted on TPOT p50: the throughput law
+    model: LengthModel  # fitted on TPOT p50 (the mean where the calibration gives no p50): the throughput law
     law: StepModel | None  # the mean step at the mix (None: the calibration cannot answer for it)
     limits: tuple[BatchLimit, ...]  # per TPOT SLO, each from its own percentile's model
     engine: EngineConfig | None  # the engine the sizing simulation runs (max_num_seqs set by the plan)
@@ -91,6 +91,35 @@ def calibration_server_limit(
     values = {results.settings.profile_section("sim").get(key) for _, results in calibrations}
     value = next(iter(values)) if len(values) == 1 else None
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float | None:
+    """The TPOT statistic the throughput law rests on: p50 where every calibrated level gives it, else the mean
+    (most vendors' tables give means only), as a single sweep's plan does."""
+    levels = [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
+    with_tpot = [level for level in levels if _tpot_ms(level, None) is not None]
+    return None if with_tpot and any(_tpot_ms(level, 50.0) is None for level in with_tpot) else 50.0
+
+
+def absent_statistic(calibrations: Sequence[tuple[str, Results]], slo: SloTarget) -> str | None:
+    """Why the calibration cannot answer ``slo`` (a TPOT percentile no calibrated level gives), or None."""
+    levels = [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
+    if any(_tpot_ms(level, slo.percentile) is not None for level in levels):
+        return None
+    return f"{slo.key.removesuffix('_ms')} not in the calibration (its files give {_given(levels)}): not answered"
+
+
+def _tpot_ms(level: LevelResult, percentile: float | None) -> float | None:
+    return level.mean_ms(Metric.TPOT) if percentile is None else level.percentile_ms(Metric.TPOT, percentile)
+
+
+def _given(levels: Sequence[LevelResult]) -> str:
+    """What TPOT statistics the levels give, e.g. "the TPOT mean only"."""
+    have = [f"p{q:g}" for q in (50.0, 90.0, 95.0, 99.0) if any(_tpot_ms(lv, q) is not None for lv in levels)]
+    mean = any(_tpot_ms(level, None) is not None for level in levels)
+    if not have:
+        return "the TPOT mean only" if mean else "no TPOT"
+    return "TPOT " + ", ".join(have) + (" and the mean" if mean else "")
 
 
 def fit_calibration(
@@ -180,7 +209,8 @@ def forecast_mix(
     """The length model, its law at ``mix`` and the batch limits of the TPOT SLOs there; ``budget``: the
     calibration server's tokens per step, where its results do not hold it."""
     budget = calibration_server_limit(calibrations, "max_num_batched_tokens", budget)
-    model = fit_calibration(calibrations, 50.0, budget, seed)
+    statistic = throughput_percentile(calibrations)
+    model = fit_calibration(calibrations, statistic, budget, seed)
     law = model.at_mix(mix)
     extrapolation = model.extrapolation(mix)
     notes = (
@@ -193,9 +223,12 @@ def forecast_mix(
     if law is None:
         return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
     limits = []
-    fitted: dict[float | None, LengthModel] = {50.0: model}
+    fitted: dict[float | None, LengthModel] = {statistic: model}
     for slo in slos:
         if slo.metric != Metric.TPOT:
+            continue
+        if (absent := absent_statistic(calibrations, slo)) is not None:
+            limits.append(BatchLimit(slo, None, None, None, None, "insufficient range", note=absent))
             continue
         if slo.percentile not in fitted:
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)

@@ -207,7 +207,7 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
         batching=batch_utilization(request.lengths) if request.lengths else None,
         findings=_findings(fit, limits, max_batch, per_replica, request, count, warnings),
         warnings=tuple(warnings),
-        engine=dataclasses.replace(engine, max_num_seqs=max_batch) if engine is not None and max_batch else None,
+        engine=engine.capped(max_batch) if engine is not None and max_batch else None,
         ttft_residual=residual if request.residual_read else None,
     )
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from loadgen.results import Metric, Results
+from loadgen.engine import EngineConfig
+from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, calibration_server_limit, forecast_mix, recommended_budget
+from planner.capacity.mixplan import MixForecast, calibration_server_limit, forecast_mix
 from planner.capacity.plan import PlanParts, finish
 from planner.capacity.predicted import calibration_residual, predicted_lengths
 from planner.capacity.prefill import Prefill
 from planner.capacity.request import PlanRequest
-from planner.capacity.sizing import Traffic, max_rate_per_replica
+from planner.capacity.sizing import SIMULATED_METRICS, Traffic, max_rate_per_replica, simulate_replicas
+from planner.capacity.token_budget import checked_budget, with_margin
 from planner.laws.lengthmodel import Mix
 from planner.laws.lengthsample import LengthSample
-from planner.laws.ttft_residual import TtftResidual
 
 
 def kv_batch(kv_capacity_tokens: int | None, mix: Mix) -> tuple[int, str] | None:
@@ -66,6 +67,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         forecast = dataclasses.replace(forecast, ttft_residual=residual)
         if residual is not None and (note := residual.prompt_note()):
             warnings.append(note)
+    sized = _sizing_engine(forecast.engine, forecast.model.budget, kv, warnings)
     parts = PlanParts(
         "mix",
         law,
@@ -73,18 +75,42 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         mix.output_tokens,
         prefill,
         law,
-        engine=forecast.engine,
+        engine=sized,
         kv_cap=kv_cap,
         residual=residual,
     )
     plan = finish(parts, request, warnings)
-    if plan.max_batch and forecast.engine is not None and law is not None:
-        forecast = _replica_answers(forecast, plan.max_batch, mix, request, residual)
+    if plan.max_batch and sized is not None and law is not None:
+        traffic = Traffic(
+            max(1, round(mix.output_tokens)),
+            prompt_tokens=mix.prompt_tokens,
+            lengths=request.length_sample,
+            arrival=request.arrival,
+            burstiness=request.burstiness,
+            seed=request.seed,
+            added_ms=residual.slo_added_ms if residual is not None else None,
+        )
+        forecast = _replica_answers(forecast, plan, sized, request, traffic)
     if kv_cap is not None:
         forecast = dataclasses.replace(forecast, kv_capacity_tokens=kv, kv_batch=kv_cap[0], kv_note=kv_cap[1])
     if residual is not None and plan.max_batch and (note := residual.reach_note(plan.max_batch)):
         plan = dataclasses.replace(plan, warnings=(*plan.warnings, note))
-    return dataclasses.replace(plan, fit_statistic="tpot_p50", mix=forecast)
+    return dataclasses.replace(plan, fit_statistic=forecast.model.statistic, mix=forecast)
+
+
+def _sizing_engine(
+    engine: EngineConfig | None, budget: int | None, kv: int | None, warnings: list[str]
+) -> EngineConfig | None:
+    """The fitted engine as the server runs it: its token budget per step and its KV cache, where known (the
+    plan caps its batch)."""
+    if engine is None:
+        return None
+    if budget is None:
+        warnings.append(
+            "the token budget per step is not known (--max-num-batched-tokens): the sizing simulation prefills a "
+            "prompt in one step, which is optimistic for TTFT where the server chunks long prompts"
+        )
+    return dataclasses.replace(engine, max_num_seqs=1, max_num_batched_tokens=budget, kv_capacity_tokens=kv)
 
 
 def _mix_lengths(
@@ -114,33 +140,29 @@ def _mix_lengths(
 
 
 def _replica_answers(
-    forecast: MixForecast, max_batch: int, mix: Mix, request: PlanRequest, residual: TtftResidual | None
+    forecast: MixForecast, plan: CapacityPlan, engine: EngineConfig, request: PlanRequest, traffic: Traffic
 ) -> MixForecast:
-    """The rate one replica holds at the batch under every SLO, and the token budget that keeps a prefill
-    chunk under the ITL (or TPOT) SLO."""
-    assert forecast.engine is not None and forecast.law is not None
-    engine = dataclasses.replace(forecast.engine, max_num_seqs=max_batch)
+    """The rate one replica holds at the plan's batch under every SLO, and the token budget to set: the one
+    that keeps a prefill chunk under the ITL (or TPOT) SLO, where the sizing simulation at the plan's replicas
+    (else at that rate) meets every SLO with it, else the smallest larger one it passes."""
+    assert forecast.law is not None and plan.max_batch
+    batch = plan.max_batch
+    served = engine.capped(batch)
     rate, how = (None, "not simulated (--no-simulate)")
     if request.simulate:
-        rate, how = max_rate_per_replica(
-            engine,
-            request.slos,
-            Traffic(
-                max(1, round(mix.output_tokens)),
-                prompt_tokens=mix.prompt_tokens,
-                lengths=request.length_sample,
-                arrival=request.arrival,
-                burstiness=request.burstiness,
-                seed=request.seed,
-                added_ms=residual.slo_added_ms if residual is not None else None,
-            ),
-        )
-    if rate is not None and residual is not None:
-        how = f"{how}; {residual.sizing_note}"
-    latency = next((s for s in request.slos if s.metric == Metric.ITL), None) or next(
-        (s for s in request.slos if s.metric == Metric.TPOT), None
-    )
-    budget, why = (None, "no ITL or TPOT SLO to keep a prefill chunk under")
-    if latency is not None:
-        budget, why = recommended_budget(forecast.law, engine, max_batch, latency.limit, mix.prompt_tokens)
+        rate, how = max_rate_per_replica(served, request.slos, traffic)
+    if rate is not None and traffic.added_ms is not None and forecast.ttft_residual is not None:
+        how = f"{how}; {forecast.ttft_residual.sizing_note}"
+    judged = with_margin(tuple(s for s in request.slos if s.metric in SIMULATED_METRICS))
+    replicas, qps = (plan.recommended_replicas, request.qps) if request.qps else (1, rate)
+    holds = None
+    if request.simulate and judged and replicas and qps:
+
+        def holds(budget: int) -> bool:
+            law = dataclasses.replace(served, max_num_batched_tokens=max(budget, batch))
+            return simulate_replicas(law, replicas, qps, judged, traffic).passed
+
+    where = f"at {replicas} replica{'s' if replicas != 1 else ''} and {qps:.3g} requests/s" if qps else ""
+    prompt = float(traffic.lengths.prompt_tokens.max()) if traffic.lengths is not None else traffic.prompt_tokens
+    budget, why = checked_budget(forecast.law, served, batch, request.slos, prompt, holds, where)
     return dataclasses.replace(forecast, max_rate_rps=rate, max_rate_note=how, budget=budget, budget_note=why)

@@ -93,7 +93,7 @@ def _count(served: Served, request: PlanRequest, warnings: list[str]) -> Replica
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
         return ReplicaCount(sizing, None, None, sizing.replicas_at_utilization, rule)
-    law = dataclasses.replace(served.engine, max_num_seqs=served.max_batch)
+    law = served.engine.capped(served.max_batch)
     beyond = served.residual.slo_added_ms if served.residual is not None else None
     traffic = Traffic(
         max(1, round(served.output_tokens)),
@@ -156,6 +156,10 @@ def _simulation_text(law: EngineConfig, served: Served, request: PlanRequest) ->
         term += f", KV reads {law.per_kv_ms:.3g} ms per 1k tokens"
     if law.prefill_attention_ms > 0:
         term += f", prefill attention {law.prefill_attention_ms:.3g} ms per 1M token pairs"
+    if law.max_num_batched_tokens is not None:
+        term += f", {law.max_num_batched_tokens} tokens a step (chunked prefill)"
+    if law.kv_capacity_tokens is not None:
+        term += f", a KV cache of {law.kv_capacity_tokens:,} tokens"
     if request.length_sample is not None:
         term += f", lengths drawn from {request.length_sample.source}"
     return f"simulation ({shape} arrivals, batch capped at {served.max_batch}, {term})"

@@ -18,9 +18,15 @@ event are one multiplication. Finishing is tracked by the global step count
 at which each sequence ends (a heap), so no per-step bookkeeping remains:
 a few heap operations per request. The KV a step reads grows by the batch
 each step, so the steps between two events form an arithmetic series, summed
-in closed form as well. Chunked prefill and a KV limit are not modelled here.
-``tests/planner`` checks it step for step against ``loadgen.engine.Engine``
-and against the M/D/1 queue's exact mean wait.
+in closed form as well. A step that prefills is taken on its own, as the
+engine takes it: the token budget (``max_num_batched_tokens``) chunks a long
+prompt over several steps, decode tokens first, so the prompts that arrive
+together queue behind each other's chunks, and the KV capacity holds a
+request back until its prompt and answer fit. The sizing simulation runs the
+budget it was given, as the server would. ``tests/planner`` checks it step for
+step against ``loadgen.engine.Engine`` and against the M/D/1 queue's exact
+mean wait. (One difference: a prompt of no tokens, which the engine decodes at
+once, here takes its turn behind the prompts admitted before it.)
 
 The loop itself (``serve_reference``) also exists compiled
 (``replica_sim_compiled.pyx``, ~50x faster), built at install where a C
@@ -38,7 +44,6 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.engine import EngineConfig
-from planner.laws.stepmodel import prompt_pairs
 
 _REQUEST_BITS = 32  # a heap entry's low bits hold the request's index
 _REQUEST_MASK = (1 << _REQUEST_BITS) - 1
@@ -75,7 +80,7 @@ def simulate(
     prompt_tokens: npt.ArrayLike | None = None,
 ) -> Timeline:
     """Serve ``arrival_ms`` (sorted) on one replica of ``law`` (the simulated server's own config, continuous
-    mode, no noise); every request runs to completion.
+    mode, no noise; its token budget and KV capacity as it sets them); every request runs to completion.
 
     ``output_tokens`` (and ``prompt_tokens``) are per request or one number for all.
     """
@@ -91,83 +96,162 @@ def simulate(
     if n and outs.min() < 1:
         raise ValueError("every request needs at least one output token")
     prompts = np.broadcast_to(np.asarray(0 if prompt_tokens is None else prompt_tokens, dtype=np.float64), (n,))
-    if law.max_num_batched_tokens is not None or law.kv_capacity_tokens is not None:
-        raise ValueError("the replica simulation prefills a prompt in the step that admits it, with no KV limit")
-    # each request's prefill, paid in the step that admits it (a prompt of P tokens attends P(P+1)/2 pairs)
-    prefill = law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompt_pairs(prompts) / 1e6
     first, last = serve(
         np.ascontiguousarray(arrivals),
         np.ascontiguousarray(outs),
-        np.ascontiguousarray(prompts),
-        np.ascontiguousarray(prefill, dtype=np.float64),
+        np.ascontiguousarray(prompts, dtype=np.float64),
+        *law_terms(law),
+    )
+    return Timeline(arrivals, first, last, outs)
+
+
+def law_terms(law: EngineConfig) -> tuple[float, float, int, float, float, float, float, float]:
+    """The loop's arguments after the requests: base, per-sequence, the batch cap, ms per KV token read, ms
+    per prefilled token, ms per attended pair, the token budget and the KV capacity (infinite where unset)."""
+    return (
         float(law.base_ms),
         float(law.per_seq_ms),
         int(law.max_num_seqs),
-        law.per_kv_ms / 1000.0,  # ms per KV token a step reads
+        law.per_kv_ms / 1000.0,
+        float(law.prefill_ms_per_token),
+        law.prefill_attention_ms / 1e6,
+        math.inf if law.max_num_batched_tokens is None else float(law.max_num_batched_tokens),
+        math.inf if law.kv_capacity_tokens is None else float(law.kv_capacity_tokens),
     )
-    return Timeline(arrivals, first, last, outs)
 
 
 def serve_reference(
     arrivals: np.ndarray,
     outs: np.ndarray,
     prompts: np.ndarray,
-    prefill: np.ndarray,
     base: float,
     slope: float,
     cap: int,
     g: float,
+    per_token: float,
+    per_pair: float,
+    budget: float,
+    kv_capacity: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(first token ms, last token ms) per request: the event loop, in Python (the reference).
 
-    ``planner.simulation.replica_sim_compiled.serve`` is this loop in C, held to the same timelines bit for bit."""
+    A step that prefills (a prompt admitted, or one still being chunked) is taken alone, as the engine takes
+    it; between prefills every sequence decodes, the batch is constant up to the next event, and those steps
+    are one jump. ``planner.simulation.replica_sim_compiled.serve`` is this loop in C, held to the same
+    timelines bit for bit."""
+    loop = _Loop(arrivals.tolist(), outs.tolist(), prompts.tolist(), base, slope, cap, g)
+    terms = (per_token, per_pair, budget)
     n = len(arrivals)
-    arr, out_list, prompt_list, prefill_list = arrivals.tolist(), outs.tolist(), prompts.tolist(), prefill.tolist()
-    first_list, last_list, admitted_at = [0.0] * n, [0.0] * n, [0] * n
-    heap: list[int] = []  # running sequences as (step of their last token) << 32 | request: an int compares fastest
-    push, pop, ceil = heapq.heappush, heapq.heappop, math.ceil
-    t, steps, running = 0.0, 0, 0  # the clock (ms), steps completed so far, sequences running
-    kv_base = 0.0  # sum over running sequences of prompt - admission step: step s reads kv_base + running * s
-    nxt = 0  # next request not yet admitted (FIFO: the waiting queue is arrivals[nxt:] up to t)
-    while nxt < n or running:
-        if not running and arr[nxt] > t:
-            t = arr[nxt]  # idle until the next arrival
-        extra, admitted_from = 0.0, nxt
-        while running < cap and nxt < n and arr[nxt] <= t:
-            push(heap, (steps + out_list[nxt]) << _REQUEST_BITS | nxt)
-            extra += prefill_list[nxt]
-            admitted_at[nxt] = steps
-            kv_base += prompt_list[nxt] - steps
-            nxt += 1
-            running += 1
-        d = base + slope * running
+    while loop.nxt < n or loop.running:
+        loop.admit(kv_capacity)
+        if loop.head < loop.nxt:
+            loop.prefill_step(*terms)
+        else:
+            loop.decode_jump(kv_capacity)
+        loop.retire()
+    return np.asarray(loop.first, dtype=np.float64), np.asarray(loop.last, dtype=np.float64)
+
+
+class _Loop:
+    """The reference loop's state: the clock, the slots, the heap of decoding sequences and the prefill queue.
+
+    Prefill completes in admission order, so the prompts in prefill are the requests from ``head`` up to
+    ``nxt`` (the next not yet admitted), and only the first of them can be part done (``done_tokens``)."""
+
+    def __init__(
+        self, arr: list[float], outs: list[int], prompts: list[float], base: float, slope: float, cap: int, g: float
+    ) -> None:
+        n = len(arr)
+        self.arr, self.outs, self.prompts = arr, outs, prompts
+        self.base, self.slope, self.cap, self.g = base, slope, cap, g
+        self.first, self.last, self.started_at = [0.0] * n, [0.0] * n, [0] * n
+        self.heap: list[int] = []  # decoding sequences as (step of their last token) << 32 | request
+        self.t, self.steps = 0.0, 0  # the clock (ms), steps completed so far
+        self.running, self.decoding = 0, 0  # sequences holding a slot; those of them past their prefill
+        self.reserved = 0.0  # KV tokens the running sequences hold (prompt and whole answer)
+        self.kv_base = 0.0  # over decoding sequences, prompt - first-token step: step s reads kv_base + decoding * s
+        self.nxt = 0  # next request not yet admitted (FIFO: the waiting queue is arr[nxt:] up to t)
+        self.head, self.done_tokens = 0, 0.0  # the first request still in prefill, and its tokens prefilled
+
+    def admit(self, kv_capacity: float) -> None:
+        """Idle until the next arrival if nothing runs; take the waiting requests that have a slot and KV room."""
+        arr, n = self.arr, len(self.arr)
+        if not self.running and arr[self.nxt] > self.t:
+            self.t = arr[self.nxt]
+        while (
+            self.running < self.cap
+            and self.nxt < n
+            and arr[self.nxt] <= self.t
+            and (not self.running or self.reserved + self.prompts[self.nxt] + self.outs[self.nxt] <= kv_capacity)
+        ):
+            self.reserved += self.prompts[self.nxt] + self.outs[self.nxt]
+            self.nxt += 1
+            self.running += 1
+
+    def prefill_step(self, per_token: float, per_pair: float, budget: float) -> None:
+        """One step: a decode token for every decoding sequence, then prompt chunks in admission order in what
+        the budget leaves; a prompt whose last chunk is in gets its first token at the step's end."""
+        prompts, head, done = self.prompts, self.head, self.done_tokens
+        left = budget - self.decoding
+        kv = self.kv_base + self.decoding * self.steps
+        tokens, pairs, first_of = 0.0, 0.0, head
+        while head < self.nxt and left > 0:
+            chunk = min(prompts[head] - done, left)
+            pairs += chunk * done + chunk * (chunk + 1) / 2  # each token attends all before it
+            done += chunk
+            left -= chunk
+            tokens += chunk
+            kv += done
+            if done < prompts[head]:
+                break
+            heapq.heappush(self.heap, (self.steps + self.outs[head]) << _REQUEST_BITS | head)
+            self.started_at[head] = self.steps
+            self.kv_base += prompts[head] - self.steps
+            self.decoding += 1
+            head += 1
+            done = 0.0
+        self.head, self.done_tokens = head, done
+        self.t += self.base + self.slope * self.decoding + self.g * kv + per_token * tokens + per_pair * pairs
+        for i in range(first_of, head):
+            self.first[i] = self.t
+        self.steps += 1
+
+    def decode_jump(self, kv_capacity: float) -> None:
+        """Every running sequence decodes: run the steps up to the next event (a sequence's last token, or the
+        step start at which the next arrival with room joins) at once."""
+        running, steps, g, nxt = self.running, self.steps, self.g, self.nxt
+        d = self.base + self.slope * running
         grow = 0.0
         if g:
-            d += g * (kv_base + running * steps)
+            d += g * (self.kv_base + running * steps)
             grow = g * running / 2  # a step reads ``running`` more KV tokens than the one before it
-        end0 = t + d + extra
-        if nxt - admitted_from == 1:
-            first_list[admitted_from] = end0
-        elif nxt > admitted_from:
-            first_list[admitted_from:nxt] = [end0] * (nxt - admitted_from)
-        j = (heap[0] >> _REQUEST_BITS) - steps  # steps until the next sequence finishes
-        if running < cap and nxt < n:
-            wait = arr[nxt] - end0  # the arrival joins at the first step start at or after it
+        end0 = self.t + d
+        j = (self.heap[0] >> _REQUEST_BITS) - steps  # steps until the next sequence finishes
+        if (
+            running < self.cap
+            and nxt < len(self.arr)
+            and self.reserved + self.prompts[nxt] + self.outs[nxt] <= kv_capacity
+        ):
+            wait = self.arr[nxt] - end0  # the arrival joins at the first step start at or after it
             if wait <= 0:
                 j = 1
             else:
-                cover = 1 + (_steps_to_cover(wait, d, grow) if grow else ceil(wait / d))
-                if cover < j:
-                    j = cover
+                cover = 1 + (_steps_to_cover(wait, d, grow) if grow else math.ceil(wait / d))
+                j = min(j, cover)
         m = j - 1
-        t = end0 + m * d + (grow * m * (m + 1) if grow else 0.0)
-        steps += j
-        while running and heap[0] >> _REQUEST_BITS <= steps:
-            done = pop(heap) & _REQUEST_MASK
-            running -= 1
-            last_list[done] = t
-            kv_base -= prompt_list[done] - admitted_at[done]
-    return np.asarray(first_list, dtype=np.float64), np.asarray(last_list, dtype=np.float64)
+        self.t = end0 + m * d + (grow * m * (m + 1) if grow else 0.0)
+        self.steps += j
+
+    def retire(self) -> None:
+        """The sequences whose last token came in the steps just run leave (their slot frees at the next step)."""
+        heap = self.heap
+        while self.decoding and heap[0] >> _REQUEST_BITS <= self.steps:
+            done = heapq.heappop(heap) & _REQUEST_MASK
+            self.running -= 1
+            self.decoding -= 1
+            self.last[done] = self.t
+            self.reserved -= self.prompts[done] + self.outs[done]
+            self.kv_base -= self.prompts[done] - self.started_at[done]
 
 
 def _steps_to_cover(wait: float, d: float, grow: float) -> int:

@@ -6,9 +6,12 @@ def serve(
     arrivals: np.ndarray,
     outs: np.ndarray,
     prompts: np.ndarray,
-    prefill: np.ndarray,
     base: float,
     slope: float,
     cap: int,
     g: float,
+    per_token: float,
+    per_pair: float,
+    budget: float,
+    kv_capacity: float,
 ) -> tuple[np.ndarray, np.ndarray]: ...

@@ -71,11 +71,14 @@ def serve(
     const double[::1] arr,
     const long long[::1] outs,
     const double[::1] prompts,
-    const double[::1] prefill,
     double base,
     double slope,
     long long cap,
     double g,
+    double per_token,
+    double per_pair,
+    double budget,
+    double kv_capacity,
 ):
     """(first token ms, last token ms) per request: the reference's loop, in C."""
     cdef Py_ssize_t n = arr.shape[0]
@@ -84,55 +87,84 @@ def serve(
     cdef double[::1] first = first_arr
     cdef double[::1] last = last_arr
     cdef long long* heap = <long long*>malloc((cap if cap < n else n) * sizeof(long long) + sizeof(long long))
-    cdef long long* admitted_at = <long long*>malloc(n * sizeof(long long) + sizeof(long long))
-    if heap == NULL or admitted_at == NULL:
+    cdef long long* started_at = <long long*>malloc(n * sizeof(long long) + sizeof(long long))
+    if heap == NULL or started_at == NULL:
         free(heap)
-        free(admitted_at)
+        free(started_at)
         raise MemoryError()
     cdef Py_ssize_t size = 0
-    cdef double t = 0.0, extra, d, grow, end0, wait, kv_base = 0.0
-    cdef long long steps = 0, running = 0, j, m, cover, done
-    cdef Py_ssize_t nxt = 0, admitted_from, i
+    cdef double t = 0.0, d, grow, end0, wait, kv_base = 0.0, reserved = 0.0
+    cdef double left, kv, tokens, pairs, chunk, done_tokens = 0.0
+    cdef long long steps = 0, running = 0, decoding = 0, j, m, cover, done
+    cdef Py_ssize_t nxt = 0, head = 0, first_of, i
     try:
         with nogil:
             while nxt < n or running:
                 if not running and arr[nxt] > t:
                     t = arr[nxt]
-                extra = 0.0
-                admitted_from = nxt
-                while running < cap and nxt < n and arr[nxt] <= t:
-                    _push(heap, &size, (steps + outs[nxt]) << REQUEST_BITS | nxt)
-                    extra += prefill[nxt]
-                    admitted_at[nxt] = steps
-                    kv_base += prompts[nxt] - steps
+                while (
+                    running < cap
+                    and nxt < n
+                    and arr[nxt] <= t
+                    and (not running or reserved + prompts[nxt] + outs[nxt] <= kv_capacity)
+                ):
+                    reserved += prompts[nxt] + outs[nxt]
                     nxt += 1
                     running += 1
-                d = base + slope * running
-                grow = 0.0
-                if g:
-                    d += g * (kv_base + running * steps)
-                    grow = g * running / 2
-                end0 = t + d + extra
-                for i in range(admitted_from, nxt):
-                    first[i] = end0
-                j = (heap[0] >> REQUEST_BITS) - steps
-                if running < cap and nxt < n:
-                    wait = arr[nxt] - end0
-                    if wait <= 0:
-                        j = 1
-                    else:
-                        cover = 1 + (_steps_to_cover(wait, d, grow) if grow else <long long>ceil(wait / d))
-                        if cover < j:
-                            j = cover
-                m = j - 1
-                t = end0 + m * d + (grow * m * (m + 1) if grow else 0.0)
-                steps += j
-                while running and heap[0] >> REQUEST_BITS <= steps:
+                if head < nxt:
+                    left = budget - decoding
+                    kv = kv_base + decoding * steps
+                    tokens = 0.0
+                    pairs = 0.0
+                    first_of = head
+                    while head < nxt and left > 0:
+                        chunk = prompts[head] - done_tokens
+                        if left < chunk:
+                            chunk = left
+                        pairs += chunk * done_tokens + chunk * (chunk + 1) / 2
+                        done_tokens += chunk
+                        left -= chunk
+                        tokens += chunk
+                        kv += done_tokens
+                        if done_tokens < prompts[head]:
+                            break
+                        _push(heap, &size, (steps + outs[head]) << REQUEST_BITS | head)
+                        started_at[head] = steps
+                        kv_base += prompts[head] - steps
+                        decoding += 1
+                        head += 1
+                        done_tokens = 0.0
+                    t += base + slope * decoding + g * kv + per_token * tokens + per_pair * pairs
+                    for i in range(first_of, head):
+                        first[i] = t
+                    steps += 1
+                else:
+                    d = base + slope * running
+                    grow = 0.0
+                    if g:
+                        d += g * (kv_base + running * steps)
+                        grow = g * running / 2
+                    end0 = t + d
+                    j = (heap[0] >> REQUEST_BITS) - steps
+                    if running < cap and nxt < n and reserved + prompts[nxt] + outs[nxt] <= kv_capacity:
+                        wait = arr[nxt] - end0
+                        if wait <= 0:
+                            j = 1
+                        else:
+                            cover = 1 + (_steps_to_cover(wait, d, grow) if grow else <long long>ceil(wait / d))
+                            if cover < j:
+                                j = cover
+                    m = j - 1
+                    t = end0 + m * d + (grow * m * (m + 1) if grow else 0.0)
+                    steps += j
+                while decoding and heap[0] >> REQUEST_BITS <= steps:
                     done = _pop(heap, &size) & REQUEST_MASK
                     running -= 1
+                    decoding -= 1
                     last[done] = t
-                    kv_base -= prompts[done] - admitted_at[done]
+                    reserved -= prompts[done] + outs[done]
+                    kv_base -= prompts[done] - started_at[done]
     finally:
         free(heap)
-        free(admitted_at)
+        free(started_at)
     return first_arr, last_arr

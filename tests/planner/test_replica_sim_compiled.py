@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.engine import EngineConfig
-from planner.laws.stepmodel import prompt_pairs
 from planner.simulation import replica_sim
-from planner.simulation.replica_sim import serve_reference, simulate
+from planner.simulation.replica_sim import law_terms, serve_reference, simulate
 
 pytestmark = pytest.mark.skipif(
     not replica_sim.COMPILED, reason="COMPILED SIZING LOOP NOT BUILT: pip install -e . with a C compiler builds it"
@@ -30,6 +31,12 @@ def workloads(draw: st.DrawFn) -> tuple[EngineConfig, np.ndarray, np.ndarray, np
         prefill_ms_per_token=draw(st.sampled_from([0.0, 0.02])),
         prefill_attention_ms=draw(st.sampled_from([0.0, 20.0])),
     )
+    budget = draw(st.sampled_from([None, 0, 37, 512]))  # 0: the batch cap itself, the tightest budget
+    law = dataclasses.replace(
+        law,
+        max_num_batched_tokens=None if budget is None else max(budget, law.max_num_seqs),
+        kv_capacity_tokens=draw(st.sampled_from([None, 3000, 40_000])),
+    )
     mean_gap_ms = draw(st.floats(0.5, 500))
     gaps = rng.exponential(mean_gap_ms, n)
     gaps[rng.random(n) < draw(st.floats(0, 0.5))] = 0.0  # bursts: several arrivals at one instant
@@ -44,8 +51,5 @@ def test_the_compiled_loop_gives_the_reference_timelines_bit_for_bit(
 ) -> None:
     law, arrivals, outputs, prompts = workload
     timeline = simulate(law, arrivals, outputs, prompts)  # the compiled loop
-    prefill = law.prefill_ms_per_token * prompts + law.prefill_attention_ms * prompt_pairs(prompts) / 1e6
-    first, last = serve_reference(
-        arrivals, outputs, prompts, prefill, law.base_ms, law.per_seq_ms, law.max_num_seqs, law.per_kv_ms / 1000.0
-    )
+    first, last = serve_reference(arrivals, outputs, prompts, *law_terms(law))
     assert np.array_equal(timeline.first_ms, first) and np.array_equal(timeline.last_ms, last)

@@ -3,6 +3,8 @@ and the sizing decision it drives (settled intervals, never below the utilisatio
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -56,6 +58,40 @@ def test_event_jumps_match_the_step_engine_step_for_step(cap: int, per_kv_ms: fl
     timeline = simulate(cfg, arrivals, outs, prompts)
     np.testing.assert_allclose(timeline.first_ms, first, rtol=0, atol=1e-6)
     np.testing.assert_allclose(timeline.last_ms, last, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("cap", "budget", "kv_capacity", "attention"),
+    [(4, 4, None, 0.0), (8, 64, None, 0.0), (16, 512, None, 20.0), (16, 512, 3000, 0.0), (8, None, 2000, 20.0)],
+)
+def test_chunked_prefill_and_the_kv_limit_match_the_step_engine_step_for_step(
+    cap: int, budget: int | None, kv_capacity: int | None, attention: float
+) -> None:
+    """The token budget chunks a long prompt over several steps, decode tokens first; a request waits until its
+    prompt and answer fit the KV cache: as the simulated server's engine does, step for step."""
+    rng = np.random.default_rng(cap)
+    n = 500
+    arrivals = arrival_offsets(6.0, n, rng=rng) * 1000.0
+    arrivals[rng.random(n) < 0.3] = 0.0  # bursts: prompts that arrive together queue behind each other's chunks
+    arrivals.sort()
+    outs, prompts = rng.integers(1, 40, n), rng.integers(1, 700, n)
+    cfg = EngineConfig(
+        base_ms=12,
+        per_seq_ms=0.35,
+        per_kv_ms=0.9,
+        prefill_ms_per_token=0.04,
+        prefill_attention_ms=attention,
+        max_num_seqs=cap,
+        max_num_batched_tokens=budget,
+        kv_capacity_tokens=kv_capacity,
+    )
+    first, last = engine_timeline(cfg, arrivals, outs, prompts)
+    timeline = simulate(cfg, arrivals, outs, prompts)
+    np.testing.assert_allclose(timeline.first_ms, first, rtol=1e-12, atol=1e-6)
+    np.testing.assert_allclose(timeline.last_ms, last, rtol=1e-12, atol=1e-6)
+    if budget is not None and budget < 700:  # the budget binds: the same arrivals prefilled whole come sooner
+        whole = simulate(dataclasses.replace(cfg, max_num_batched_tokens=None), arrivals, outs, prompts)
+        assert not np.allclose(whole.first_ms, timeline.first_ms)
 
 
 def test_batch_cap_one_is_an_md1_queue_with_the_exact_mean_wait() -> None:
