@@ -74,6 +74,7 @@ class ServerSample:
     # prompt tokens looked up in the server's prefix cache over that span, and found there (None: not exported)
     prefix_cache_queried: float | None = None
     prefix_cache_hits: float | None = None
+    kv_capacity_tokens: float | None = None  # the KV cache's size, as the server's /metrics says it (vLLM's)
 
     @property
     def prefix_cache_hit_share(self) -> float | None:
@@ -105,6 +106,7 @@ class ServerSample:
             "prefill_requests": self.prefill_requests,
             "prefix_cache_queried": self.prefix_cache_queried,
             "prefix_cache_hits": self.prefix_cache_hits,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
         }
 
     def per_s(self, tokens: float | None) -> float | None:
@@ -127,6 +129,7 @@ class ServerSample:
             raw.get("prefill_requests"),
             raw.get("prefix_cache_queried"),
             raw.get("prefix_cache_hits"),
+            raw.get("kv_capacity_tokens"),
         )
 
 

@@ -4,6 +4,7 @@ simulator (pure)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,6 +25,9 @@ class GaugeNames:
     # served measured a cheaper prefill than a new prompt costs
     cache_queries: str = ""
     cache_hits: str = ""
+    # an info gauge whose labels give the KV cache's size: vLLM's ``cache_config_info`` (``kv_cache_size_tokens``,
+    # or ``num_gpu_blocks`` x ``block_size`` in releases without it)
+    cache_config: str = ""
 
 
 KNOWN: Final = (
@@ -38,6 +42,7 @@ KNOWN: Final = (
         "vllm:request_prefill_time_seconds",
         "vllm:prefix_cache_queries_total",
         "vllm:prefix_cache_hits_total",
+        "vllm:cache_config_info",
     ),
     GaugeNames(
         "sglang",
@@ -64,6 +69,7 @@ KNOWN: Final = (
         "loadgen_sim:request_prefill_time_seconds",
         "loadgen_sim:prefix_cache_queries_total",
         "loadgen_sim:prefix_cache_hits_total",
+        "loadgen_sim:cache_config_info",
     ),
 )
 
@@ -90,6 +96,7 @@ class Gauges:
     prefill: Timed | None = None
     cache_queries: float | None = None
     cache_hits: float | None = None
+    kv_capacity_tokens: float | None = None  # the KV cache's size in tokens, where the server says it
 
 
 def _timed(samples: dict[str, float], name: str) -> Timed | None:
@@ -136,5 +143,36 @@ def read_gauges(text: str) -> Gauges | None:
                 _timed(samples, names.prefill_time),
                 samples.get(names.cache_queries) if names.cache_queries else None,
                 samples.get(names.cache_hits) if names.cache_hits else None,
+                kv_cache_tokens(text, names.cache_config) if names.cache_config else None,
             )
     return None
+
+
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def kv_cache_tokens(text: str, info: str) -> float | None:
+    """The KV cache's size in tokens from the labels of the info gauge ``info``, summed over its engines (one
+    line each behind a data-parallel endpoint); None where no line gives it."""
+    total, found = 0.0, False
+    prefix = info + "{"
+    for line in text.splitlines():
+        if not line.startswith(prefix) or "}" not in line:
+            continue
+        labels = dict(_LABEL.findall(line[len(prefix) : line.rindex("}")]))
+        tokens = _number(labels.get("kv_cache_size_tokens"))
+        if tokens is None:
+            blocks, size = _number(labels.get("num_gpu_blocks")), _number(labels.get("block_size"))
+            tokens = blocks * size if blocks is not None and size is not None else None
+        if tokens is not None:
+            total, found = total + tokens, True
+    return total if found else None
+
+
+def _number(text: str | None) -> float | None:
+    """A label's value as a positive finite number (vLLM writes "None" for one it does not know)."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None

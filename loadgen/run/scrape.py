@@ -46,6 +46,7 @@ class MetricsScraper:
         self._counters: list[tuple[float, float | None, float | None]] = []  # (time, prompt, generation)
         self._cache: list[tuple[float | None, float | None]] = []  # prefix cache (queried, hit) tokens per scrape
         self._timed: list[tuple[Timed | None, Timed | None]] = []  # (queue, prefill) per scrape
+        self._kv_capacity: float | None = None  # the KV cache's size, as the latest scrape said it
         self.failures = 0
 
     async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
@@ -74,6 +75,7 @@ class MetricsScraper:
                 self._counters.append((clock(), gauges.prompt_tokens, gauges.generation_tokens))
                 self._timed.append((gauges.queue, gauges.prefill))
                 self._cache.append((gauges.cache_queries, gauges.cache_hits))
+                self._kv_capacity = gauges.kv_capacity_tokens or self._kv_capacity
             await asyncio.sleep(self._interval_s)
 
     def sample(self) -> ServerSample | None:
@@ -94,6 +96,7 @@ class MetricsScraper:
             prefill_requests=_delta([t[1].count if t[1] is not None else None for t in self._timed]),
             prefix_cache_queried=_delta([c[0] for c in self._cache]),
             prefix_cache_hits=_delta([c[1] for c in self._cache]),
+            kv_capacity_tokens=self._kv_capacity,
         )
 
 

@@ -187,6 +187,10 @@ async def _metrics(request: web.Request) -> web.Response:
         lines += [f"# HELP {METRIC_PREFIX}{name} {doc}", f"# TYPE {METRIC_PREFIX}{name} summary"]
         lines.append(f"{METRIC_PREFIX}{name}_sum{label} {round(total_ms / 1000, 6)}")
         lines.append(f"{METRIC_PREFIX}{name}_count{label} {count}")
+    if (kv := driver.engine.config.kv_capacity_tokens) is not None:  # as vLLM's cache_config_info says it
+        name = f"{METRIC_PREFIX}cache_config_info"
+        lines += [f"# HELP {name} The KV cache's configuration, in its labels.", f"# TYPE {name} gauge"]
+        lines.append(f'{name}{{kv_cache_size_tokens="{kv}"}} 1.0')
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadgen.run.promtext import Timed, read_gauges
+from loadgen.run.promtext import Timed, kv_cache_tokens, read_gauges
 from loadgen.run.scrape import _mean_ms
 
 VLLM = """# TYPE vllm:request_queue_time_seconds histogram
@@ -56,3 +56,24 @@ def test_an_sglang_without_the_cached_tokens_counter_reports_no_hits_rather_than
     gauges = read_gauges(older)
     assert gauges is not None and gauges.cache_queries == 4096.0
     assert gauges.cache_hits is None
+
+
+VLLM_CACHE_CONFIG = (
+    'vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+    'gpu_memory_utilization="0.92",kv_cache_size_tokens="524288",num_cpu_blocks="None",num_gpu_blocks="4096",'
+    'sliding_window="None"} 1.0\n'
+    'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\n'
+)
+
+
+def test_the_kv_cache_size_is_read_from_vllms_cache_config_labels() -> None:
+    """vLLM 0.32's CPU build, as scraped: the size in tokens, else blocks x block size, summed over engines."""
+    gauges = read_gauges(VLLM_CACHE_CONFIG)
+    assert gauges is not None and gauges.kv_capacity_tokens == 524_288
+    older = VLLM_CACHE_CONFIG.replace('kv_cache_size_tokens="524288",', "")
+    assert kv_cache_tokens(older, "vllm:cache_config_info") == 4096 * 128
+    two = VLLM_CACHE_CONFIG + VLLM_CACHE_CONFIG.splitlines()[0].replace('engine="0"', 'engine="1"') + "\n"
+    assert kv_cache_tokens(two, "vllm:cache_config_info") == 2 * 524_288
+    unknown = 'vllm:cache_config_info{block_size="None",num_gpu_blocks="None"} 1.0\nvllm:num_requests_running 1\n'
+    gauges = read_gauges(unknown)
+    assert gauges is not None and gauges.kv_capacity_tokens is None
