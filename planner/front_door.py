@@ -19,7 +19,7 @@ import numpy as np
 from loadgen.errors import UsageError
 from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, PredictedSweep, fit_calibration
+from planner.capacity.mixplan import MixForecast, PredictedSweep, absent_statistic, fit_calibration
 from planner.capacity.plan import plan_from_law, plan_from_results
 from planner.capacity.plan_mix import plan_for_mix
 from planner.capacity.predicted import predict_levels, predicted_lengths
@@ -201,16 +201,11 @@ def _predicted(
         max_num_batched_tokens=budget,
         kv_capacity_tokens=forecast.kv_capacity_tokens,  # known: a sequence waits for room, as on the server
     )
-    p95 = forecast.tpot_p95 or fit_calibration(calibrations, 95.0, budget, request.seed)
-    return predict_levels(
-        engine,
-        forecast.mix,
-        predicted_lengths(calibrations, forecast.mix, request.length_sample),
-        levels,
-        residual=forecast.ttft_residual,
-        overhead_ms=forecast.model.ttft_overhead_ms or 0.0,
-        tpot_p95=p95,
-    )
+    p95 = forecast.tpot_p95
+    if p95 is None and absent_statistic(calibrations, 95.0) is None:
+        p95 = fit_calibration(calibrations, 95.0, budget, request.seed)
+    lengths = predicted_lengths(calibrations, forecast.mix, request.length_sample)
+    return predict_levels(forecast, engine, lengths, levels, p95)
 
 
 def _replayed(capacity: CapacityPlan, inputs: PlanInputs) -> tuple[ReplayCheck, ...]:

@@ -11,7 +11,7 @@ carrying a prefill chunk under the latency SLO. Every figure is "predicted for a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
@@ -27,6 +27,7 @@ from planner.laws.lengthmodel import (
     points_from_results,
     prompt_group,
     tpot_features,
+    ttft_idle_features,
 )
 from planner.laws.stepmodel import StepModel, fit_statistic, prompt_pairs
 from planner.laws.ttft_residual import TtftResidual
@@ -45,7 +46,7 @@ class MixForecast:
     model: LengthModel  # fitted on TPOT p50 (the mean where the calibration gives no p50): the throughput law
     law: StepModel | None  # the mean step at the mix (None: the calibration cannot answer for it)
     limits: tuple[BatchLimit, ...]  # per TPOT SLO, each from its own percentile's model
-    engine: EngineConfig | None  # the engine the sizing simulation runs (max_num_seqs set by the plan)
+    engine: EngineConfig | None  # the fitted engine (max_num_seqs set by the plan)
     extrapolation: tuple[str, ...]  # where the mix leaves the calibrated range
     max_rate_rps: float | None = None  # one replica, under the TTFT/E2E SLOs, at the plan's batch
     max_rate_note: str = ""
@@ -59,17 +60,33 @@ class MixForecast:
     kv_batch: int | None = None  # the most sequences of the mix it holds whole
     kv_note: str = ""
     ttft_residual: TtftResidual | None = None  # TTFT beyond the fitted engine, by load (predicted levels, sizing)
+    # the bootstrap replicates at the 2.5th and 97.5th percentile of a request's E2E at the mix: the interval's ends,
+    # the high one the engine the sizing simulation runs (TTFT and replicas on their safe side)
+    engine_range: tuple[EngineConfig, EngineConfig] | None = None
+
+    @property
+    def sizing_engine(self) -> EngineConfig | None:
+        """The engine the sizing simulation runs: the high end of the interval where there is one."""
+        return self.engine_range[1] if self.engine_range is not None else self.engine
 
 
 @dataclass(frozen=True, slots=True)
 class PredictedLevel:
-    """One closed-loop level of a sweep not run, at a forecast's mix (``planner.capacity.predicted`` runs it)."""
+    """One closed-loop level of a sweep not run, at a forecast's mix (``planner.capacity.predicted`` runs it).
+
+    Each TTFT statistic carries its 95% interval: the fitted engine's bootstrap replicates at either end of
+    a request's E2E interval, run the same way, plus the residual line at either end of its own."""
 
     concurrency: int
     ttft_p50_ms: float | None
     ttft_p95_ms: float | None
     tpot_p50_ms: float | None
-    tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable)
+    tpot_p95_ms: float | None  # the TPOT p95 length model at this batch (None: not estimable, or not calibrated)
+    ttft_mean_ms: float | None = None
+    tpot_mean_ms: float | None = None
+    ttft_p50_range_ms: tuple[float, float] | None = None
+    ttft_p95_range_ms: tuple[float, float] | None = None
+    ttft_mean_range_ms: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +110,19 @@ def calibration_server_limit(
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def scraped_kv_capacity(calibrations: Sequence[tuple[str, Results]]) -> int | None:
+    """The KV cache's size in tokens as the server's /metrics said it during the calibration (vLLM's
+    ``cache_config_info``), where every level that scraped it read the same; None: not said, or it changed
+    (the server restarted with another cache between sweeps)."""
+    said = {
+        level.server.kv_capacity_tokens
+        for _, results in calibrations
+        for level in results.levels
+        if level.server is not None and level.server.kv_capacity_tokens
+    }
+    return int(next(iter(said))) if len(said) == 1 else None
+
+
 def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float | None:
     """The TPOT statistic the throughput law rests on: p50 where every calibrated level gives it, else the mean
     (most vendors' tables give means only), as a single sweep's plan does."""
@@ -101,12 +131,14 @@ def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float 
     return None if with_tpot and any(_tpot_ms(level, 50.0) is None for level in with_tpot) else 50.0
 
 
-def absent_statistic(calibrations: Sequence[tuple[str, Results]], slo: SloTarget) -> str | None:
-    """Why the calibration cannot answer ``slo`` (a TPOT percentile no calibrated level gives), or None."""
+def absent_statistic(calibrations: Sequence[tuple[str, Results]], percentile: float | None) -> str | None:
+    """Why the calibration cannot answer for TPOT's ``percentile`` (None: the mean), where no calibrated level
+    gives it; None where some do."""
     levels = [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
-    if any(_tpot_ms(level, slo.percentile) is not None for level in levels):
+    if any(_tpot_ms(level, percentile) is not None for level in levels):
         return None
-    return f"{slo.key.removesuffix('_ms')} not in the calibration (its files give {_given(levels)}): not answered"
+    name = "mean" if percentile is None else f"p{percentile:g}"
+    return f"tpot_{name} not in the calibration (its files give {_given(levels)}): not answered"
 
 
 def _tpot_ms(level: LevelResult, percentile: float | None) -> float | None:
@@ -227,29 +259,47 @@ def forecast_mix(
     for slo in slos:
         if slo.metric != Metric.TPOT:
             continue
-        if (absent := absent_statistic(calibrations, slo)) is not None:
+        if (absent := absent_statistic(calibrations, slo.percentile)) is not None:
             limits.append(BatchLimit(slo, None, None, None, None, "insufficient range", note=absent))
             continue
         if slo.percentile not in fitted:
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
         limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
-    coef = {c.name: c.value for c in model.coefficients}
     if note := below_zero_note(model):
         warnings.append(note)
-    engine: EngineConfig | None = EngineConfig(
-        base_ms=max(coef["base_ms"] or 0.0, 0.0),
-        per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),
-        per_kv_ms=max(coef["per_kv_ms"] or 0.0, 0.0),
-        prefill_ms_per_token=max(coef["prefill_ms_per_token"] or 0.0, 0.0),
-        prefill_attention_ms=max(coef["prefill_attention_ms"] or 0.0, 0.0),
-    )
+    engine: EngineConfig | None = _engine({c.name: c.value for c in model.coefficients})
+    # the replicates at either end of a request's E2E at the largest calibrated batch: its prefill and its
+    # decode steps together (by idle TTFT alone, the high end once read KV low, and sized a replica short)
+    busiest = model.ranges()["batch"][1]
+    e2e = ttft_idle_features(mix, budget) + max(mix.output_tokens - 1.0, 0.0) * tpot_features(busiest, mix)
+    ends = [model.draw_at(e2e, q) for q in (2.5, 97.5)]
+    engine_range = (_engine(ends[0]), _engine(ends[1])) if ends[0] is not None and ends[1] is not None else None
     if model.not_separated:
         engine = None  # the simulation needs every term; the law at the mix still answers the batch
         warnings.append(
             "no sizing simulation: it runs every term of the step, and the calibration did not fit them all"
         )
     return MixForecast(
-        mix, model, law, tuple(limits), engine, extrapolation, warnings=tuple(warnings), tpot_p95=fitted.get(95.0)
+        mix,
+        model,
+        law,
+        tuple(limits),
+        engine,
+        extrapolation,
+        warnings=tuple(warnings),
+        tpot_p95=fitted.get(95.0),
+        engine_range=engine_range if engine is not None else None,
+    )
+
+
+def _engine(coef: Mapping[str, float | None]) -> EngineConfig:
+    """The simulated engine of a set of length-model coefficients (a term below zero or not fitted is 0)."""
+    return EngineConfig(
+        base_ms=max(coef["base_ms"] or 0.0, 0.0),
+        per_seq_ms=max(coef["per_seq_ms"] or 0.0, 0.0),
+        per_kv_ms=max(coef["per_kv_ms"] or 0.0, 0.0),
+        prefill_ms_per_token=max(coef["prefill_ms_per_token"] or 0.0, 0.0),
+        prefill_attention_ms=max(coef["prefill_attention_ms"] or 0.0, 0.0),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from loadgen.engine import EngineConfig
 from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, calibration_server_limit, forecast_mix
+from planner.capacity.mixplan import MixForecast, calibration_server_limit, forecast_mix, scraped_kv_capacity
 from planner.capacity.plan import PlanParts, finish
 from planner.capacity.predicted import calibration_residual, predicted_lengths
 from planner.capacity.prefill import Prefill
@@ -49,13 +49,20 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     forecast = forecast_mix(calibrations, mix, request.slos, budget=request.token_budget, seed=request.seed)
     warnings = [*forecast.warnings, *warnings]
     law = forecast.law
+    sizing = forecast.sizing_engine
     prefill = Prefill(
-        forecast.engine.prefill_ms_per_token if forecast.engine else 0.0,
+        sizing.prefill_ms_per_token if sizing else 0.0,
         mix.prompt_tokens,
-        "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)",
+        "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)"
+        + (", every term at the upper end of a request's E2E 95% interval" if forecast.engine_range else ""),
     )
     kv = calibration_server_limit(calibrations, "kv_capacity_tokens", request.kv_capacity_tokens)
+    said = ""
+    if kv is None and (kv := scraped_kv_capacity(calibrations)) is not None:
+        said = " (its size as the server's /metrics said it during the calibration: vLLM's cache_config_info)"
     kv_cap = kv_batch(kv, mix)
+    if kv_cap is not None:
+        kv_cap = (kv_cap[0], kv_cap[1] + said)
     if kv is None:
         warnings.append(
             "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "
@@ -67,7 +74,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         forecast = dataclasses.replace(forecast, ttft_residual=residual)
         if residual is not None and (note := residual.prompt_note()):
             warnings.append(note)
-    sized = _sizing_engine(forecast.engine, forecast.model.budget, kv, warnings)
+    sized = _sizing_engine(sizing, forecast.model.budget, kv, warnings)
     parts = PlanParts(
         "mix",
         law,

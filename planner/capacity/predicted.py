@@ -17,36 +17,54 @@ from collections.abc import Sequence
 
 from loadgen.engine import EngineConfig
 from loadgen.results import Metric, Results
-from planner.capacity.mixplan import PredictedLevel, PredictedSweep
+from planner.capacity.mixplan import MixForecast, PredictedLevel, PredictedSweep
 from planner.laws.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
 from planner.laws.lengthsample import LengthSample, shape_of
-from planner.laws.ttft_residual import PERCENTILES, ResidualRow, TtftResidual, fit_ttft_residual
+from planner.laws.ttft_residual import STATISTICS, ResidualRow, TtftResidual, fit_ttft_residual
 from planner.simulation.closed_loop import run_closed_loop
 
 
 def predict_levels(
+    forecast: MixForecast,
     engine: EngineConfig,
-    mix: Mix,
     lengths: LengthSample,
     levels: Sequence[int],
-    *,
-    residual: TtftResidual | None,
-    overhead_ms: float,
-    tpot_p95: LengthModel,
+    tpot_p95: LengthModel | None,
 ) -> PredictedSweep:
-    """Each closed-loop level served by ``engine`` with requests drawn from ``lengths`` (at ``mix``'s
-    means), TTFT plus what the calibration measured beyond the engine at that many clients (``residual``;
-    without one, the fitted ``overhead_ms``)."""
+    """Each closed-loop level served by ``engine`` (the forecast's fitted engine with the server's limits) with
+    requests drawn from ``lengths`` (at the forecast's mix), TTFT plus what the calibration measured beyond
+    the engine at that many clients (without a residual, the fitted overhead), each with its 95% interval:
+    the same run with the engine at either end of the forecast's interval, and the residual at either end
+    of its own. TPOT p95 is read at the batch the level runs (its concurrency, capped at the server's)."""
+    mix, residual = forecast.mix, forecast.ttft_residual
+    overhead = forecast.model.ttft_overhead_ms or 0.0
+    limits = {f: getattr(engine, f) for f in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")}
+    ends = [dataclasses.replace(e, **limits) for e in forecast.engine_range or ()]
     predicted = []
     for c in levels:
-        level = run_closed_loop(engine, c, lengths)
-        ttft50, ttft95 = (
-            level.ttft_percentile_ms(q) + (overhead_ms if residual is None else residual.added_ms(q, c))
-            for q in (50, 95)
+        runs = [run_closed_loop(e, c, lengths) for e in (engine, *ends)]
+        ttft: dict[float | None, tuple[float, float, float]] = {}
+        for q in STATISTICS:
+            added = (overhead, overhead) if residual is None else residual.term(q).added_range_ms(c)
+            point = runs[0].ttft_ms_at(q) + (overhead if residual is None else residual.added_ms(q, c))
+            simulated = [run.ttft_ms_at(q) for run in runs]
+            ttft[q] = (point, min(min(simulated) + added[0], point), max(max(simulated) + added[1], point))
+        batch = min(c, engine.max_num_seqs)
+        p95 = tpot_p95.predict(tpot_features(batch, mix)) if tpot_p95 is not None else None
+        predicted.append(
+            PredictedLevel(
+                c,
+                ttft[50.0][0],
+                ttft[95.0][0],
+                runs[0].tpot_ms_at(50.0),
+                None if p95 is None else p95.value_ms,
+                ttft_mean_ms=ttft[None][0],
+                tpot_mean_ms=runs[0].tpot_ms_at(None),
+                ttft_p50_range_ms=ttft[50.0][1:],
+                ttft_p95_range_ms=ttft[95.0][1:],
+                ttft_mean_range_ms=ttft[None][1:],
+            )
         )
-        p95 = tpot_p95.predict(tpot_features(c, mix))
-        tpot95 = None if p95 is None else p95.value_ms
-        predicted.append(PredictedLevel(c, ttft50, ttft95, level.tpot_percentile_ms(50), tpot95))
     return PredictedSweep(tuple(predicted), lengths.source)
 
 
@@ -68,7 +86,7 @@ def predicted_lengths(
 def calibration_residual(
     engine: EngineConfig, calibrations: Sequence[tuple[str, Results]], budget: int | None, kv: int | None
 ) -> TtftResidual | None:
-    """Each calibration level's TTFT p50 and p95 beside the same statistics of ``engine`` run closed-loop
+    """Each calibration level's TTFT p50, p95 and mean (those it gives) beside the same statistics of ``engine`` run closed-loop
     at that sweep's mix and the level's concurrency (with the calibration server's token ``budget`` per
     step and ``kv`` capacity, where known), its lengths drawn as the sweep asked for them: the residual
     line ``planner.laws.ttft_residual`` fits."""
@@ -89,11 +107,10 @@ def calibration_residual(
         for lv, level in closed:
             simulated = run_closed_loop(served, round(level.load.value), lengths)
             label = f"{name} {lv.label}"
-            for q in PERCENTILES:
-                if (measured := level.percentile_ms(Metric.TTFT, q)) is not None:
+            for q in STATISTICS:
+                measured = level.mean_ms(Metric.TTFT) if q is None else level.percentile_ms(Metric.TTFT, q)
+                if measured is not None:
                     rows.append(
-                        ResidualRow(
-                            label, lv.concurrency, mix.prompt_tokens, q, measured, simulated.ttft_percentile_ms(q)
-                        )
+                        ResidualRow(label, lv.concurrency, mix.prompt_tokens, q, measured, simulated.ttft_ms_at(q))
                     )
     return fit_ttft_residual(rows)

@@ -179,6 +179,19 @@ class LengthModel:
         low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
         return Prediction(value, min(low, value), max(high, value))
 
+    def draw_at(self, features: np.ndarray, q: float) -> dict[str, float] | None:
+        """The bootstrap replicate's coefficients (by term, in ms units; a term left out is 0) whose prediction
+        for ``features`` is the ``q``-th percentile of all replicates' (None: no bootstrap, or not estimable):
+        one coherent engine at that end of the interval, where setting every term at its own end would not
+        be one the calibration allows."""
+        if not self._boot or not self.estimable(features):
+            return None
+        scale, mask = np.asarray(self._scale), np.asarray(self._mask)
+        boot = np.asarray(self._boot)
+        draws = boot @ (np.asarray(features, dtype=np.float64) * mask / scale)
+        k = int(np.argsort(draws)[min(len(draws) - 1, max(0, round(q / 100.0 * (len(draws) - 1))))])
+        return {name: float(v) for name, v in zip(TERMS, boot[k] * mask / scale)}
+
     def fitted(self, point: CalibrationPoint) -> Prediction | None:
         """What the model says for one of its own rows (the report sets it beside the measured value)."""
         return self.predict(_features(point, self.budget))

@@ -33,7 +33,8 @@ from loadgen.slo_target import SloTarget
 from planner.laws.lengthmodel import prompt_group
 from planner.laws.stepmodel import StepModel, fit_step_model
 
-PERCENTILES = (50.0, 95.0)  # the statistics fitted: a predicted level's TTFT p50 and p95
+PERCENTILES = (50.0, 95.0)  # the percentiles fitted: a predicted level's TTFT p50 and p95
+STATISTICS: tuple[float | None, ...] = (*PERCENTILES, None)  # and the mean (None), which most vendors' tables give
 PROMPT_SLOPE_SHARE = 0.25  # the residual's change between prompt lengths, as a share of its level, worth a note
 PROMPT_SLOPE_MIN_MS = 3.0
 
@@ -45,7 +46,7 @@ class ResidualRow:
     label: str  # e.g. "p64.json c=8"
     clients: float  # the level's achieved concurrency
     prompt_tokens: float
-    percentile: float
+    percentile: float | None  # None: the mean
     measured_ms: float
     simulated_ms: float
 
@@ -58,7 +59,7 @@ class ResidualRow:
 class LoadTerm:
     """The residual of one TTFT statistic against the clients in flight."""
 
-    percentile: float
+    percentile: float | None  # None: the mean
     at_one_ms: float  # at one client (an idle engine)
     per_client_ms: float  # per added client (0 when one concurrency was calibrated)
     line: StepModel | None  # the fit (None: one concurrency, the median residual)
@@ -69,13 +70,27 @@ class LoadTerm:
         falling with the load."""
         return max(self.at_one_ms, 0.0) + max(self.per_client_ms, 0.0) * max(clients - 1.0, 0.0)
 
+    def added_range_ms(self, clients: float) -> tuple[float, float]:
+        """``added_ms``'s 95% interval at ``clients``: the line's at one client and its slope, each at its own
+        end (the point where one concurrency was calibrated)."""
+        line = self.line
+        if line is None or line.base_ci_ms is None or line.per_seq_ci_ms is None:
+            return self.added_ms(clients), self.added_ms(clients)
+        others = max(clients - 1.0, 0.0)
+        ends = [max(a, 0.0) + max(b, 0.0) * others for a in line.base_ci_ms for b in line.per_seq_ci_ms]
+        return min(min(ends), self.added_ms(clients)), max(max(ends), self.added_ms(clients))
+
+    @property
+    def name(self) -> str:
+        return "mean" if self.percentile is None else f"p{self.percentile:g}"
+
     @property
     def text(self) -> str:
         ci = self.line.per_seq_ci_ms if self.line is not None else None
         interval = f" (95% CI {ci[0]:.2f}..{ci[1]:.2f})" if ci is not None and np.isfinite(ci).all() else ""
         c = [row.clients for row in self.rows]
         return (
-            f"TTFT p{self.percentile:g} adds {round(self.at_one_ms, 1) + 0.0:.1f} ms at one client and "
+            f"TTFT {self.name} adds {round(self.at_one_ms, 1) + 0.0:.1f} ms at one client and "
             f"{round(self.per_client_ms, 2) + 0.0:+.2f} ms "
             f"per added client{interval} beyond the fitted engine, from {len(self.rows)} calibration levels at "
             f"concurrency {round(min(c), 1):g}..{round(max(c), 1):g}"
@@ -89,11 +104,22 @@ class TtftResidual:
     terms: tuple[LoadTerm, ...]
 
     def term(self, percentile: float | None) -> LoadTerm:
-        """The term for an SLO's statistic: the fitted percentile nearest below it (a mean reads p50's);
-        a percentile past the highest fitted reads the highest, which understates its tail."""
-        wanted = 50.0 if percentile is None else percentile
-        below = [t for t in self.terms if t.percentile <= wanted]
-        return max(below, key=lambda t: t.percentile) if below else min(self.terms, key=lambda t: t.percentile)
+        """The term for a statistic (None: the mean): the mean's own where fitted, else p50's; a percentile
+        reads the fitted percentile nearest below it (past the highest, the highest, which understates its
+        tail), and where the calibration gave means only, the mean's (``means_only`` says so)."""
+        fitted = [t for t in self.terms if t.percentile is not None]
+        if percentile is None or not fitted:
+            mean = next((t for t in self.terms if t.percentile is None), None)
+            if mean is not None:
+                return mean
+            percentile = 50.0
+        below = [t for t in fitted if t.percentile is not None and t.percentile <= percentile]
+        return max(below, key=_rank) if below else min(fitted, key=_rank)
+
+    @property
+    def means_only(self) -> bool:
+        """Whether the calibration measured no TTFT percentile, so every percentile reads the mean's residual."""
+        return not any(t.percentile is not None for t in self.terms)
 
     def added_ms(self, percentile: float | None, clients: float) -> float:
         return self.term(percentile).added_ms(clients)
@@ -103,8 +129,7 @@ class TtftResidual:
         """What a sizing simulation's method says it added: each line as it was used, e.g. ``(p50 5.2 ms +
         0.00/client, p95 14.5 ms + 0.42/client)``."""
         lines = ", ".join(
-            f"p{t.percentile:g} {max(t.at_one_ms, 0.0):.1f} ms + {max(t.per_client_ms, 0.0):.2f}/client"
-            for t in self.terms
+            f"{t.name} {max(t.at_one_ms, 0.0):.1f} ms + {max(t.per_client_ms, 0.0):.2f}/client" for t in self.terms
         )
         return f"TTFT and E2E plus what the levels measured beyond the engine ({lines})"
 
@@ -131,7 +156,7 @@ class TtftResidual:
     def prompt_note(self) -> str:
         """Whether the residual changed with the prompt between the calibration's mixes ("" when not): the
         line holds it constant across prompts, so a prediction for a longer prompt would carry the gap."""
-        rows = self.term(50.0).rows
+        rows = self.term(50.0).rows  # p50's where fitted, else the mean's
         group = prompt_group(row.prompt_tokens for row in rows)
         by_prompt: dict[float, list[float]] = {}  # a prompt length swept again joins its group
         for row in rows:
@@ -150,10 +175,14 @@ class TtftResidual:
         )
 
 
+def _rank(term: LoadTerm) -> float:
+    return -1.0 if term.percentile is None else term.percentile
+
+
 def fit_ttft_residual(rows: Sequence[ResidualRow]) -> TtftResidual | None:
     """A line in the clients per fitted statistic, over ``rows`` (None: no row)."""
     terms = []
-    for q in PERCENTILES:
+    for q in STATISTICS:
         mine = tuple(row for row in rows if row.percentile == q)
         if not mine:
             continue

@@ -215,25 +215,62 @@ def _prediction_text(p: Prediction | None) -> str:
 
 
 def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Section:
-    """The sweep not run, as a report section (``plan``/``report --predict-levels``)."""
+    """The sweep not run, as a report section (``plan``/``report --predict-levels``): each TTFT with its 95%
+    interval; the means beside the percentiles where the calibration gave means only."""
     added = (
         "what the calibration measured beyond the same engine at that many clients (each statistic its own)"
         if forecast.ttft_residual is not None
         else f"the fitted overhead {forecast.model.ttft_overhead_ms or 0.0:.1f} ms"
     )
+    means = forecast.model.statistic == "tpot_mean"
     rows = tuple(
-        (f"c={lv.concurrency}", *(fmt(v) for v in (lv.ttft_p50_ms, lv.ttft_p95_ms, lv.tpot_p50_ms, lv.tpot_p95_ms)))
+        (
+            f"c={lv.concurrency}",
+            _with_range(lv.ttft_p50_ms, lv.ttft_p50_range_ms),
+            _with_range(lv.ttft_p95_ms, lv.ttft_p95_range_ms),
+            *((_with_range(lv.ttft_mean_ms, lv.ttft_mean_range_ms),) if means else ()),
+            fmt(lv.tpot_p50_ms),
+            fmt(lv.tpot_p95_ms),
+            *((fmt(lv.tpot_mean_ms),) if means else ()),
+        )
         for lv in predicted.levels
+    )
+    unmeasured = (
+        " The calibration gave means only: the percentiles are the engine's, with the residual of the mean "
+        "(not measured: act on the means)."
+        if means
+        else ""
     )
     return Section(
         f"PREDICTED levels for {forecast.mix.label} tokens",
         paragraphs=(
             "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
-            f"(lengths: {predicted.lengths}); TTFT plus {added}; TPOT p95 from the model fitted on TPOT p95. "
-            "Re-measure these levels on the server before acting on the plan.",
+            f"(lengths: {predicted.lengths}); TTFT plus {added}, with its 95% interval (the engine at either end "
+            "of its own, and the residual's); TPOT p95 from the model fitted on TPOT p95, at the batch the level "
+            f"runs.{unmeasured} Re-measure these levels on the server before acting on the plan.",
         ),
-        table=Table(("load", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"), rows),
+        table=Table(
+            (
+                "load",
+                "TTFT p50 ms",
+                "TTFT p95 ms",
+                *(("TTFT mean ms",) if means else ()),
+                "TPOT p50 ms",
+                "TPOT p95 ms",
+                *(("TPOT mean ms",) if means else ()),
+            ),
+            rows,
+        ),
     )
+
+
+def _with_range(value: float | None, interval: tuple[float, float] | None) -> str:
+    """``1,112 (1,050..1,420)``: a predicted value and its 95% interval."""
+    if value is None:
+        return "-"
+    if interval is None:
+        return fmt(value)
+    return f"{fmt(value)} ({fmt(interval[0])}..{fmt(interval[1])})"
 
 
 def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:

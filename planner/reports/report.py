@@ -16,7 +16,7 @@ from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep
 from planner.evidence.verdicts import Verdicts, judge
-from planner.laws.ttft_residual import PERCENTILES, ResidualRow, TtftResidual
+from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
 
@@ -65,15 +65,15 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
 
 def residual_section(residual: TtftResidual) -> Section:
     """Each calibration level's TTFT beside the fitted engine run at it, and the line fitted on the rest."""
-    by_level: dict[str, dict[float, ResidualRow]] = {}
+    by_level: dict[str, dict[float | None, ResidualRow]] = {}
     for term in residual.terms:
         for row in term.rows:
             by_level.setdefault(row.label, {})[term.percentile] = row
     rows = []
     for label, stats in by_level.items():
         cells = []
-        for q in PERCENTILES:
-            stat = stats.get(q)
+        for term in residual.terms:
+            stat = stats.get(term.percentile)
             cells += [fmt(stat.measured_ms), fmt(stat.simulated_ms), fmt(stat.residual_ms)] if stat else ["-"] * 3
         rows.append((label, *cells))
     return Section(
@@ -87,7 +87,7 @@ def residual_section(residual: TtftResidual) -> Section:
         ),
         bullets=tuple(term.text for term in residual.terms),
         table=Table(
-            ("level", *(f"p{q:g} {part}" for q in PERCENTILES for part in ("measured", "engine", "rest"))),
+            ("level", *(f"{t.name} {part}" for t in residual.terms for part in ("measured", "engine", "rest"))),
             tuple(rows),
         ),
     )

@@ -41,11 +41,15 @@ class ClosedLevel:
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray  # requests of one token have none
 
-    def ttft_percentile_ms(self, q: float) -> float:
-        return float(np.percentile(self.ttft_ms, q))
+    def ttft_ms_at(self, q: float | None) -> float:
+        """TTFT's ``q``-th percentile (None: the mean)."""
+        return float(np.mean(self.ttft_ms) if q is None else np.percentile(self.ttft_ms, q))
 
-    def tpot_percentile_ms(self, q: float) -> float | None:
-        return float(np.percentile(self.tpot_ms, q)) if self.tpot_ms.size else None
+    def tpot_ms_at(self, q: float | None) -> float | None:
+        """TPOT's ``q``-th percentile (None: the mean); None where every answer was one token."""
+        if not self.tpot_ms.size:
+            return None
+        return float(np.mean(self.tpot_ms) if q is None else np.percentile(self.tpot_ms, q))
 
 
 def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, seed: int = 0) -> ClosedLevel:

@@ -28,7 +28,7 @@ def test_a_client_whose_answer_ended_waits_for_the_step_begun_without_it() -> No
     # its request is admitted one step later: TTFT is two steps of 10 ms, never one
     level = run_closed_loop(EngineConfig(base_ms=10.0, per_seq_ms=0.0, max_num_seqs=8), 2, LengthSample.fixed(0, 16))
     np.testing.assert_allclose(level.ttft_ms, 20.0)
-    assert level.ttft_percentile_ms(95) == pytest.approx(20.0)
+    assert level.ttft_ms_at(95) == pytest.approx(20.0)
 
 
 def test_staggered_clients_do_not_lock_into_cohorts() -> None:
@@ -36,15 +36,15 @@ def test_staggered_clients_do_not_lock_into_cohorts() -> None:
     # (164 ms at 0.02 ms/token) every cohort; spread over one request's duration they join one at a time
     engine = EngineConfig(base_ms=20.0, per_seq_ms=0.3, per_kv_ms=0.8, prefill_ms_per_token=0.02, max_num_seqs=64)
     level = run_closed_loop(engine, 8, LengthSample.fixed(1024, 128))
-    assert level.ttft_percentile_ms(50) < 2 * (20.0 + 0.3 * 8 + 0.8 * 8 * 1.1 + 0.02 * 1024)
-    assert level.ttft_ms.size == 12 * 8 and level.tpot_percentile_ms(50) is not None
+    assert level.ttft_ms_at(50) < 2 * (20.0 + 0.3 * 8 + 0.8 * 8 * 1.1 + 0.02 * 1024)
+    assert level.ttft_ms.size == 12 * 8 and level.tpot_ms_at(50) is not None
 
 
 def test_a_closed_loop_needs_clients_and_tokens() -> None:
     with pytest.raises(ValueError, match="clients >= 1"):
         run_closed_loop(EngineConfig(), 0, LengthSample.fixed(10, 10))
     one_token = run_closed_loop(EngineConfig(base_ms=10.0, per_seq_ms=0.0), 1, LengthSample.fixed(0, 1))
-    assert one_token.tpot_percentile_ms(50) is None and one_token.ttft_ms.size == MIN_MEASURED
+    assert one_token.tpot_ms_at(50) is None and one_token.ttft_ms.size == MIN_MEASURED
 
 
 def test_the_same_levels_over_the_simulators_http_in_virtual_time_read_the_same() -> None:
@@ -66,8 +66,8 @@ def test_the_same_levels_over_the_simulators_http_in_virtual_time_read_the_same(
     for swept in results.levels:
         stepped = run_closed_loop(engine, round(swept.load.value), LengthSample.fixed(1024, 128))
         for q in (50, 95):
-            assert stepped.ttft_percentile_ms(q) == pytest.approx(swept.percentile_ms(Metric.TTFT, q), rel=0.01)
-        assert stepped.tpot_percentile_ms(50) == pytest.approx(swept.percentile_ms(Metric.TPOT, 50), rel=0.01)
+            assert stepped.ttft_ms_at(q) == pytest.approx(swept.percentile_ms(Metric.TTFT, q), rel=0.01)
+        assert stepped.tpot_ms_at(50) == pytest.approx(swept.percentile_ms(Metric.TPOT, 50), rel=0.01)
 
 
 def test_answers_of_varied_length_read_as_the_simulators_http_when_the_loop_draws_them_too() -> None:
@@ -102,7 +102,7 @@ def test_answers_of_varied_length_read_as_the_simulators_http_when_the_loop_draw
         stepped, fixed = (run_closed_loop(engine, c, lengths) for lengths in (drawn, LengthSample.fixed(1024, 128)))
         tail = swept.percentile_ms(Metric.TTFT, 95)
         assert tail is not None
-        assert stepped.ttft_percentile_ms(95) == pytest.approx(tail, rel=0.1), c
-        assert fixed.ttft_percentile_ms(95) < 0.85 * tail, c
-        assert stepped.ttft_percentile_ms(50) == pytest.approx(swept.percentile_ms(Metric.TTFT, 50), rel=0.05), c
-        assert stepped.tpot_percentile_ms(50) == pytest.approx(swept.percentile_ms(Metric.TPOT, 50), rel=0.02), c
+        assert stepped.ttft_ms_at(95) == pytest.approx(tail, rel=0.1), c
+        assert fixed.ttft_ms_at(95) < 0.85 * tail, c
+        assert stepped.ttft_ms_at(50) == pytest.approx(swept.percentile_ms(Metric.TTFT, 50), rel=0.05), c
+        assert stepped.tpot_ms_at(50) == pytest.approx(swept.percentile_ms(Metric.TPOT, 50), rel=0.02), c

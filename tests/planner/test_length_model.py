@@ -222,10 +222,11 @@ def test_against_its_own_simulator_the_fitted_engine_leaves_no_ttft_residual() -
     forecast = forecast_mix(calibrations, Mix(1024, 128), ())
     assert forecast.engine is not None
     residual = calibration_residual(forecast.engine, calibrations, budget, None)
-    assert residual is not None and [t.percentile for t in residual.terms] == [50.0, 95.0]
+    assert residual is not None and [t.percentile for t in residual.terms] == [50.0, 95.0, None]
     for term in residual.terms:
         assert len(term.rows) == 6
-        assert abs(term.at_one_ms) < 0.5 and abs(term.per_client_ms) < 0.1, term.text  # steps of 18-40 ms
+        slope = 0.1 if term.percentile is not None else 0.15  # the mean also averages the tail's few late requests
+        assert abs(term.at_one_ms) < 0.5 and abs(term.per_client_ms) < slope, term.text  # steps of 18-40 ms
         assert term.added_ms(8.0) < 1.0
 
 

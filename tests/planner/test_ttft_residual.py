@@ -128,4 +128,6 @@ def test_a_sweep_whose_ttft_holds_a_front_end_is_sized_with_it() -> None:
     assert bare is not None and fronted is not None
     assert fronted.value_ms > bare.value_ms + 250  # the engine's own TTFT, plus the rest the sweep measured
     assert "what the levels measured beyond the engine (p50 " in (slowed.replicas_method or "")
-    assert "(p50 0.0 ms + 0.00/client, p95 0.0 ms + 0.00/client)" in (plain.replicas_method or "")  # none there
+    assert "(p50 0.0 ms + 0.00/client, p95 0.0 ms + 0.00/client, mean 0.0 ms + 0.00/client)" in (
+        plain.replicas_method or ""
+    )  # none there
