@@ -89,13 +89,20 @@ class EngineConfig:
             raise ValueError(f"mode must be 'continuous' or 'static', got {self.mode!r}")
 
     def capped(self, max_num_seqs: int) -> EngineConfig:
-        """This law with its batch capped at ``max_num_seqs``, its token budget raised where it would not hold a
-        decode token for each (vLLM refuses a ``--max-num-batched-tokens`` below ``--max-num-seqs``)."""
-        budget = self.max_num_batched_tokens
+        """This law with its batch capped at ``max_num_seqs`` (its own budget and KV capacity kept: ``serving``)."""
+        return self.serving(max_num_seqs, self.max_num_batched_tokens, self.kv_capacity_tokens)
+
+    def serving(
+        self, max_num_seqs: int, max_num_batched_tokens: int | None, kv_capacity_tokens: int | None
+    ) -> EngineConfig:
+        """This law under a server's limits, its token budget raised where it would not hold a decode token for
+        each sequence (vLLM refuses a ``--max-num-batched-tokens`` below ``--max-num-seqs``)."""
+        budget = max_num_batched_tokens
         return dataclasses.replace(
             self,
             max_num_seqs=max_num_seqs,
             max_num_batched_tokens=None if budget is None else max(budget, max_num_seqs),
+            kv_capacity_tokens=kv_capacity_tokens,
         )
 
     @property

@@ -126,19 +126,23 @@ def scraped_kv_capacity(calibrations: Sequence[tuple[str, Results]]) -> int | No
 def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float | None:
     """The TPOT statistic the throughput law rests on: p50 where every calibrated level gives it, else the mean
     (most vendors' tables give means only), as a single sweep's plan does."""
-    levels = [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
-    with_tpot = [level for level in levels if _tpot_ms(level, None) is not None]
+    with_tpot = [level for level in _calibrated(calibrations) if _tpot_ms(level, None) is not None]
     return None if with_tpot and any(_tpot_ms(level, 50.0) is None for level in with_tpot) else 50.0
 
 
 def absent_statistic(calibrations: Sequence[tuple[str, Results]], percentile: float | None) -> str | None:
     """Why the calibration cannot answer for TPOT's ``percentile`` (None: the mean), where no calibrated level
     gives it; None where some do."""
-    levels = [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
+    levels = _calibrated(calibrations)
     if any(_tpot_ms(level, percentile) is not None for level in levels):
         return None
     name = "mean" if percentile is None else f"p{percentile:g}"
     return f"tpot_{name} not in the calibration (its files give {_given(levels)}): not answered"
+
+
+def _calibrated(calibrations: Sequence[tuple[str, Results]]) -> list[LevelResult]:
+    """Every calibration file's levels the length model reads (trusted, unsaturated)."""
+    return [level for name, results in calibrations for _, level in calibrated_levels(results, name)[1]]
 
 
 def _tpot_ms(level: LevelResult, percentile: float | None) -> float | None:

@@ -117,7 +117,7 @@ def _sizing_engine(
             "the token budget per step is not known (--max-num-batched-tokens): the sizing simulation prefills a "
             "prompt in one step, which is optimistic for TTFT where the server chunks long prompts"
         )
-    return dataclasses.replace(engine, max_num_seqs=1, max_num_batched_tokens=budget, kv_capacity_tokens=kv)
+    return engine.serving(1, budget, kv)
 
 
 def _mix_lengths(
@@ -166,7 +166,7 @@ def _replica_answers(
     if request.simulate and judged and replicas and qps:
 
         def holds(budget: int) -> bool:
-            law = dataclasses.replace(served, max_num_batched_tokens=max(budget, batch))
+            law = served.serving(batch, budget, served.kv_capacity_tokens)
             return simulate_replicas(law, replicas, qps, judged, traffic).passed
 
     where = f"at {replicas} replica{'s' if replicas != 1 else ''} and {qps:.3g} requests/s" if qps else ""

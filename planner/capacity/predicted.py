@@ -12,7 +12,6 @@ of TTFT p95.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from loadgen.engine import EngineConfig
@@ -38,17 +37,21 @@ def predict_levels(
     of its own. TPOT p95 is read at the batch the level runs (its concurrency, capped at the server's)."""
     mix, residual = forecast.mix, forecast.ttft_residual
     overhead = forecast.model.ttft_overhead_ms or 0.0
-    limits = {f: getattr(engine, f) for f in ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens")}
-    ends = [dataclasses.replace(e, **limits) for e in forecast.engine_range or ()]
+    ends = [
+        e.serving(engine.max_num_seqs, engine.max_num_batched_tokens, engine.kv_capacity_tokens)
+        for e in forecast.engine_range or ()
+    ]
     predicted = []
     for c in levels:
         runs = [run_closed_loop(e, c, lengths) for e in (engine, *ends)]
         ttft: dict[float | None, tuple[float, float, float]] = {}
         for q in STATISTICS:
-            added = (overhead, overhead) if residual is None else residual.term(q).added_range_ms(c)
-            point = runs[0].ttft_ms_at(q) + (overhead if residual is None else residual.added_ms(q, c))
+            term = residual.term(q) if residual is not None else None
+            added = term.added_ms(c) if term is not None else overhead
+            low, high = term.added_range_ms(c) if term is not None else (overhead, overhead)
             simulated = [run.ttft_ms_at(q) for run in runs]
-            ttft[q] = (point, min(min(simulated) + added[0], point), max(max(simulated) + added[1], point))
+            point = simulated[0] + added
+            ttft[q] = (point, min(min(simulated) + low, point), max(max(simulated) + high, point))
         batch = min(c, engine.max_num_seqs)
         p95 = tpot_p95.predict(tpot_features(batch, mix)) if tpot_p95 is not None else None
         predicted.append(
@@ -98,12 +101,7 @@ def calibration_residual(
             continue
         lengths = LengthSample.shaped(mix, results.settings.prompt_tokens, results.settings.output_tokens)
         cap = max(round(level.load.value) for _, level in closed)  # the server's is at least this: unsaturated
-        served = dataclasses.replace(
-            engine,
-            max_num_seqs=cap,
-            max_num_batched_tokens=None if budget is None else max(budget, cap),
-            kv_capacity_tokens=kv,
-        )
+        served = engine.serving(cap, budget, kv)
         for lv, level in closed:
             simulated = run_closed_loop(served, round(level.load.value), lengths)
             label = f"{name} {lv.label}"

@@ -139,31 +139,33 @@ def serve_reference(
     it; between prefills every sequence decodes, the batch is constant up to the next event, and those steps
     are one jump. ``planner.simulation.replica_sim_compiled.serve`` is this loop in C, held to the same
     timelines bit for bit."""
-    loop = _Loop(arrivals.tolist(), outs.tolist(), prompts.tolist(), base, slope, cap, g)
-    terms = (per_token, per_pair, budget)
+    loop = _Loop(arrivals.tolist(), outs.tolist(), prompts.tolist())
+    loop.base, loop.slope, loop.cap, loop.g = base, slope, cap, g
+    loop.per_token, loop.per_pair, loop.budget, loop.kv_capacity = per_token, per_pair, budget, kv_capacity
     n = len(arrivals)
     while loop.nxt < n or loop.running:
-        loop.admit(kv_capacity)
+        loop.admit()
         if loop.head < loop.nxt:
-            loop.prefill_step(*terms)
+            loop.prefill_step()
         else:
-            loop.decode_jump(kv_capacity)
+            loop.decode_jump()
         loop.retire()
     return np.asarray(loop.first, dtype=np.float64), np.asarray(loop.last, dtype=np.float64)
 
 
 class _Loop:
-    """The reference loop's state: the clock, the slots, the heap of decoding sequences and the prefill queue.
+    """The reference loop's state: the law's terms, the clock, the slots, the heap of decoding sequences and
+    the prefill queue.
 
     Prefill completes in admission order, so the prompts in prefill are the requests from ``head`` up to
     ``nxt`` (the next not yet admitted), and only the first of them can be part done (``done_tokens``)."""
 
-    def __init__(
-        self, arr: list[float], outs: list[int], prompts: list[float], base: float, slope: float, cap: int, g: float
-    ) -> None:
+    base = slope = g = per_token = per_pair = budget = kv_capacity = 0.0  # the law: ``serve_reference`` sets them
+    cap = 0
+
+    def __init__(self, arr: list[float], outs: list[int], prompts: list[float]) -> None:
         n = len(arr)
         self.arr, self.outs, self.prompts = arr, outs, prompts
-        self.base, self.slope, self.cap, self.g = base, slope, cap, g
         self.first, self.last, self.started_at = [0.0] * n, [0.0] * n, [0] * n
         self.heap: list[int] = []  # decoding sequences as (step of their last token) << 32 | request
         self.t, self.steps = 0.0, 0  # the clock (ms), steps completed so far
@@ -173,7 +175,7 @@ class _Loop:
         self.nxt = 0  # next request not yet admitted (FIFO: the waiting queue is arr[nxt:] up to t)
         self.head, self.done_tokens = 0, 0.0  # the first request still in prefill, and its tokens prefilled
 
-    def admit(self, kv_capacity: float) -> None:
+    def admit(self) -> None:
         """Idle until the next arrival if nothing runs; take the waiting requests that have a slot and KV room."""
         arr, n = self.arr, len(self.arr)
         if not self.running and arr[self.nxt] > self.t:
@@ -182,17 +184,17 @@ class _Loop:
             self.running < self.cap
             and self.nxt < n
             and arr[self.nxt] <= self.t
-            and (not self.running or self.reserved + self.prompts[self.nxt] + self.outs[self.nxt] <= kv_capacity)
+            and (not self.running or self.reserved + self.prompts[self.nxt] + self.outs[self.nxt] <= self.kv_capacity)
         ):
             self.reserved += self.prompts[self.nxt] + self.outs[self.nxt]
             self.nxt += 1
             self.running += 1
 
-    def prefill_step(self, per_token: float, per_pair: float, budget: float) -> None:
+    def prefill_step(self) -> None:
         """One step: a decode token for every decoding sequence, then prompt chunks in admission order in what
         the budget leaves; a prompt whose last chunk is in gets its first token at the step's end."""
         prompts, head, done = self.prompts, self.head, self.done_tokens
-        left = budget - self.decoding
+        left = self.budget - self.decoding
         kv = self.kv_base + self.decoding * self.steps
         tokens, pairs, first_of = 0.0, 0.0, head
         while head < self.nxt and left > 0:
@@ -211,12 +213,12 @@ class _Loop:
             head += 1
             done = 0.0
         self.head, self.done_tokens = head, done
-        self.t += self.base + self.slope * self.decoding + self.g * kv + per_token * tokens + per_pair * pairs
+        self.t += self.base + self.slope * self.decoding + self.g * kv + self.per_token * tokens + self.per_pair * pairs
         for i in range(first_of, head):
             self.first[i] = self.t
         self.steps += 1
 
-    def decode_jump(self, kv_capacity: float) -> None:
+    def decode_jump(self) -> None:
         """Every running sequence decodes: run the steps up to the next event (a sequence's last token, or the
         step start at which the next arrival with room joins) at once."""
         running, steps, g, nxt = self.running, self.steps, self.g, self.nxt
@@ -230,7 +232,7 @@ class _Loop:
         if (
             running < self.cap
             and nxt < len(self.arr)
-            and self.reserved + self.prompts[nxt] + self.outs[nxt] <= kv_capacity
+            and self.reserved + self.prompts[nxt] + self.outs[nxt] <= self.kv_capacity
         ):
             wait = self.arr[nxt] - end0  # the arrival joins at the first step start at or after it
             if wait <= 0:
