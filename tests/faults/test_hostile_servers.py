@@ -660,3 +660,33 @@ async def test_an_unsolicited_extra_response_is_never_taken_as_the_next_answer(t
             texts.append("".join(text))
             await asyncio.sleep(0.02)
     assert texts == ["asked"] * 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", tuple(Transport))
+async def test_an_endless_run_of_interim_responses_ends_named_with_memory_flat(transport: str) -> None:
+    """Issue 57 R6: a server answering ``100 Continue`` forever grew aiohttp's memory per stream until
+    ``--timeout`` (225 MB at 20 s). The native wire caps the head bytes it reads before the answer (protocol,
+    at once); aiohttp and httpx skip each interim response as it ends and hold nothing of it, so the
+    request ends at its timeout. Either way a named failure, and memory stays flat while the flood lasts."""
+    import tracemalloc
+
+    async def flood(writer: asyncio.StreamWriter) -> None:
+        interim = b"HTTP/1.1 100 Continue\r\n\r\n" * 2000  # ~50 KB a write, as fast as the client reads
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and not writer.is_closing():
+            writer.write(interim)
+            await writer.drain()
+
+    tracemalloc.start()
+    try:
+        async with raw_server(flood) as url:
+            options = HttpOptions(timeout_s=2, transport=transport)  # type: ignore[arg-type]
+            async with make_http_client(url + "/", {}, options) as http:
+                record = await stream_request(http, "completions", BODY, Api.COMPLETIONS,
+                                              t_intended=time.monotonic(), clock=time.monotonic, timeout_s=2)  # fmt: skip
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert record.error in (ErrorKind.PROTOCOL, ErrorKind.TIMEOUT) and record.error_detail, record
+    assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB held while the interim responses flowed"
