@@ -27,6 +27,7 @@ from loadgen.errors import UsageError
 from loadgen.inputs.workload import DatasetFormat
 from loadgen.load import Arrival
 from planner import plan as answer
+from planner.reports.report import evidence_caveats
 
 
 def check_sources(flags: PlanFlags) -> None:
@@ -141,14 +142,22 @@ def plan(
     spare: SpareOpt = 0,
     mix: MixOpt = False,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", "-v", metavar="", help="Below the decision: the levels, every law, the sizing simulation."
+        ),
+    ] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
-    flags = PlanFlags(**{name: value for name, value in locals().items() if name != "json_out"})
-    outcome = answer(read_plan_inputs(flags, check_sources))
+    flags = PlanFlags(**{name: value for name, value in locals().items() if name not in ("json_out", "explain")})
+    inputs = read_plan_inputs(flags, check_sources)
+    outcome = answer(inputs)
     if json_out:
         typer.echo(json.dumps(outcome.to_json(), indent=2))
     else:
-        for part in render_outcome(outcome):
+        notes = evidence_caveats(inputs.calibrations, inputs.request.slos)
+        for part in render_outcome(outcome, notes, explain=explain):
             consoles().out.print(part)
 
 

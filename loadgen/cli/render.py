@@ -39,9 +39,12 @@ def rich_section(section: Section) -> list[RenderableType]:
 
 
 def rich_report(report: Report) -> RenderableType:
+    """The headline, the decision, the run's particulars, then the evidence (the order of every renderer)."""
     parts: list[RenderableType] = [Text(report.title, style="bold"), Text(report.headline)]
+    for section in report.sections[: report.lead]:
+        parts += rich_section(section)
     parts += [Text(f"{k}: {v}") for k, v in report.meta]
-    for section in report.sections:
+    for section in report.body:
         parts += rich_section(section)
     return Group(*parts)
 
@@ -107,7 +110,11 @@ def throughput_table(level: LevelResult) -> Table:
                 (
                     "TTFT mean, where (ms)",
                     f"server queue {fmt(server.queue_ms_mean)} + prefill {fmt(server.prefill_ms_mean)} "
-                    f"+ {fmt(outside)} outside (front end, network, the step in flight)",
+                    + (
+                        f"+ {fmt(outside)} outside (front end, network, the step in flight)"
+                        if outside >= 0
+                        else "(the server's means exceed the client's TTFT: nothing measurable outside the engine)"
+                    ),
                 )
             )
         if (share := server.prefix_cache_hit_share) is not None:

@@ -38,6 +38,7 @@ from loadgen.cli.options import (
     WorkersOpt,
 )
 from loadgen.cli.plan_inputs import PlanFlags, assemble
+from loadgen.cli.plan_view import render_decision
 from loadgen.cli.render import sweep_table
 from loadgen.cli.session_flags import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.engine import Mode
@@ -58,7 +59,7 @@ from planner import CapacityPlan
 from planner import plan as answer
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import retry_reason
-from planner.reports.plan_text import plan_lines
+from planner.reports.decision import decide
 from planner.reports.report import caveats, level_verdicts
 
 
@@ -300,6 +301,7 @@ def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
 
 
 def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capacity: CapacityPlan | None) -> None:
+    """The sweep's table, then the plan's decision with every caveat once (or the caveats alone, without a plan)."""
     out = consoles()
     if json_out:
         doc = {
@@ -309,10 +311,12 @@ def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capaci
         typer.echo(json.dumps(doc, indent=2))
     else:
         out.out.print(sweep_table(results, slos, level_verdicts(results, capacity, slos)))
-        if capacity is not None:
-            out.out.print("[bold]plan[/bold] (loadgen plan for the details):")
-            for line in plan_lines(capacity):
-                out.out.print(f"  {line}", highlight=False, markup=False)
+    notes = caveats(results, None, slos)
+    if capacity is not None and not json_out:
+        out.out.print("[bold]plan[/bold] (loadgen plan RESULTS --explain for how it was obtained):")
+        for part in render_decision(decide(capacity, notes)):
+            out.out.print(part)
+        return
     for line in caveats(results, capacity, slos):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
 

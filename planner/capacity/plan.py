@@ -34,6 +34,7 @@ from planner.laws.stepmodel import StepModel, fit_statistic, fit_step_model
 from planner.laws.ttft_residual import TtftResidual
 
 PREFILL_ITL_RATIO = 1.3  # ITL p95 over TPOT p50 beyond this: some steps carry prefill work
+MIX_TOLERANCE = 0.2  # planned lengths this far from the swept ones are another mix
 
 
 def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
@@ -51,7 +52,7 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
         warnings.append(f"only {len(line)} unsaturated level(s) with TPOT: no step law fitted; sweep more levels")
     else:
         warnings += [f"{fit_statistic(statistic)} law: {w}" for w in fit.warnings]
-    warnings += _mix_warnings(obs, saturation.unsaturated)
+    warnings += _mix_warnings(obs, saturation.unsaturated, request)
     limits = _sweep_limits(verdicts, line, fit, statistic, request, warnings)
     if any(lv.synthesised for lv in results.levels):
         # synthesised histograms answer the table's percentiles, not their confidence intervals
@@ -368,7 +369,8 @@ def _missing_for_what_if(request: PlanRequest) -> str:
     )
 
 
-def _mix_warnings(obs: Observations, line: list[int]) -> list[str]:
+def _mix_warnings(obs: Observations, line: list[int], request: PlanRequest) -> list[str]:
+    """The mix the law holds for, and what to do when the plan asks for another."""
     out = []
     mix = (
         f"prompt ~{obs.prompt_tokens_mean:.0f} / output ~{obs.output_tokens_mean:.0f} tokens"
@@ -386,5 +388,23 @@ def _mix_warnings(obs: Observations, line: list[int]) -> list[str]:
             f"prefill cost is mixed into the slope, which therefore holds only for {mix}"
         )
     else:
-        out.append(f"the law is fitted for {mix}; another mix needs another sweep")
+        out.append(f"the law is fitted for {mix}; another mix needs another sweep{_mix_asked(obs, request)}")
     return out
+
+
+def _mix_asked(obs: Observations, request: PlanRequest) -> str:
+    """``: this plan asks for output 200 ...`` where the plan's lengths are another mix than the sweep's."""
+    asked = [
+        f"{name} {value:,.0f}"
+        for name, value, swept in (
+            ("prompt", request.prompt_tokens, obs.prompt_tokens_mean),
+            ("output", request.output_tokens, obs.output_tokens_mean),
+        )
+        if value and swept and abs(value / swept - 1) > MIX_TOLERANCE
+    ]
+    if not asked:
+        return ""
+    return (
+        f": this plan asks for {' / '.join(asked)} tokens, so sweep that mix (or two mixes, and plan from both "
+        "files: docs/planning.md) before acting on the batch"
+    )

@@ -56,6 +56,8 @@ class ReplicaPlan:
     max_utilization: float
     replicas_at_utilization: int
     in_flight_per_replica: float | None  # Little's law at the recommended count: qps/R * e2e
+    qps: float  # the load asked for: the decision states it beside the count
+    output_tokens: float
 
 
 def replicas_for(
@@ -95,6 +97,8 @@ def replicas_for(
         max_utilization,
         r_util,
         qps / r_util * e2e_s if e2e_s is not None else None,
+        qps,
+        output_tokens,
     )
 
 

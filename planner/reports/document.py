@@ -59,6 +59,12 @@ class Report:
     meta: tuple[tuple[str, str], ...]
     sections: tuple[Section, ...]
     plots: tuple[Plot, ...] = ()
+    lead: int = 0  # the sections that state the decision: the plots are drawn right after them
+
+    @property
+    def body(self) -> tuple[Section, ...]:
+        """The sections after the decision and its plots: the evidence, then the appendix."""
+        return self.sections[self.lead :]
 
     def to_json(self) -> dict[str, Any]:
         """The report as data (``report --json``): the same sections the Markdown shows."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from planner.reports.document import Plot, Report
+from planner.reports.document import Plot, Report, Section
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:72rem;color:#222;
@@ -30,26 +30,10 @@ def to_html(report: Report) -> str:
         f"<style>{CSS}</style></head><body>",
         f"<h1>{e(report.title)}</h1>",
         f"<p><strong>{e(report.headline)}</strong></p>",
-        '<dl class="meta">',
     ]
-    out += [f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report.meta]
-    out.append("</dl>")
-    for section in report.sections:
-        out.append(f"<h2>{e(section.title)}</h2>")
-        out += [f"<p>{e(p)}</p>" for p in section.paragraphs]
-        if section.table is not None:
-            out.append(
-                "<table><thead><tr>"
-                + "".join(f"<th>{e(c)}</th>" for c in section.table.columns)
-                + "</tr></thead><tbody>"
-            )
-            for row in section.table.rows:
-                cells = "".join((FAIL_TD if c.startswith("FAIL") else "<td>") + f"{e(c)}</td>" for c in row)
-                out.append(f"<tr>{cells}</tr>")
-            out.append("</tbody></table>")
-        if section.bullets:
-            out.append("<ul>" + "".join(f"<li>{e(b)}</li>" for b in section.bullets) + "</ul>")
-    if report.plots:
+    for section in report.sections[: report.lead]:
+        out += _section(section)
+    if report.plots:  # the decision's evidence in pictures, before the tables that hold it in numbers
         out.append('<h2>Plots</h2><div class="plots">')
         for plot in report.plots:
             out.append(
@@ -57,8 +41,29 @@ def to_html(report: Report) -> str:
                 f"<figcaption>{e(plot.caption)}</figcaption></figure>"
             )
         out.append("</div>")
+    out.append('<dl class="meta">' + "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report.meta) + "</dl>")
+    for section in report.body:
+        out += _section(section)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _section(section: Section) -> list[str]:
+    """One section: its title, paragraphs, table (a FAIL cell marked) and bullets, every text escaped."""
+    e = html.escape
+    out = [f"<h2>{e(section.title)}</h2>"]
+    out += [f"<p>{e(p)}</p>" for p in section.paragraphs]
+    if section.table is not None:
+        out.append(
+            "<table><thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in section.table.columns) + "</tr></thead><tbody>"
+        )
+        for row in section.table.rows:
+            cells = "".join((FAIL_TD if c.startswith("FAIL") else "<td>") + f"{e(c)}</td>" for c in row)
+            out.append(f"<tr>{cells}</tr>")
+        out.append("</tbody></table>")
+    if section.bullets:
+        out.append("<ul>" + "".join(f"<li>{e(b)}</li>" for b in section.bullets) + "</ul>")
+    return out
 
 
 def _mark_attrs(plot: Plot) -> str:

@@ -17,14 +17,17 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep
 from planner.evidence.verdicts import Verdicts, judge
 from planner.laws.ttft_residual import ResidualRow, TtftResidual
+from planner.reports.decision import decide, deciding_limit, weak_limits
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
 
 
-def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
+def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget] = ()) -> Table:
+    """One row per level, its flags as the sweep's table words them (``SLO breach``, the state, ``untrusted``)."""
     rows = []
     for lv in results.levels:
-        flags = list(verdicts.of(lv.load.label).flags) if verdicts else []
+        flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
+        flags += verdicts.of(lv.load.label).flags if verdicts else ()
         if lv.tokens_estimated:
             flags.append("tokens estimated")
         rate, good = lv.error_rate, lv.goodput_ratio
@@ -41,7 +44,7 @@ def level_rows(results: Results, verdicts: Verdicts | None) -> Table:
                 fmt(lv.requests_per_s, 2),
                 "-" if good is None else f"{good:.1%}",
                 "-" if rate is None else f"{rate:.2%}",
-                ", ".join(flags) or "ok",
+                ", ".join(flags),
             )
         )
     return Table(
@@ -108,13 +111,19 @@ def ttft_split_section(results: Results, name: str = "") -> Section | None:
                 fmt(ttft),
                 fmt(server.queue_ms_mean),
                 fmt(server.prefill_ms_mean),
-                fmt(outside),
+                fmt(outside) if outside >= 0 else "0*",
                 fmt(server.prefill_requests, 0),
                 "-" if (share := server.prefix_cache_hit_share) is None else f"{share:.0%}",
             )
         )
     if not rows:
         return None
+    starred = (
+        " 0*: the server's means exceed the client's TTFT there (they average the requests the server finished "
+        "in the window, not quite the same ones), so nothing measurable is outside the engine."
+        if any(row[4] == "0*" for row in rows)
+        else ""
+    )
     return Section(
         f"Where TTFT goes{': ' + name if name else ''}",
         paragraphs=(
@@ -123,7 +132,7 @@ def ttft_split_section(results: Results, name: str = "") -> Section | None:
             "server's front end (HTTP, tokenising, handing the request on), the network, the first chunk's way "
             "back, and on vLLM the step already running when the request reached the engine (its engine core "
             "takes requests in only between steps; its queue time starts after that step). The prompt tokens the "
-            "server's prefix cache served (of those it looked up) were not prefilled.",
+            "server's prefix cache served (of those it looked up) were not prefilled." + starred,
         ),
         table=Table(
             ("load", "TTFT mean ms", "queue ms", "prefill ms", "outside engine ms", "server requests", "prompt cached"),
@@ -219,14 +228,19 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     return tuple(dict.fromkeys(out))
 
 
+def evidence_caveats(calibrations: Sequence[tuple[str, Results]], slos: Sequence[SloTarget]) -> tuple[str, ...]:
+    """What the results a plan rests on say of themselves; with several sweeps, each note names its file."""
+    if len(calibrations) == 1:
+        return caveats(calibrations[0][1], None, slos)
+    return tuple(f"{name}: {note}" for name, results in calibrations for note in caveats(results, None, slos))
+
+
 def plan_caveats(plan: CapacityPlan) -> list[str]:
     """What the plan's own answers do not say by themselves: limits not measured, and its warnings."""
-    out = [
-        f"{lim.slo.key}: {lim.quality}" + (f" ({lim.note})" if lim.note else "")
-        for lim in plan.limits
-        if lim.quality in ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
-    ]
-    return out + list(plan.warnings)
+    return weak_limits(plan) + list(plan.warnings)
+
+
+DETAILS = "How the plan was obtained"
 
 
 def build_report(
@@ -251,21 +265,21 @@ def build_report(
         ),
     )
     trust = level_verdicts(results, plan, slos)
-    sections = [Section("Levels", table=level_rows(results, trust))]
+    lead = decide(plan, caveats(results, None, slos)).sections() if plan is not None else ()
+    sections = [*lead, Section("Levels", table=level_rows(results, trust, slos))]
     if (split := ttft_split_section(results)) is not None:
         sections.append(split)
     verdicts = slo_verdicts(results, slos, trust)
     if verdicts is not None:
         sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))
     if plan is not None:
-        sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
+        sections.append(Section(DETAILS, bullets=tuple(plan_lines(plan))))
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
-    notes = caveats(results, plan, slos)
-    if notes:
+    elif notes := caveats(results, None, slos):
         sections.append(Section("Caveats", bullets=notes))
-    sections.append(Section("Metric definitions", paragraphs=(DEFINITIONS,)))
+    sections.append(Section("Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
     title = f"Capacity report: {results.target.model}"
-    return Report(title, headline(results, plan, slos), meta, tuple(sections), plots)
+    return Report(title, headline(results, plan, slos), meta, tuple(sections), plots, lead=len(lead))
 
 
 def build_mix_report(
@@ -288,8 +302,9 @@ def build_mix_report(
         ("calibration", ", ".join(f"{name} ({len(r.levels)} level(s))" for name, r in calibrations)),
         ("planned for", f"{plan.mix.mix.label} tokens, a mix not measured"),
     )
-    sections = [
-        Section(f"Levels: {name}", table=level_rows(results, level_verdicts(results, None, slos)))
+    lead = decide(plan, evidence_caveats(calibrations, slos)).sections()
+    sections = [*lead] + [
+        Section(f"Levels: {name}", table=level_rows(results, level_verdicts(results, None, slos), slos))
         for name, results in calibrations
     ]
     sections.append(
@@ -307,29 +322,24 @@ def build_mix_report(
     sections += [split for name, results in calibrations if (split := ttft_split_section(results, name)) is not None]
     if predicted is not None:
         sections.append(predicted_section(predicted, plan.mix))
-    sections.append(Section("Capacity plan", bullets=tuple(plan_lines(plan))))
+    sections.append(Section(DETAILS, bullets=tuple(plan_lines(plan))))
     if plan.findings:
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
-    notes = [f"{name}: {note}" for name, results in calibrations for note in caveats(results, None, slos)]
-    notes += plan_caveats(plan)
-    if notes:
-        sections.append(Section("Caveats", bullets=tuple(dict.fromkeys(notes))))
-    sections.append(Section("Metric definitions", paragraphs=(DEFINITIONS,)))
+    sections.append(Section("Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
     parts = plan_answer(plan)
     if plan.mix.max_rate_rps is not None:
         parts.append(f"one replica holds {plan.mix.max_rate_rps:.3g} requests/s")
     answer = "; ".join(parts) or "no batch or replica count could be predicted"
     headline = f"PREDICTED for {plan.mix.mix.label} tokens (a mix not measured): {answer}."
-    return Report(f"Capacity plan for a mix not measured: {first.target.model}", headline, meta, tuple(sections), plots)
+    title = f"Capacity plan for a mix not measured: {first.target.model}"
+    return Report(title, headline, meta, tuple(sections), plots, lead=len(lead))
 
 
 def plan_answer(plan: CapacityPlan) -> list[str]:
     """The deciding batch and the replica count, as the headline states them."""
     parts = []
     if plan.max_batch is not None:
-        deciding = min(
-            (lim for lim in plan.limits if lim.batch is not None), key=lambda lim: lim.batch or 0, default=None
-        )
+        deciding = deciding_limit(plan)
         slo = (
             f" under {deciding.slo.key} <= {deciding.slo.limit:g}"
             if deciding is not None

@@ -34,11 +34,11 @@ def quickstart_at_60(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, st
 
 
 def _answer(text: str) -> tuple[str, str, str]:
-    """(max batch, recommended replicas, simulated TTFT p95 of the passing count) as printed."""
+    """(max batch, recommended replicas, simulated TTFT p95 of the passing count) as the decision states them."""
     flat = " ".join(text.split())
-    batch = re.search(r"max batch (\d+)", flat)
-    replicas = re.search(r"recommended: (\d+) replicas", flat)
-    ttft = re.search(r"simulated: \d+ pass \([^:]*: ttft_p95 ([\d,]+) ms", flat)
+    batch = re.search(r"set --max-num-seqs (\d+)", flat)
+    replicas = re.search(r"run (\d+) replicas", flat)
+    ttft = re.search(r"passes from \d+: ttft_p95 ([\d,]+) ms", flat)
     assert batch and replicas and ttft, flat
     return batch.group(1), replicas.group(1), ttft.group(1)
 
@@ -50,7 +50,7 @@ def test_sweep_plan_and_report_give_one_answer(quickstart_at_60: tuple[Path, str
     assert planned.exit_code == 0 and reported.exit_code == 0, (planned.output, reported.output)
     answers = {_answer(swept), _answer(planned.output), _answer(reported.output)}
     assert len(answers) == 1, answers
-    assert "utilization target 0.6" in " ".join(planned.output.split())
+    assert "each replica at most 60% busy" in " ".join(planned.output.split())
 
 
 def test_a_flag_overrides_the_stored_profile_for_every_command(quickstart_at_60: tuple[Path, str]) -> None:

@@ -32,6 +32,7 @@ def test_what_if_prints_the_chapters_whole_example() -> None:
             "128",
             "--lengths",
             "3,3,3,10",
+            "--explain",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -67,7 +68,7 @@ def test_plan_json_has_the_stable_keys() -> None:
 
 
 def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_deterministically() -> None:
-    args = [*CHAPTER_WITH_TTFT, "--seed", "3"]
+    args = [*CHAPTER_WITH_TTFT, "--seed", "3", "--explain"]
     first, second = runner.invoke(app, args), runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
@@ -148,7 +149,7 @@ def test_the_chapters_what_if_with_a_ttft_slo_needs_7_and_shows_6_failing_determ
     ],
 )
 def test_what_if_corner_cases(args: list[str], expected: list[str]) -> None:
-    result = runner.invoke(app, ["plan", *args])
+    result = runner.invoke(app, ["plan", *args, "--explain"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     for phrase in expected:

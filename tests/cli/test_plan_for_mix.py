@@ -71,7 +71,7 @@ def calibration(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_the_plan_says_it_is_predicted_and_what_it_recommends(calibration: list[Path]) -> None:
     args = ["plan", *map(str, calibration), "--prompt-tokens", "1024", "--output-tokens", "128"]
     slos = ["--slo", "tpot_p50<60ms", "--slo", "ttft_p95<1s"]
-    result = runner.invoke(app, [*args, *slos, "--qps", "10", "--no-simulate"])
+    result = runner.invoke(app, [*args, *slos, "--qps", "10", "--no-simulate", "--explain"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     for expected in (
@@ -246,6 +246,8 @@ def test_the_kv_cache_caps_the_batch_and_the_plan_says_so(calibration: list[Path
     assert "holds 17 sequences of 1,152 tokens" in capped["mix"]["kv_max_batch_method"]
     assert any("the SLOs alone would allow more" in w for w in capped["warnings"])
     text = " ".join(runner.invoke(app, [*args[:-1], "--kv-capacity-tokens", "20000"]).stdout.split())
+    assert "set --max-num-seqs 17 the KV cache holds no more (" in text  # the decision names what bounds it
+    text = " ".join(runner.invoke(app, [*args[:-1], "--kv-capacity-tokens", "20000", "--explain"]).stdout.split())
     assert "KV cache: at most batch 17" in text
     # the sweep not run holds the cache too: at c=32, 15 of 32 requests wait for room (17 run at once)
     predict = [*args, "--predict-levels", "32", "--current-batch", "64"]

@@ -118,7 +118,7 @@ def test_an_slo_no_replica_count_can_meet_is_said_not_sized() -> None:
     """A TTFT limit below one request's own prefill step: no count of replicas helps, so none is recommended (it used
     to search to 10,000 replicas and end in a traceback)."""
     args = ["plan", "--law", "25+0.4b", "--qps", "10", "--output-tokens", "32", "--current-batch", "16"]
-    result = runner.invoke(app, [*args, "--slo", "ttft_p95<5ms"])
+    result = runner.invoke(app, [*args, "--slo", "ttft_p95<5ms", "--explain"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "recommended: none: no replica count meets the SLOs in simulation" in text

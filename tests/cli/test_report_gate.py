@@ -38,8 +38,11 @@ def test_html_report_is_self_contained_with_five_plots(ci_sweep: Path, tmp_path:
     text = out.read_text()
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', text)) == 5
     assert not re.search(r'(src|href)="https?:', text) and "url(" not in text and "<script" not in text
-    for expected in ("loadgen 0.1.0", "ci-gate", "127.0.0.1", "Metric definitions", "SLO verdicts", "Capacity plan"):
+    for expected in ("loadgen 0.1.0", "ci-gate", "127.0.0.1", "metric definitions", "SLO verdicts", "Decision"):
         assert expected in text
+    # issue 55: the decision and its plots in the first screen; the evidence below, the definitions last
+    order = [text.index(mark) for mark in ("<h2>Decision", "<img ", "<h2>Levels", "<h2>Appendix: metric definitions")]
+    assert order == sorted(order), order
 
 
 def test_markdown_tables_are_well_formed(ci_sweep: Path, tmp_path: Path) -> None:
@@ -187,7 +190,11 @@ def test_the_report_leads_with_a_one_line_headline_in_every_format(tmp_path: Pat
     assert as_json.exit_code == 0, as_json.output
     doc = json.loads(as_json.stdout)
     assert doc["headline"] == "max batch 16 (the server's saturation plateau B); 5 level(s), 2 untrusted."
-    assert doc["sections"][0]["title"] == "Levels" and doc["sections"][0]["table"][0]["load"] == "c=4"
+    # the decision first (what to set, and why), then the evidence
+    assert doc["sections"][0]["title"] == "Decision"
+    assert doc["sections"][0]["table"][0]["do"] == "set --max-num-seqs 16"
+    levels = next(s for s in doc["sections"] if s["title"] == "Levels")
+    assert levels["table"][0]["load"] == "c=4"
     md = tmp_path / "r.md"
     assert runner.invoke(app, ["report", str(stored), "-o", str(md)]).exit_code == 0
     assert md.read_text().splitlines()[:3] == ["# Capacity report: sim-model", "", f"**{doc['headline']}**"]

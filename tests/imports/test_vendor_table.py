@@ -79,12 +79,12 @@ def test_an_slo_on_the_mean_the_table_publishes_is_planned_and_a_p95_it_does_not
     tmp_path: Path, slo: str, batch: int
 ) -> None:
     imported = str(_import(tmp_path, TABLE))
-    done = runner.invoke(app, ["plan", imported, "--slo", slo, "--qps", "2", "--output-tokens", "500"])
+    done = runner.invoke(app, ["plan", imported, "--slo", slo, "--qps", "2", "--output-tokens", "500", "--explain"])
     assert done.exit_code == 0, done.output
     text = " ".join(done.stdout.split())
     assert f"max batch {batch} (measured {batch}, model {batch}) [unknown]" in text
     assert "recommended: 2 replicas" in text and "fitted on TPOT mean" in text
-    absent = runner.invoke(app, ["plan", imported, "--slo", "tpot_p95<60ms"])
+    absent = runner.invoke(app, ["plan", imported, "--slo", "tpot_p95<60ms", "--explain"])
     assert "tpot_p95_ms <= 60: max batch none [insufficient range]; tpot_p95 not in the imported file" in " ".join(
         absent.stdout.split()
     )

@@ -39,7 +39,9 @@ def test_the_readme_main_job_finds_the_chapters_batch_exactly_in_virtual_time(tm
     results = load(out)
     assert results.complete and [lv.load.value for lv in results.levels] == [2, 4, 8, 16, 32, 48, 64]
     assert all(lv.completed >= 59 for lv in results.levels)  # the floor a p95 SLO sets
-    assert "tpot_p95_ms <= 40: max batch 37 (measured 37, model 37)" in " ".join(stdout.split())
+    assert "set --max-num-seqs 37 the largest batch whose tpot_p95 stays <= 40 ms (measured 37, model 37)" in " ".join(
+        stdout.split()
+    )
     gate = runner.invoke(app, ["gate", str(out)])
     assert gate.exit_code == 0, gate.output
 

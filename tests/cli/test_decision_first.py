@@ -1,0 +1,70 @@
+"""Issue 55 item 1: every plan leads with the decision, in the words of the action, each caveat once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.cli import app
+from planner.reports.decision import grouped
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The README's main job in virtual time: the sweep file and what the sweep printed."""
+    out = tmp_path_factory.mktemp("decision") / "sweep.json"
+    result = runner.invoke(app, ["sweep", "--profile", "quickstart", "--virtual-time", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.stdout
+
+
+def test_the_plan_leads_with_the_server_flag_and_the_replica_count(quickstart: tuple[Path, str]) -> None:
+    sweep, _ = quickstart
+    result = runner.invoke(app, ["plan", str(sweep), "--qps", "40", "--output-tokens", "200"], terminal_width=120)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("set --max-num-seqs 37") and "tpot_p95 stays <= 40 ms" in lines[0]
+    flat = " ".join(result.stdout.split())
+    assert "run 11 replicas for 40 requests/s x 200 output tokens (8,000 tok/s); bound by ttft_p95 <= 1000 ms" in flat
+    assert len(lines) <= 25, result.stdout
+    repeated = [line for line, n in Counter(line.strip() for line in lines if line.strip()).items() if n > 1]
+    assert not repeated, repeated
+    # the caveat about the mix says what to do about it; the details wait behind --explain
+    assert "this plan asks for output 200 tokens, so sweep that mix" in flat
+    assert "simulated:" not in flat and "--explain" in flat
+    explained = runner.invoke(app, ["plan", str(sweep), "--qps", "40", "--output-tokens", "200", "--explain"])
+    assert explained.stdout.startswith(result.stdout.split("\n--explain")[0][:40])
+    assert "simulated: 11 pass" in " ".join(explained.stdout.split())
+
+
+def test_the_sweep_ends_with_the_same_decision_and_says_each_caveat_once(quickstart: tuple[Path, str]) -> None:
+    sweep, printed = quickstart
+    planned = runner.invoke(app, ["plan", str(sweep)], terminal_width=120)
+    flat_sweep, flat_plan = " ".join(printed.split()), " ".join(planned.stdout.split())
+    decision = flat_plan.split(" evidence:")[0]
+    assert decision.startswith("set --max-num-seqs 37") and decision in flat_sweep
+    assert flat_sweep.count("measured in virtual time") == 1
+
+
+def test_the_what_if_plan_names_the_change_to_what_runs_now() -> None:
+    args = ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<60ms", "--qps", "40", "--output-tokens", "200"]
+    result = runner.invoke(app, [*args, "--current-batch", "64", "--replicas", "5"], terminal_width=120)
+    flat = " ".join(result.stdout.split())
+    assert flat.startswith("set --max-num-seqs 87 the largest batch whose tpot_p95 stays <= 60 ms")
+    assert "run 7 replicas" in flat and "Raising --max-num-seqs to 87" in flat and "Add 2" in flat
+
+
+def test_the_same_caveat_for_several_levels_is_said_once_naming_them() -> None:
+    notes = [
+        "c=32: client-bound (lag)",
+        "c=48: client-bound (lag)",
+        "r=2.5/s: 3 failed",
+        "virtual time",
+        "virtual time",
+    ]
+    assert grouped(notes) == ["c=32, c=48: client-bound (lag)", "r=2.5/s: 3 failed", "virtual time"]
