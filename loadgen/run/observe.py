@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from loadgen.load import Load
@@ -9,8 +10,25 @@ from loadgen.results import LevelResult
 from loadgen.run.metrics import LiveSnapshot
 
 
+@dataclass(frozen=True, slots=True)
+class SweepStep:
+    """Where a level stands in its run, told before each attempt: its place among the levels, the attempt
+    and why it is measured again, and how long this level and the ones after it are expected to take (from
+    the request floor and the completion rate measured so far; None where there is no rate to go on)."""
+
+    load: Load
+    index: int  # from 1
+    count: int
+    attempt: int = 1
+    retry_reason: str | None = None
+    this_s: float | None = None
+    after_s: float | None = None
+
+
 class LevelObserver(Protocol):
     """Receives progress from a running level. The CLI renders it; tests may record it."""
+
+    def on_sweep_step(self, step: SweepStep) -> None: ...
 
     def on_level_start(self, load: Load, planned_s: float | None) -> None: ...
 
@@ -42,6 +60,9 @@ class LoadSnapshot:
 
 class NullObserver:
     """Observes nothing (library default, tests, worker processes)."""
+
+    def on_sweep_step(self, step: SweepStep) -> None:
+        pass
 
     def on_level_start(self, load: Load, planned_s: float | None) -> None:
         pass

@@ -38,7 +38,7 @@ from loadgen.load import LevelPlan, Load
 from loadgen.results import LevelResult
 from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.metrics import LiveSnapshot
-from loadgen.run.observe import LevelObserver, LoadSnapshot
+from loadgen.run.observe import LevelObserver, LoadSnapshot, SweepStep
 from loadgen.run.requests import Workload
 from loadgen.run.runner import PROGRESS_INTERVAL_S
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
@@ -285,6 +285,9 @@ class ShareActor:
         return self._live
 
     # LevelObserver, called by the runner inside this actor
+    def on_sweep_step(self, step: SweepStep) -> None:
+        pass
+
     def on_level_start(self, load: Load, planned_s: float | None) -> None:
         pass
 

@@ -28,7 +28,7 @@ from loadgen.errors import EndpointError
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
 from loadgen.run.level_executors import InProcess, LevelExecutor
-from loadgen.run.observe import LevelObserver, NullObserver
+from loadgen.run.observe import LevelObserver, NullObserver, SweepStep
 from loadgen.run.ray_workers import OnRayActors, RayOptions
 from loadgen.run.requests import PreparedRequest, PromptCalibration, RequestFactory, Workload
 from loadgen.run.runner import FLOOR_MARGIN, MAX_FLOOR_S
@@ -167,7 +167,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         if stopped_early:
             return results(complete=False)
 
-        for plan in session.levels:
+        for index, plan in enumerate(session.levels, 1):
             if session.start == "burst":
                 plan = replace(plan, ramp_up_s=0.0)
             elif session.auto_ramp and plan.load.kind == "concurrency":
@@ -176,6 +176,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
+            hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s))
             level = await _one_level(executor, plan, workload, hooks, stop)
             while (retry := _retry(level, session, hooks, stop)) is not None:
                 why, lengthen = retry
@@ -189,6 +190,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 if hooks.on_level_plan is not None:
                     hooks.on_level_plan(plan)
                 attempt = level.attempt + 1
+                hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, attempt, why))
                 level = await _one_level(executor, plan, workload, hooks, stop)
                 level = replace(level, attempt=attempt)
             done.append(level)
@@ -287,6 +289,44 @@ async def _probe(
                 what += f"; /models lists: {listed or 'nothing'} (pass --model)"
             raise EndpointError(f"{shown}: probe request to /{workload.path} failed ({what})")
     raise AssertionError("unreachable")
+
+
+def _step(
+    session: Session,
+    index: int,
+    plan: LevelPlan,
+    done: list[LevelResult],
+    probe_s: float,
+    attempt: int = 1,
+    why: str | None = None,
+) -> SweepStep:
+    """This attempt's place in the run and the time left: this level's and the later ones', each sized by
+    its request floor at the rate guessed from the last level measured (an early stop only shortens it)."""
+    later = [_expected_s(p, _rate_guess(p, done, probe_s)) for p in session.levels[index:]]
+    after = None if any(s is None for s in later) else sum(s for s in later if s is not None)
+    this = _expected_s(plan, _rate_guess(plan, done, probe_s))
+    return SweepStep(plan.load, index, len(session.levels), attempt, why, this, after)
+
+
+def _rate_guess(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> float | None:
+    """A level's completions/s for the time left: the rate asked (open loop), else the last level's rate
+    scaled by its clients (as a server below saturation serves them), or one client's from the probe."""
+    if plan.load.kind == "rate":
+        return plan.load.value
+    last = next((lv for lv in reversed(done) if lv.requests_per_s and lv.load.kind == "concurrency"), None)
+    if last is not None and last.requests_per_s:
+        return last.requests_per_s * plan.load.value / last.load.value
+    return plan.load.value / probe_s if probe_s > 0 else None
+
+
+def _expected_s(plan: LevelPlan, rps: float | None) -> float | None:
+    """How long a level should run: warm-up and window, the window lengthened to its request floor at ``rps``
+    (a request budget at that rate); None without a rate where the length depends on one."""
+    if plan.duration_s is not None:
+        return with_request_floor(plan, rps).planned_s
+    if plan.requests and rps:
+        return plan.warmup_s + plan.requests / rps
+    return None
 
 
 def _expected_rps(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> float | None:
