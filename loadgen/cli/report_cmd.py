@@ -324,7 +324,7 @@ def compare(
         table.add_column(name, justify="right")
     keyed = [{(d.level, d.quantity): d for d in c} for c in comparisons]
     for (level, quantity), first in keyed[0].items():
-        cells = [level, quantity, _num(first.baseline)]
+        cells = [level, quantity, _num(first.baseline, quantity)]
         for k in keyed:
             d = k.get((level, quantity))
             cells.append(_delta_cell(d) if d else "-")
@@ -379,18 +379,27 @@ def check_comparable(base_path: Path, base: Results, path: Path, run: Results, a
         )
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.4g}" if abs(value) < 1 else f"{value:,.1f}"
+UNITS = {"output_tokens_per_s": "tok/s", "requests_per_s": "req/s"}  # latency quantities are in ms
+
+
+def _num(value: float | None, quantity: str) -> str:
+    """A compared value with its unit: ``51.2 ms``, ``1,226.0 tok/s``, an error rate as ``0.50%``."""
+    if value is None:
+        return "-"
+    if quantity == "error_rate":
+        return f"{value:.2%}"
+    number = f"{value:,.4g}" if abs(value) < 1 else f"{value:,.1f}"
+    return f"{number} {UNITS.get(quantity, 'ms')}"
 
 
 def _delta_cell(d: Delta) -> str:
     if d.candidate is None or d.change is None:
-        return _num(d.candidate)
+        return _num(d.candidate, d.quantity)
     colour = (
         "red" if d.worse and abs(d.change) > 0.005 else "green" if not d.worse and abs(d.change) > 0.005 else "white"
     )
     mark = "*" if d.significant else "" if d.resolvable else "?"
-    return f"{_num(d.candidate)} [{colour}]({d.change:+.1%}{mark})[/]"
+    return f"{_num(d.candidate, d.quantity)} [{colour}]({d.change:+.1%}{mark})[/]"
 
 
 def register(app: typer.Typer) -> None:

@@ -337,3 +337,13 @@ def test_noiseless_runs_are_compared_exactly_and_a_10_percent_slower_law_fails(t
     assert "| exact |" in invoke("gate", str(slower), "--baseline", str(base), "--allow-mismatch").stdout
     same = invoke("gate", str(reseeded), "--baseline", str(base), "--allow-mismatch")
     assert same.exit_code == 0, same.output
+
+
+def test_compare_cells_carry_their_units(ci_sweep: Path) -> None:
+    """Issue 55: a compare cell read ``438.0`` with no unit; a latency is in ms, throughput in tok/s or req/s."""
+    result = runner.invoke(app, ["compare", str(ci_sweep), str(ci_sweep)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    rows = {cells[2].strip(): cells[3:5] for line in result.stdout.splitlines() if len(cells := line.split("│")) > 4}
+    assert rows["ttft_p95"][0].strip().endswith(" ms") and rows["output_tokens_per_s"][0].strip().endswith(" tok/s")
+    assert rows["requests_per_s"][1].strip().startswith(rows["requests_per_s"][0].strip())  # "4.6 req/s (+0.0%)"
+    assert rows["error_rate"][0].strip().endswith("%")
