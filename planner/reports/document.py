@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,19 @@ DEFINITIONS = (
 )
 
 
+_NUMBER = re.compile(r"^(?:[-+$~]?\d|-$)")
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+
+    def text_columns(self) -> tuple[bool, ...]:
+        """Per column, whether it holds words (read from the left) rather than numbers (lined up on the
+        right); the first column, the row's name, is always words."""
+        cells = list(zip(*self.rows)) or [()] * len(self.columns)
+        return tuple(k == 0 or sum(not _NUMBER.match(c) for c in col) * 2 > len(col) for k, col in enumerate(cells))
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,15 +85,34 @@ def _fleet_cells(plan: FleetPlan, fleet: Fleet) -> tuple[str, str, str, str]:
     )
 
 
+def fleet_columns(fleet: Fleet) -> list[tuple[str, tuple[int, ...]]]:
+    """Replicas paid for per bucket, one series per variant: a mix's two GPU types are never added up."""
+    if len(fleet.kinds) == 1:
+        return [(fleet.name, fleet.replicas())]
+    return [
+        (f"{fleet.name}: {kind.name}", tuple(int(v) for v in counts))
+        for kind, counts in zip(fleet.kinds, fleet.provisioned, strict=True)
+    ]
+
+
+def clock_text(seconds: float) -> str:
+    """A bucket's start as a time of day past the period's start: ``07:30``, ``31:00`` on a second day."""
+    minutes = round(seconds / 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
 def over_time_table(plan: FleetPlan) -> Table | None:
-    """Demand and replicas per bucket for each fleet (None: too many buckets for a table)."""
+    """Demand and replicas per bucket, a column per variant of each fleet (None: too many buckets for a table)."""
     if len(plan.demand.rates) > MAX_BUCKET_ROWS:
         return None
-    columns = ["bucket start (s)", "demand req/s", *(f.name for f in plan.fleets)]
+    series = [column for fleet in plan.fleets for column in fleet_columns(fleet)]
+    bucket = plan.demand.bucket_s
+    clock = bucket % 60 == 0  # whole minutes read as a time of day; shorter buckets keep their seconds
+    columns = [f"bucket start ({'h:mm' if clock else 's'})", "demand req/s", *(name for name, _ in series)]
     rows = []
-    replicas = [f.replicas() for f in plan.fleets]
     for k, rate in enumerate(plan.demand.rates):
-        rows.append((f"{k * plan.demand.bucket_s:g}", f"{rate:.3g}", *(str(r[k]) for r in replicas)))
+        start = clock_text(k * bucket) if clock else f"{k * bucket:g}"
+        rows.append((start, f"{rate:.3g}", *(str(counts[k]) for _, counts in series)))
     return Table(tuple(columns), tuple(rows))
 
 
@@ -138,8 +157,15 @@ def assumptions(plan: FleetPlan) -> list[str]:
 
 
 def caveats(plan: FleetPlan) -> list[str]:
-    """Each variant's own plan warnings, named (the fleet rests on each of them)."""
-    return list(dict.fromkeys(f"{c.name}: {w}" for c in plan.capacities for w in c.variant.plan.warnings))
+    """Each variant's own plan warnings, named (the fleet rests on each of them); one said of several variants
+    is said once, naming them all."""
+    named: dict[str, list[str]] = {}
+    for c in plan.capacities:
+        for warning in c.variant.plan.warnings:
+            names = named.setdefault(warning, [])
+            if c.name not in names:
+                names.append(c.name)
+    return [f"{', '.join(names)}: {warning}" for warning, names in named.items()]
 
 
 def fleet_sections(plan: FleetPlan) -> list[Section]:
@@ -162,4 +188,5 @@ def build_fleet_report(plan: FleetPlan, plots: tuple[Plot, ...] = ()) -> Report:
         meta,
         tuple(fleet_sections(plan)),
         plots,
+        lead=1,  # the variants' table answers; the replicas over the day are drawn right below it
     )

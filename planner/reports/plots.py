@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from loadgen.results import Metric
 from planner.capacity.capacity_plan import CapacityPlan
@@ -25,6 +26,7 @@ from planner.capacity.slo import model_name
 from planner.fleet.fleet_plan import FleetPlan
 from planner.laws.lengthmodel import tpot_features
 from planner.reports.document import Plot
+from planner.reports.fleet_report import fleet_columns
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
@@ -57,6 +59,12 @@ MAX_LABELLED = 12  # levels drawn one by one (ITL curves, point labels): more wo
 def _labelled(n: int) -> set[int]:
     """Indices of at most MAX_LABELLED levels spread evenly, the first and the last included."""
     return {round(i * (n - 1) / (MAX_LABELLED - 1)) for i in range(MAX_LABELLED)} if n > MAX_LABELLED else set(range(n))
+
+
+def _plain_log_labels(axis: Any) -> None:
+    """A log axis labelled 90 and 200, not 9x10^1 and 2x10^2 (matplotlib's default reads as a formula)."""
+    axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def _values(xs: Sequence[float | None], ys: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +118,7 @@ def ttft_vs_load(plan: CapacityPlan) -> Plot:
         ax.set_xlabel("load (achieved concurrency)")
         ax.set_ylabel("TTFT (ms)")
         ax.set_yscale("log")
+        _plain_log_labels(ax.yaxis)
         ax.set_title("TTFT vs load")
         ax.legend()
         said = f"the knee marked at concurrency {knee:.1f}" if knee is not None else "no knee in the range swept"
@@ -178,6 +187,7 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
             if (p1 := lv.percentile_ms(Metric.ITL, 1)) is not None and p1 > 0:
                 lows.append(p1)
         ax.set_xscale("log")
+        _plain_log_labels(ax.xaxis)
         if lows:
             # a few near-zero gaps (two tokens in one socket read) would stretch a log axis over decades
             ax.set_xlim(left=min(lows) / 2)
@@ -253,13 +263,16 @@ def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:
 def fleet_over_time(plan: FleetPlan) -> Plot:
     """Demand (requests/s, right axis) and each fleet's replicas paid for, bucket by bucket (steps)."""
     d = plan.demand
-    edges = np.arange(len(d.rates) + 1) * d.bucket_s
+    edges = np.arange(len(d.rates) + 1) * d.bucket_s / 3600.0  # hours: a day reads 0..24, not 0..86,400
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
+        colour = 0
         for k, fleet in enumerate(plan.fleets):
-            replicas = fleet.replicas()
-            ax.stairs(replicas, edges, color=f"C{k % 10}", lw=2 if k == 0 else 1, label=f"{fleet.name} replicas")
-        ax.set_xlabel("time (s)")
+            # a mix of variants is drawn one line per variant: one count over two GPU types means nothing
+            for name, replicas in fleet_columns(fleet):
+                ax.stairs(replicas, edges, color=f"C{colour % 10}", lw=2 if k == 0 else 1, label=f"{name} replicas")
+                colour += 1
+        ax.set_xlabel("time (h)")
         ax.set_ylabel("replicas")
         demand = ax.twinx()
         demand.stairs(d.rates, edges, color="k", ls="--", alpha=0.6, label="demand (requests/s)")

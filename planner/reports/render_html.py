@@ -12,13 +12,14 @@ padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.25rem .5rem;
 text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
-td.fail{color:#b00020;font-weight:600}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}
+td.fail{color:#b00020;font-weight:600}th.text,td.text{text-align:left}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}
 dt{font-weight:600}.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(30rem,1fr));gap:1rem}
 figure{margin:0}figure img{max-width:100%}figcaption{font-size:.8rem;color:#555}
 """
 
 
 FAIL_TD = '<td class="fail">'
+LEFT = ' class="text"'  # a column of sentences reads from the left; numbers line up on the right
 
 
 def to_html(report: Report) -> str:
@@ -54,11 +55,18 @@ def _section(section: Section) -> list[str]:
     out = [f"<h2>{e(section.title)}</h2>"]
     out += [f"<p>{e(p)}</p>" for p in section.paragraphs]
     if section.table is not None:
+        table = section.table
+        left = [k > 0 and text for k, text in enumerate(table.text_columns())]  # the first: the CSS's own rule
         out.append(
-            "<table><thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in section.table.columns) + "</tr></thead><tbody>"
+            "<table><thead><tr>"
+            + "".join(f"<th{LEFT if lf else ''}>{e(c)}</th>" for c, lf in zip(table.columns, left))
+            + "</tr></thead><tbody>"
         )
-        for row in section.table.rows:
-            cells = "".join((FAIL_TD if c.startswith("FAIL") else "<td>") + f"{e(c)}</td>" for c in row)
+        for row in table.rows:
+            cells = "".join(
+                (FAIL_TD if c.startswith("FAIL") else f"<td{LEFT if lf else ''}>") + f"{e(c)}</td>"
+                for c, lf in zip(row, left)
+            )
             out.append(f"<tr>{cells}</tr>")
         out.append("</tbody></table>")
     if section.bullets:

@@ -23,6 +23,6 @@ def _section(section: Section) -> list[str]:
     if section.table is not None:
         t = section.table
         out.append("| " + " | ".join(md_text(c) for c in t.columns) + " |")
-        out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(t.columns))) + "|")
+        out.append("|" + "|".join("---" if text else "---:" for text in t.text_columns()) + "|")
         out += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in t.rows]
     return out + [f"- {md_text(b)}" for b in section.bullets]

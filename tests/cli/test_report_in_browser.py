@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,6 +41,13 @@ def pixels(png: bytes) -> np.ndarray:
     from matplotlib import image  # here: every xdist worker collects this (real-time) file
 
     return np.asarray(image.imread(io.BytesIO(png), format="png"))[..., :3]
+
+
+def top(locator: Any) -> float:
+    """Where an element starts on the page, in CSS pixels from the top."""
+    box = locator.bounding_box()
+    assert box is not None, "not drawn"
+    return float(box["y"])
 
 
 def red_share(strip: np.ndarray, axis: int) -> float:
@@ -87,6 +95,10 @@ def test_the_html_report_renders_its_plots_and_marks_where_the_json_says(tmp_pat
         shots = Path(os.environ.get("LOADGEN_SCREENSHOT_DIR") or tmp_path)
         shots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shots / "report.png"), full_page=True)
+        # issue 55: the decision and the first plot are in the first screen, the evidence below them
+        assert top(page.locator("h2", has_text="Decision")) < 400
+        assert top(page.locator("figure img").first) < 1000
+        assert top(page.locator("h2", has_text="Levels")) > 1000
 
         figures = page.query_selector_all("figure img")
         assert len(figures) == 5
@@ -116,3 +128,34 @@ def test_the_html_report_renders_its_plots_and_marks_where_the_json_says(tmp_pat
     column = round(marks["knee-px"] * scale)
     assert red_share(ttft[:, column - 2 : column + 3], axis=0) > 0.15
     assert red_share(ttft[:, column + 15 : column + 18], axis=0) < 0.05
+
+
+def test_the_fleet_report_reads_in_hours_with_a_column_per_variant(tmp_path: Path) -> None:
+    """Issue 55: the fleet report gave time in seconds (0-82,800) and one count for a mix of two GPU types.
+    Now hours of the day, each variant of a mix its own column and line, the plot right under the answer."""
+    browser_path = chromium()
+    from playwright.sync_api import sync_playwright
+
+    sweep, html = tmp_path / "sweep.json", tmp_path / "fleet.html"
+    swept = runner.invoke(app, ["sweep", "--profile", "quickstart", "--virtual-time", "-o", str(sweep), "--quiet"])
+    assert swept.exit_code == 0, swept.output
+    day = tmp_path / "day.csv"
+    day.write_text(
+        "time_s,qps\n" + "".join(f"{h * 3600},{5 + 15 * np.sin(np.pi * h / 24) ** 2:.2f}\n" for h in range(24))
+    )
+    args = ["report", "--variant", f"a={sweep},cost=1.1", "--variant", f"b={sweep},cost=3.9,gpus=2", "--mix"]
+    args += ["--traffic", str(day), "--bucket", "1h", "--slo", "tpot_p95<40ms", "--slo", "ttft_p95<1s"]
+    assert runner.invoke(app, [*args, "-o", str(html)]).exit_code == 0
+    text = html.read_text()
+    assert "bucket start (h:mm)" in text and "<td>23:00</td>" in text and "a + b: b" in text
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(html.as_uri())
+        page.wait_for_load_state("load")
+        shots = Path(os.environ.get("LOADGEN_SCREENSHOT_DIR") or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "fleet-report.png"), full_page=True)
+        assert top(page.locator("figure img").first) < 1000  # the day's replicas in the first screen
+        browser.close()
