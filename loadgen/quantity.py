@@ -28,6 +28,7 @@ class Metric(enum.StrEnum):
 
     TTFT = "ttft"  # t_first - t_intended
     TTFT_SENT = "ttft_sent"  # t_first - t_sent
+    TTFO = "ttfo"  # t_first_output - t_intended: the first answer token (content or a tool call, not reasoning)
     TPOT = "tpot"  # (t_last - t_first) / (output_tokens - 1)
     ITL = "itl"  # each gap between token events, pooled
     E2E = "e2e"  # t_done - t_intended
@@ -40,7 +41,7 @@ class Aggregate(enum.StrEnum):
     MAX = "max"
 
 
-PER_REQUEST = frozenset({Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.E2E, Metric.QUEUE, Metric.LAG})
+PER_REQUEST = frozenset({Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT, Metric.E2E, Metric.QUEUE, Metric.LAG})
 _METRICS = "|".join(sorted((m.value for m in Metric), key=len, reverse=True))  # ttft_sent before ttft
 _NAME = re.compile(rf"^(?P<metric>{_METRICS})_(?:p(?P<pct>\d+(?:\.\d+)?)|(?P<agg>mean|max))$")
 EXPECTED = f"METRIC_pNN, METRIC_mean or METRIC_max with METRIC one of {', '.join(m.value for m in Metric)}"

@@ -218,6 +218,11 @@ class LevelResult:
     # the longest stretch in which the server refused every connection and answered nothing (None: never)
     outage_s: float | None = None
     target_gone: bool = False  # the level stopped because the server had stopped answering (and the sweep)
+    # reasoning models and agents (of completed requests): reasoning tokens (the server's usage, else the
+    # reasoning events counted: ``reasoning_counted`` requests so), and turns answered with a tool call
+    reasoning_tokens: int = 0
+    reasoning_counted: int = 0
+    tool_call_turns: int = 0
 
     @property
     def failed(self) -> int:
@@ -378,6 +383,10 @@ class LevelResult:
             },
             load=self.load.to_json(),
         )
+        if self.reasoning_tokens or self.tool_call_turns:  # a reasoning model's or an agent's level
+            out["reasoning_tokens_mean"] = _round(self.reasoning_tokens / self.completed if self.completed else None)
+            out["reasoning_tokens_from"] = "counted" if self.reasoning_counted else "usage"
+            out["tool_call_turns"] = self.tool_call_turns
         if self.by_turn:
             out["by_turn"] = {
                 str(t): {f"{m.value}_ms": _metric_summary(h) for m, h in hists.items()}
@@ -397,7 +406,10 @@ class LevelResult:
                 "output": self.output_tokens,
                 "output_in_window": self.window_output_tokens,
                 "estimated": self.tokens_estimated,
+                "reasoning": self.reasoning_tokens,
+                "reasoning_counted": self.reasoning_counted,
             },
+            "tool_call_turns": self.tool_call_turns,
             "achieved_concurrency": self.achieved_concurrency,
             "lag_threshold_ms": self.lag_threshold_ms,
             "client_bound": self.client_bound,
@@ -472,6 +484,9 @@ class LevelResult:
             attempt=int(raw.get("attempt", 1)),
             outage_s=None if raw.get("outage_s") is None else float(raw["outage_s"]),
             target_gone=bool(raw.get("target_gone", False)),
+            reasoning_tokens=int(tokens.get("reasoning", 0)),
+            reasoning_counted=int(tokens.get("reasoning_counted", 0)),
+            tool_call_turns=int(raw.get("tool_call_turns", 0)),
         )
 
 

@@ -14,7 +14,7 @@ from loadgen.quantity import Aggregate, Quantity, samples_needed
 from loadgen.results import LevelResult, Metric
 
 #: The latencies an SLO may promise.
-SLO_METRICS: Final = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL, Metric.E2E)
+SLO_METRICS: Final = (Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT, Metric.ITL, Metric.E2E)
 
 
 @dataclass(frozen=True, slots=True)

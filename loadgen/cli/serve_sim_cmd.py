@@ -108,6 +108,18 @@ def serve_sim(
             help="Prefill every prompt in full (by default a conversation's earlier turns cost no prefill).",
         ),
     ] = False,
+    reasoning_tokens: Annotated[
+        int,
+        typer.Option(
+            metavar="N", min=0, help="Chat: each answer's first N tokens stream as reasoning (reasoning_content)."
+        ),
+    ] = 0,
+    tool_call_share: Annotated[
+        float,
+        typer.Option(
+            metavar="NUMBER", min=0.0, max=1.0, help="Chat: the share of turns answered with a tool call (tool_calls)."
+        ),
+    ] = 0.0,
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", metavar="", help="Allow binding a non-loopback address.")
     ] = False,
@@ -140,6 +152,8 @@ def serve_sim(
             max_model_len=max_model_len,
             tokenizer=Tokenizer(tokens_per_word, template_tokens),
             prefix_cache=not no_prefix_cache,
+            reasoning_tokens=reasoning_tokens,
+            tool_call_share=tool_call_share,
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

@@ -44,7 +44,7 @@ COHORT_STEPS = 4  # sends further apart than this many engine steps are never on
 GAP_BINS_PER_DECADE = 40  # the due-gap histogram's resolution (6% a bin), from GAP_BINS_FROM_S up
 GAP_BINS_FROM_S = 1e-6
 HELD_BATCH = 8192  # requests and inter-token gaps held (``_held_n``) before their durations are recorded
-HELD_METRICS = (Metric.LAG, Metric.QUEUE, Metric.E2E, Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT)
+HELD_METRICS = (Metric.LAG, Metric.QUEUE, Metric.E2E, Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,9 @@ class LevelRecorder:
         self._due_gaps = np.zeros(9 * GAP_BINS_PER_DECADE, dtype=np.int64)  # 1 us .. 1,000 s (``cohorts``)
         self._last_due = -math.inf
         self.empty = 0  # completed requests that streamed no output token
+        self.reasoning_tokens = 0  # of completed requests (``RequestRecord.reasoning_tokens``)
+        self.reasoning_counted = 0  # completed requests whose reasoning tokens were counted, not reported
+        self.tool_call_turns = 0  # completed requests that answered with a tool call
         self.trend = Trend()  # TTFT against due time (due inside the window), to see a queue that keeps growing
         self.config = config
         # multi-turn sessions: TTFT, TPOT and E2E per turn index (the history grows turn by turn)
@@ -211,6 +214,12 @@ class LevelRecorder:
             if m.tpot_s is not None:
                 turn[Metric.TPOT].record_s(m.tpot_s)
         held[Metric.TTFT_SENT].append(m.ttft_sent_s)
+        if m.ttfo_s is not None:
+            held[Metric.TTFO].append(m.ttfo_s)
+        if record.reasoning_tokens:
+            self.reasoning_tokens += record.reasoning_tokens
+            self.reasoning_counted += not record.reasoning_reported
+        self.tool_call_turns += record.tool_call
         if m.tpot_s is not None:
             held[Metric.TPOT].append(m.tpot_s)
         if len(record.chunk_times) >= 2:  # its gaps are computed with many others' (one array op for all)
@@ -290,6 +299,9 @@ class LevelRecorder:
             cut=self.cut,
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
+            reasoning_tokens=self.reasoning_tokens,
+            reasoning_counted=self.reasoning_counted,
+            tool_call_turns=self.tool_call_turns,
             by_turn=dict(sorted(self.by_turn.items())) or None,
         )
 
@@ -315,6 +327,7 @@ class RequestMetrics:
     ttft_s: float | None  # t_first - t_intended (None: no output arrived)
     ttft_sent_s: float | None  # t_first - t_sent
     tpot_s: float | None  # (t_last - t_first) / (tokens - 1); None under 2 tokens
+    ttfo_s: float | None  # t_first_output - t_intended: the first answer token (None: reasoning only, or none)
     record: RequestRecord  # its token events: ``itl_s``, computed when asked (the recorder pools them)
 
     @property
@@ -327,6 +340,7 @@ class RequestMetrics:
         values = {
             Metric.TTFT: self.ttft_s,
             Metric.TTFT_SENT: self.ttft_sent_s,
+            Metric.TTFO: self.ttfo_s,
             Metric.E2E: self.e2e_s,
             Metric.TPOT: self.tpot_s,
         }
@@ -350,6 +364,7 @@ def request_metrics(record: RequestRecord) -> RequestMetrics:
         ttft_s=None if first is None else first - record.t_intended,
         ttft_sent_s=None if first is None else first - record.t_sent,
         tpot_s=(last - first) / (tokens - 1) if first is not None and last is not None and tokens >= 2 else None,
+        ttfo_s=None if first is None or record.t_first_output is None else record.t_first_output - record.t_intended,
         record=record,
     )
 

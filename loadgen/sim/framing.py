@@ -21,6 +21,7 @@ from typing import Any
 from loadgen.api import Api
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again")
+TOOL_NAME = "lookup"  # the function a simulated tool-call turn calls
 
 
 class BadRequest(ValueError):
@@ -178,9 +179,27 @@ class ChunkFramer:
         body = f'{self._open}{json.dumps(text)}{self._close},"logprobs":null,"finish_reason":{finish}}}]}}'
         return self._frame(body)
 
-    def usage(self, completion_tokens: int) -> bytes:
+    def reasoning(self, text: str) -> bytes:
+        """A chat reasoning delta, as vLLM's reasoning parsers stream it (``reasoning_content``)."""
+        return self._delta({"reasoning_content": text}, None)
+
+    def tool_call(self, arguments: str, *, first: bool, last: bool) -> bytes:
+        """A chat tool-call delta: the call's id and name first, then its arguments piece by piece."""
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": arguments}}
+        if first:
+            call = {"index": 0, "id": f"call_{self._req.model}", "type": "function",
+                    "function": {"name": TOOL_NAME, "arguments": arguments}}  # fmt: skip
+        return self._delta({"tool_calls": [call]}, "tool_calls" if last else None)
+
+    def _delta(self, delta: dict[str, Any], finish: str | None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return self._frame(f',"choices":[{json.dumps(choice)}]}}')
+
+    def usage(self, completion_tokens: int, reasoning_tokens: int = 0) -> bytes:
         p, cached = self._req.prompt_tokens, self._req.cached_tokens
         details = f',"prompt_tokens_details":{{"cached_tokens":{cached}}}' if cached else ""
+        if reasoning_tokens:
+            details += f',"completion_tokens_details":{{"reasoning_tokens":{reasoning_tokens}}}'
         return self._frame(
             f',"choices":[],"usage":{{"prompt_tokens":{p},"completion_tokens":{completion_tokens},'
             f'"total_tokens":{p + completion_tokens}{details}}}}}'

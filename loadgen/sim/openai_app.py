@@ -57,10 +57,18 @@ class SimOptions:
     max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
     tokenizer: Tokenizer = field(default_factory=Tokenizer)  # how prompts are counted in usage
     prefix_cache: bool = True  # a conversation's earlier turns cost no prefill (as vLLM's default)
+    # a reasoning model (chat): each answer's first tokens stream as reasoning (``reasoning_content``), counted
+    # in its completion tokens as engines do, and reported in usage.completion_tokens_details
+    reasoning_tokens: int = 0
+    tool_call_share: float = 0.0  # an agent's traffic (chat): the share of turns answered with a tool call
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
             raise ValueError(f"merge_prob must be in [0, 1), got {self.merge_prob}")
+        if self.reasoning_tokens < 0:
+            raise ValueError(f"reasoning_tokens must be >= 0, got {self.reasoning_tokens}")
+        if not 0.0 <= self.tool_call_share <= 1.0:
+            raise ValueError(f"tool_call_share must be in [0, 1], got {self.tool_call_share}")
         if self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
 
@@ -255,7 +263,8 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
         else:
             merge = options.merge_prob if options.merge_prob > 0 else 0.0
             framer = ChunkFramer(req, request_id, created)
-            response = await _stream(request, req, framer, tokens, fault, rng, merge, options.stall_ms)
+            shape = _answer_shape(options, req, rng)
+            response = await _stream(request, req, framer, tokens, fault, rng, merge, options.stall_ms, shape)
         return response
     finally:
         driver.release(seq_id)
@@ -270,7 +279,9 @@ async def _stream(
     rng: np.random.Generator,
     merge_prob: float,
     stall_ms: float,
+    shape: AnswerShape | None = None,
 ) -> web.StreamResponse:
+    shape = shape or AnswerShape()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     write = _trickle(resp) if fault is Fault.TRICKLE else resp.write
@@ -290,18 +301,54 @@ async def _stream(
                 # goes out empty, and its text rides with the next one
                 await write(framer.text("", last=False))
                 continue
+            if shape.reasoning or shape.tool_call:  # a reasoning model's or an agent's answer: its own chunks
+                for chunk in shape.chunks(framer, sent, pending, last=last):
+                    await write(chunk)
+                sent, pending = sent + pending, 0
+                continue
             text = output_text(sent, pending)
             if at_half and fault is Fault.OVERSIZED:
                 text += "x" * OVERSIZED_BYTES
             await write(framer.text(text, last=last))
             sent, pending = sent + pending, 0
         if req.include_usage:
-            await write(framer.usage(sent))
+            await write(framer.usage(sent, min(shape.reasoning, sent)))
         await write(framer.DONE)
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away; the finally in _complete cancels the sequence
     return resp
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerShape:
+    """What an answer's tokens are: its first ``reasoning`` tokens reasoning, the rest text or a tool call's
+    arguments. A group of tokens sent at once that crosses from reasoning to the answer is two chunks."""
+
+    reasoning: int = 0
+    tool_call: bool = False
+
+    def chunks(self, framer: ChunkFramer, start: int, n: int, *, last: bool) -> list[bytes]:
+        """The chunks of tokens ``start .. start+n-1``."""
+        out = []
+        thought = max(0, min(n, self.reasoning - start))
+        if thought:
+            out.append(framer.reasoning(output_text(start, thought)))
+        if n > thought:
+            text = output_text(start + thought, n - thought)
+            if self.tool_call:
+                out.append(framer.tool_call(text, first=start + thought == self.reasoning, last=last))
+            else:
+                out.append(framer.text(text, last=last))
+        return out
+
+
+def _answer_shape(options: SimOptions, req: SimRequest, rng: np.random.Generator) -> AnswerShape:
+    """A chat answer's shape under the options: reasoning first, a tool call at the configured share."""
+    if req.api != "chat" or not (options.reasoning_tokens or options.tool_call_share):
+        return AnswerShape()
+    tool = options.tool_call_share > 0 and bool(rng.random() < options.tool_call_share)
+    return AnswerShape(min(options.reasoning_tokens, req.max_tokens - 1), tool)
 
 
 REJECTIONS: dict[Fault, tuple[str, int, dict[str, str] | None]] = {

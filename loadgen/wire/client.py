@@ -484,8 +484,11 @@ class _StreamState:
         "error",
         "finish_reason",
         "prompt_tokens",
+        "reasoning_at",
+        "reasoning_tokens",
         "response_id",
         "texts",
+        "tool_call",
     )
 
     def __init__(self, convention: Convention, texts: list[str] | None = None) -> None:
@@ -497,6 +500,11 @@ class _StreamState:
         self.prompt_tokens: int | None = None
         self.error: str | None = None
         self.response_id: str | None = None
+        # which timed events were reasoning alone (their indices in the times): the plain-token fast
+        # paths only ever time answer text, so only this general path can mark one
+        self.reasoning_at: list[int] = []
+        self.reasoning_tokens: int | None = None  # as the server's usage reports them
+        self.tool_call = False
 
     def consume(
         self, events: list[SSEEvent], api: Api, now: float, times: list[float], cumulative: list[int | None]
@@ -516,11 +524,16 @@ class _StreamState:
                 self.prompt_tokens = chunk.prompt_tokens
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
+            if chunk.reasoning_tokens is not None:
+                self.reasoning_tokens = chunk.reasoning_tokens
             if self.response_id is None:
                 self.response_id = chunk.id
-            if self.texts is not None and chunk.text:
+            if self.texts is not None and chunk.text and not chunk.reasoning:  # history: the answer only
                 self.texts.append(chunk.text)
-            if chunk.token if self.by_token else chunk.text:
+            self.tool_call |= chunk.tool_call
+            if chunk.token if self.by_token else (chunk.text or chunk.tool_call):
+                if chunk.reasoning:
+                    self.reasoning_at.append(len(times))
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)
         return False
@@ -555,11 +568,18 @@ def _record(
         # vLLM's continuous usage stats: each chunk's token count is the usage delta.
         counts = [int(c) for c in cumulative if c is not None]
         chunk_tokens = tuple(b - a for a, b in zip([0, *counts], counts))
+    reasoning = state.reasoning_at
+    # the first answer token: the first event not reasoning alone (reasoning comes first, so this is short)
+    first_output = next((i for i in range(len(times)) if i >= len(reasoning) or reasoning[i] != i), None)
     return RequestRecord(
         t_intended=t_intended,
         t_slot=t_slot,
         t_sent=t_sent,
         t_first=times[0] if times else None,
+        t_first_output=None if first_output is None else times[first_output],
+        reasoning_tokens=state.reasoning_tokens if state.reasoning_tokens is not None else len(reasoning) or None,
+        reasoning_reported=state.reasoning_tokens is not None,
+        tool_call=state.tool_call or state.finish_reason == "tool_calls",
         t_last=times[-1] if times else None,
         t_done=t_done,
         chunk_times=tuple(times),

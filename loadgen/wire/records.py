@@ -50,6 +50,12 @@ class RequestRecord:
     response_id: str | None = None  # the server's own id for the response (the chunks' "id")
     turn: int | None = None  # multi-turn sessions: which turn of its conversation (1 = the first)
     cut: bool = False  # still in flight when its level ended: no outcome (neither completed nor failed)
+    # reasoning models and agents: the first answer token (content or a tool call, not reasoning); the
+    # reasoning tokens (the server's usage, else the reasoning events counted); whether it called a tool
+    t_first_output: float | None = None
+    reasoning_tokens: int | None = None
+    reasoning_reported: bool = False  # reasoning_tokens from usage.completion_tokens_details
+    tool_call: bool = False
 
     @property
     def ok(self) -> bool:

@@ -205,6 +205,9 @@ class Chunk(NamedTuple):
     error: str | None = None  # an in-stream {"error": ...} object
     token: bool = False  # a token event: a delta for an output token, even one with empty text
     id: str | None = None  # the response's id (chatcmpl-...), to find the request in the server's logs
+    reasoning: bool = False  # a token event of reasoning alone: no answer text and no tool call in it
+    tool_call: bool = False  # the delta carries a tool call (its name or arguments)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
 
 
 ID_CHARS = 128  # a response id longer than this is cut: it is for finding a request in logs, not storage
@@ -236,7 +239,9 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     """Parse one event's data. Raises ``MalformedChunk`` when it is not a chunk.
 
     Reasoning deltas (``reasoning_content`` / ``reasoning``) count as output
-    text: the user is waiting on those tokens too.
+    text and as token events (TTFT is the first token of any kind: the model is working), and are
+    marked ``reasoning`` where the delta holds nothing else, so the first *answer* token (content or a
+    tool call) is timed apart: the time to first output token. A ``tool_calls`` delta is a token event.
     """
     try:
         obj = orjson.loads(data)  # C parser: JSON decoding was the client's largest cost per chunk
@@ -251,18 +256,22 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     if not isinstance(choices, list):
         raise MalformedChunk("chunk has no 'choices' list")
     usage = obj.get("usage")
-    completion = prompt = None
+    completion = prompt = reasoning_tokens = None
     if isinstance(usage, dict):
         completion = _int_or_none(usage.get("completion_tokens"))
         prompt = _int_or_none(usage.get("prompt_tokens"))
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict):
+            reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
     if not choices:
-        return Chunk("", None, completion, prompt, id=cid)
+        return Chunk("", None, completion, prompt, id=cid, reasoning_tokens=reasoning_tokens)
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedChunk("chunk choice is not an object")
-    text, token = _choice_text(choice, api)
+    text, token, reasoning, tool = _choice_text(choice, api)
     finish = choice.get("finish_reason")
-    return Chunk(text, finish if isinstance(finish, str) else None, completion, prompt, token=token, id=cid)
+    finish = finish if isinstance(finish, str) else None
+    return Chunk(text, finish, completion, prompt, None, token, cid, reasoning, tool, reasoning_tokens)
 
 
 def plain_token_text(data: bytes, api: Api) -> str | None:
@@ -320,24 +329,29 @@ def _plain_text(obj: Any, api: Api) -> str | None:
     return text if type(text) is str and text else None
 
 
-def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool]:
-    """The output text of a choice, and whether it is a token event (see ``Convention``)."""
+def _choice_text(choice: dict[str, Any], api: Api) -> tuple[str, bool, bool, bool]:
+    """The output text of a choice; whether it is a token event (see ``Convention``); whether that event
+    is reasoning alone; whether it carries a tool call."""
     if api == Api.COMPLETIONS:
         text = choice.get("text")
-        return (text, True) if isinstance(text, str) else ("", False)
+        return (text, True, False, False) if isinstance(text, str) else ("", False, False, False)
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         raise MalformedChunk("chat chunk has no 'delta' object")
     content = delta.get("content")
     text = content if type(content) is str else ""
     token = type(content) is str and (text != "" or "role" not in delta)  # the role chunk is no token
-    if len(delta) > ("content" in delta) + ("role" in delta):  # keys beyond role/content: reasoning?
+    reasoned = tool = False
+    if len(delta) > ("content" in delta) + ("role" in delta):  # keys beyond role/content: reasoning, tools
         for key in ("reasoning_content", "reasoning"):
             extra = delta.get(key)
             if type(extra) is str:
                 text += extra
-                token = True
-    return text, token
+                token = reasoned = True
+        calls = delta.get("tool_calls")
+        if type(calls) is list and calls:
+            token = tool = True
+    return text, token, reasoned and not content and not tool, tool
 
 
 def _int_or_none(value: Any) -> int | None:

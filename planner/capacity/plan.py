@@ -96,6 +96,12 @@ def _sweep_limits(
             f"{', '.join(model_name(s) for s in queueing)}: judged by the sizing simulation {where}, "
             "not used to cap the batch (the sweep's closed loop measured it under another load shape)"
         )
+    if request.qps and (first_output := [s for s in request.slos if s.metric == Metric.TTFO]):
+        warnings.append(
+            f"{', '.join(model_name(s) for s in first_output)}: read off the measured levels, not judged by the "
+            "sizing simulation (it models TTFT and E2E, not a reasoning phase): add a TTFT or E2E SLO for the "
+            "replica count to be checked under queueing"
+        )
     limits = []
     for slo in request.slos:
         if slo.metric is None or slo in queueing:

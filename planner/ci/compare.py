@@ -105,7 +105,10 @@ EXACT = 1e-9  # relative: below it two noiseless runs read the same
 def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float, exact: bool = False) -> list[Delta]:
     """Each compared quantity's change; ``exact``: both runs are noiseless, so any change is the law's."""
     out = []
-    for quantity, better in COMPARED:
+    # a reasoning model's answer starts after its thinking: the time to first output token is compared too
+    reasoning = (("ttfo_p95", "lower"),) if base.reasoning_tokens or cand.reasoning_tokens else ()
+    compared: tuple[tuple[str, Direction], ...] = (*COMPARED[:1], *reasoning, *COMPARED[1:])
+    for quantity, better in compared:
         a, b = quantity_value(base, quantity), quantity_value(cand, quantity)
         if a is None or b is None:
             out.append(Delta(base.load.label, quantity, better, a, b, None, False, False, False))

@@ -4,7 +4,7 @@
 
     QUANTITY OP VALUE[UNIT] [@LEVEL]
 
-    QUANTITY  ttft|ttft_sent|tpot|itl|e2e|queue|lag _ pNN|mean|max   (ms)
+    QUANTITY  ttft|ttft_sent|ttfo|tpot|itl|e2e|queue|lag _ pNN|mean|max   (ms)
               error_rate | goodput_ratio                             (fraction; "1%" works)
               output_tokens_per_s | requests_per_s | achieved_concurrency
     OP        <  <=  >  >=

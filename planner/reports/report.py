@@ -25,6 +25,7 @@ from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_sec
 def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget] = ()) -> Table:
     """One row per level, its flags as the sweep's table words them (``SLO breach``, the state, ``untrusted``)."""
     rows = []
+    reasoning = any(lv.reasoning_tokens for lv in results.levels)  # a reasoning model: its answer's start too
     for lv in results.levels:
         flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
         flags += verdicts.of(lv.load.label).flags if verdicts else ()
@@ -37,6 +38,11 @@ def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTa
                 fmt(lv.achieved_concurrency),
                 fmt(lv.percentile_ms(Metric.TTFT, 50)),
                 fmt(lv.percentile_ms(Metric.TTFT, 95)),
+                *(
+                    (fmt(lv.percentile_ms(Metric.TTFO, 50)), fmt(lv.percentile_ms(Metric.TTFO, 95)))
+                    if reasoning
+                    else ()
+                ),
                 fmt(lv.percentile_ms(Metric.TPOT, 50)),
                 fmt(lv.percentile_ms(Metric.TPOT, 95)),
                 fmt(lv.percentile_ms(Metric.ITL, 99)),
@@ -53,6 +59,7 @@ def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTa
             "conc",
             "TTFT p50 ms",
             "TTFT p95 ms",
+            *(("TTFO p50 ms", "TTFO p95 ms") if reasoning else ()),
             "TPOT p50 ms",
             "TPOT p95 ms",
             "ITL p99 ms",

@@ -195,5 +195,5 @@ def test_profiles_and_flags_accept_exactly_the_same_slos(tmp_path: Path, key: st
     shown = runner.invoke(app, ["profile", "show", str(profile)])
     flag = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", f"{key}<5ms"])
     assert shown.exit_code == flag.exit_code == 2
-    assert "METRIC one of ttft, ttft_sent, tpot, itl, e2e" in " ".join(shown.output.split())
-    assert "(METRIC: ttft, ttft_sent, tpot, itl, e2e)" in " ".join(flag.output.split())
+    assert "METRIC one of ttft, ttft_sent, ttfo, tpot, itl, e2e" in " ".join(shown.output.split())
+    assert "(METRIC: ttft, ttft_sent, ttfo, tpot, itl, e2e)" in " ".join(flag.output.split())

@@ -32,6 +32,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 SUMMARY_KEYS = {
     "ttft_ms",
     "ttft_sent_ms",
+    "ttfo_ms",
     "tpot_ms",
     "itl_ms",
     "e2e_ms",

@@ -1,0 +1,125 @@
+"""Issue 58: streams of 2026. A reasoning model's first answer token is timed apart from its first token
+(time to first output token, ``ttfo``); its reasoning tokens are counted; a turn that answers with a tool
+call is a timed, completed turn. Checked against the simulator's known law, in virtual time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from loadgen.api import Api
+from loadgen.cli import app
+from loadgen.engine import EngineConfig
+from loadgen.inputs.profile import parse_profile
+from loadgen.results import Metric, save_atomic
+from loadgen.sim.openai_app import SimOptions
+from loadgen.wire.sse import parse_chunk
+from tests.virtual import run_virtual
+
+runner = CliRunner()
+# ITL 10 ms (one client, nothing else in the batch); TTFT 50 ms: the step that prefills 100 prompt tokens
+LAW = EngineConfig(base_ms=10.0, per_seq_ms=0.0, prefill_ms_per_token=0.4, max_num_seqs=8)
+
+
+def _profile(output_tokens: int, concurrency: int = 1, duration_s: float = 6) -> Any:
+    return parse_profile(
+        {
+            "schema_version": 1,
+            "name": "reasoning",
+            "target": "sim",
+            "api": "chat",
+            "workload": {"prompt_tokens": 100, "output_tokens": output_tokens},
+            "load": {"mode": "closed", "levels": [concurrency], "duration_s": duration_s, "warmup_s": 1},
+            "seed": 3,
+        },
+        "test",
+    )
+
+
+def test_a_reasoning_phase_delays_the_first_answer_token_not_the_first_token() -> None:
+    """The issue's case: 20 reasoning tokens, then 10 of answer, ITL 10 ms, TTFT 50 ms."""
+    results, records = run_virtual(_profile(30), sim=SimOptions(engine=LAW, reasoning_tokens=20))
+    level = results.levels[0]
+    assert level.completed >= 10 and not level.errors
+    assert level.percentile_ms(Metric.TTFT, 50) == pytest.approx(50, abs=2)
+    assert level.percentile_ms(Metric.TTFO, 50) == pytest.approx(250, abs=3)  # 50 + 20 steps of 10 ms
+    assert level.percentile_ms(Metric.TPOT, 50) == pytest.approx(10, abs=0.5)  # reasoning is output to the step law
+    assert level.reasoning_tokens == 20 * level.completed and level.reasoning_counted == 0  # from usage
+    assert level.summary()["reasoning_tokens_mean"] == 20
+    done = next(r for r in records if r.ok)
+    assert done.reasoning_tokens == 20 and done.reasoning_reported and done.output_tokens == 30
+
+
+def test_a_plain_stream_has_its_first_output_token_at_its_first_token() -> None:
+    results, _ = run_virtual(_profile(8), sim=SimOptions(engine=LAW))
+    level = results.levels[0]
+    assert level.percentile_ms(Metric.TTFO, 50) == level.percentile_ms(Metric.TTFT, 50)
+    assert level.reasoning_tokens == 0 and level.tool_call_turns == 0
+
+
+def test_a_turn_that_answers_with_a_tool_call_is_completed_and_timed() -> None:
+    results, records = run_virtual(_profile(12), sim=SimOptions(engine=LAW, tool_call_share=1.0))
+    level = results.levels[0]
+    assert level.completed >= 10 and not level.errors and level.empty == 0
+    assert level.tool_call_turns == level.completed
+    assert level.percentile_ms(Metric.TTFT, 50) == pytest.approx(50, abs=2)
+    assert level.percentile_ms(Metric.TPOT, 50) == pytest.approx(10, abs=0.5)  # not inflated by missing events
+    assert level.histograms[Metric.ITL].count > 0
+    assert all(r.tool_call and r.t_first_output == r.t_first for r in records if r.ok)
+
+
+def test_reasoning_without_usage_is_counted_from_its_events() -> None:
+    thought = parse_chunk('{"id":"x","choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}', Api.CHAT)
+    answer = parse_chunk('{"id":"x","choices":[{"index":0,"delta":{"content":"A","reasoning_content":""}}]}', Api.CHAT)
+    call = parse_chunk(
+        '{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}',
+        Api.CHAT,
+    )
+    assert thought.token and thought.reasoning and not thought.tool_call
+    assert answer.token and not answer.reasoning  # answer text beside an empty reasoning field is the answer
+    assert call.token and call.tool_call and not call.reasoning
+    usage = parse_chunk(
+        '{"id":"x","choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":4}}}',
+        Api.CHAT,
+    )
+    assert usage.reasoning_tokens == 4
+
+
+def test_a_gate_and_an_slo_read_the_time_to_first_output_token(tmp_path: Any) -> None:
+    results, _ = run_virtual(
+        _profile(30, concurrency=4, duration_s=15), sim=SimOptions(engine=LAW, reasoning_tokens=20)
+    )
+    path = tmp_path / "reasoning.json"
+    save_atomic(results, path)
+    passed = runner.invoke(app, ["gate", str(path), "--require", "ttfo_p95<600ms", "--require", "ttft_p95<400ms"])
+    assert passed.exit_code == 0, passed.output
+    failed = runner.invoke(app, ["gate", str(path), "--require", "ttfo_p95<200ms"])
+    assert failed.exit_code == 1 and "ttfo_p95" in failed.output
+
+
+def test_a_plan_answers_an_slo_on_the_first_output_token_from_the_measured_levels(tmp_path: Any) -> None:
+    profile = parse_profile(
+        {
+            "schema_version": 1,
+            "name": "reasoning-sweep",
+            "target": "sim",
+            "api": "chat",
+            "workload": {"prompt_tokens": 100, "output_tokens": 30},
+            "load": {"mode": "closed", "levels": [1, 4, 16], "duration_s": 12, "warmup_s": 1},
+            "seed": 3,
+        },
+        "test",
+    )
+    law = EngineConfig(base_ms=10.0, per_seq_ms=0.5, prefill_ms_per_token=0.4, max_num_seqs=32)
+    results, _ = run_virtual(profile, sim=SimOptions(engine=law, reasoning_tokens=20))
+    path = tmp_path / "sweep.json"
+    save_atomic(results, path)
+    ttfo = [lv.percentile_ms(Metric.TTFO, 95) or 0.0 for lv in results.levels]
+    assert ttfo == sorted(ttfo) and ttfo[0] > 200  # 20 steps of thinking before the answer, growing with load
+    args = ["plan", str(path), "--slo", "ttfo_p95<1s", "--qps", "20", "--explain"]
+    planned = runner.invoke(app, args, terminal_width=200)
+    assert planned.exit_code == 0, planned.output
+    flat = " ".join(planned.stdout.split())
+    assert "ttfo_p95_ms <= 1000: max batch" in flat and "not judged by the sizing simulation" in flat
