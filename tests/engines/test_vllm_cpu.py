@@ -219,7 +219,7 @@ def test_a_short_sweep_reads_its_batch_axis_from_vllms_metrics(vllm: VllmCpuServ
         assert server.prefill_ms_mean > 0 and server.queue_ms_mean >= 0
         ttft = level.mean_ms(Metric.TTFT_SENT)
         assert ttft is not None and server.queue_ms_mean + server.prefill_ms_mean < 1.5 * ttft
-    planned = runner.invoke(app, ["plan", str(out)])
+    planned = runner.invoke(app, ["plan", str(out), "--explain"])
     assert planned.exit_code == 0, planned.output
     assert "batch axis: server" in planned.output  # the running batch vLLM reports
 

@@ -61,7 +61,7 @@ def test_the_readme_main_job_is_trusted_by_the_gate_and_finds_the_chapters_batch
     assert all(lv.completed >= 59 for lv in results.levels)
     assert results.settings.profile_name == "quickstart"
     assert results.run.cpu_count and results.run.command == "sweep"
-    found = re.search(r"tpot_p95_ms <= 40: max batch (\d+) ", " ".join(stdout.split()))
+    found = re.search(r"set --max-num-seqs (\d+) ", " ".join(stdout.split()))
     assert found is not None  # the law's answer is 37; a busy machine only slows steps, so never above it
     assert 30 <= int(found.group(1)) <= 38
     gate = runner.invoke(app, ["gate", str(out)])
