@@ -250,9 +250,10 @@ def run(
     ):  # fmt: skip
         field_flag(flag, value)
     bounded("--lag-threshold-ms", lag_threshold_ms, minimum=0, exclusive=True)
-    if turns > 1 and (concurrency is None or api != "chat" or dataset is not None or trace is not None):
+    if turns > 1 and (concurrency is None or not api.messages or dataset is not None or trace is not None):
         raise UsageError(
-            "--turns runs closed-loop chat conversations: give --concurrency, --api chat, no --dataset or --trace"
+            "--turns runs closed-loop chat conversations: give --concurrency, --api chat (or responses), "
+            "no --dataset or --trace"
         )
     if output_from_dataset and dataset is None:
         raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")

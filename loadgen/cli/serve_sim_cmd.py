@@ -111,13 +111,13 @@ def serve_sim(
     reasoning_tokens: Annotated[
         int,
         typer.Option(
-            metavar="N", min=0, help="Chat: each answer's first N tokens stream as reasoning (reasoning_content)."
+            metavar="N", min=0, help="Chat, responses: each answer's first N tokens stream as reasoning."
         ),
     ] = 0,
     tool_call_share: Annotated[
         float,
         typer.Option(
-            metavar="NUMBER", min=0.0, max=1.0, help="Chat: the share of turns answered with a tool call (tool_calls)."
+            metavar="NUMBER", min=0.0, max=1.0, help="Chat, responses: the share of turns answered with a tool call."
         ),
     ] = 0.0,
     allow_remote: Annotated[

@@ -157,6 +157,8 @@ OWNED_KEYS = {  # request fields the tool sets itself, and how to set each
     "messages": "use --prompt-tokens or --dataset",
     "prompt": "use --prompt-tokens or --dataset",
     "max_tokens": "use --max-tokens (or the profile's output_tokens)",
+    "input": "use --prompt-tokens or --dataset",
+    "max_output_tokens": "use --max-tokens (or the profile's output_tokens)",
     "stream": "streaming is always on: the tool measures streams",
 }
 

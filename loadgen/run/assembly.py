@@ -45,9 +45,10 @@ class TargetOptions:
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions, command: str = "sweep") -> Session:
     """The levels and workload of a profile, aimed at ``base_url``."""
     w, ld = profile.workload, profile.load
-    if w.turns > 1 and (ld.mode != "closed" or profile.api != "chat"):
+    if w.turns > 1 and (ld.mode != "closed" or not profile.api.messages):
         raise UsageError(
-            f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat)"
+            f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat or "
+            "responses)"
         )
     trace = load_trace(Path(ld.trace), ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):

@@ -258,16 +258,16 @@ class RequestFactory:
         words = None
         if w.lengths:
             prompt_tokens, max_tokens = w.lengths[i % len(w.lengths)]
-        body: dict[str, Any] = {"model": w.model, "max_tokens": max_tokens}
+        body: dict[str, Any] = {"model": w.model, w.api.max_tokens_field: max_tokens}
         if w.dataset is not None and self._order is not None:
             entry = w.dataset[int(self._order[i % len(w.dataset)])]
             if w.output_from_dataset and entry.answer_words:
                 per_word = w.calibration.tokens_per_word if w.calibration else 1.0
                 max_tokens = max(1, round(entry.answer_words * per_word))
             max_tokens = entry.max_tokens or max_tokens
-            body["max_tokens"] = max_tokens
-            if w.api == "chat":
-                body["messages"] = (
+            body[w.api.max_tokens_field] = max_tokens
+            if w.api.messages:
+                body[w.api.prompt_field] = (
                     list(entry.messages) if entry.messages else [{"role": "user", "content": entry.prompt}]
                 )
             else:
@@ -284,7 +284,7 @@ class RequestFactory:
         (a sample of random words would carry its own draw into every run; see ``PromptCalibration``)."""
         first = self._nonce() if self._w.unique_prompts else VOCABULARY[0]
         words = [VOCABULARY[j] for _ in range(copies) for j in self._rng.permutation(len(VOCABULARY))]
-        body = {"model": self._w.model, "max_tokens": 1}
+        body: dict[str, Any] = {"model": self._w.model, self._w.api.max_tokens_field: 1}
         body[self._w.api.prompt_field] = _prompt_field(self._w.api, " ".join([first, *words]), ())
         return self._prepared(body, 1, 1 + len(words))
 
@@ -297,9 +297,12 @@ class RequestFactory:
     def _prepared(self, body: dict[str, Any], max_tokens: int, words: int | None) -> PreparedRequest:
         extra = dict(self._w.extra_body)
         body["stream"] = True
-        body["stream_options"] = {**extra.pop("stream_options", {}), "include_usage": True}
+        options = {**extra.pop("stream_options", {}), "include_usage": True}
+        if self._w.api is not Api.RESPONSES:  # the Responses API reports usage in response.completed, always
+            body["stream_options"] = options
         body.update(extra)
-        messages = tuple(body["messages"]) if self._w.turns > 1 and "messages" in body else None
+        field = self._w.api.prompt_field
+        messages = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None
         return PreparedRequest(orjson.dumps(body), max_tokens, messages, words)  # C: a tenth of json.dumps
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
@@ -361,4 +364,4 @@ class _Deck:
 
 
 def _prompt_field(api: Api, text: str, history: tuple[Mapping[str, Any], ...]) -> Any:
-    return [*history, {"role": "user", "content": text}] if api == Api.CHAT else text
+    return [*history, {"role": "user", "content": text}] if api.messages else text

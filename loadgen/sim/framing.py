@@ -103,13 +103,20 @@ def parse_request(
         raise BadRequest("request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
-    if api == "chat":
-        messages = data.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("'messages' is required and must be a non-empty list")
-        if not all(isinstance(m, dict) for m in messages):
-            raise BadRequest("each entry of 'messages' must be an object")
-        prompt_tokens = sum(_content_words(m.get("content")) for m in messages)
+    messages: tuple[Mapping[str, Any], ...] = ()
+    if api == "responses" and isinstance(data.get("input"), str):
+        prompt_tokens = count_words(data["input"])
+    elif api.messages:
+        field = api.prompt_field
+        listed = data.get(field)
+        if not isinstance(listed, list) or not listed:
+            raise BadRequest(
+                f"'{field}' is required and must be a non-empty list" + (" or a string" if api == "responses" else "")
+            )
+        if not all(isinstance(m, dict) for m in listed):
+            raise BadRequest(f"each entry of '{field}' must be an object")
+        prompt_tokens = sum(_content_words(m.get("content")) for m in listed)
+        messages = tuple(listed)
     else:
         prompt = data.get("prompt")
         if isinstance(prompt, str):
@@ -119,7 +126,7 @@ def parse_request(
         else:
             raise BadRequest("'prompt' is required and must be a string or a list of strings")
     prompt_tokens = tokenizer.count(prompt_tokens, api)
-    max_tokens = data.get("max_completion_tokens", data.get("max_tokens", default_max_tokens))
+    max_tokens = data.get("max_completion_tokens", data.get(api.max_tokens_field, default_max_tokens))
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(f"'max_tokens' must be an integer >= 1, got {max_tokens!r}")
     if prompt_tokens + max_tokens > max_model_len:
@@ -141,7 +148,7 @@ def parse_request(
         max_tokens=max_tokens,
         stream=bool(stream),
         include_usage=bool(options.get("include_usage", False)),
-        messages=tuple(data["messages"]) if api == "chat" else (),
+        messages=messages,
     )
 
 
@@ -195,6 +202,11 @@ class ChunkFramer:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return self._frame(f',"choices":[{json.dumps(choice)}]}}')
 
+    def closing(self, completion_tokens: int, reasoning_tokens: int) -> bytes:
+        """What ends the stream: the usage chunk where it was asked for, then ``[DONE]``."""
+        usage = self.usage(completion_tokens, reasoning_tokens) if self._req.include_usage else b""
+        return usage + self.DONE
+
     def usage(self, completion_tokens: int, reasoning_tokens: int = 0) -> bytes:
         p, cached = self._req.prompt_tokens, self._req.cached_tokens
         details = f',"prompt_tokens_details":{{"cached_tokens":{cached}}}' if cached else ""
@@ -212,9 +224,66 @@ class ChunkFramer:
     MALFORMED = b'data: {"id": "broken", "choices": [\n\n'
 
 
+class ResponsesFramer:
+    """The Responses API's typed events (``event:`` and ``data:`` lines, the type in both), with the same
+    methods as ``ChunkFramer``: a text, reasoning or tool-call arguments delta per token group, and
+    ``response.completed`` with the usage to end it (no ``[DONE]``)."""
+
+    def __init__(self, req: SimRequest, request_id: str, created: int) -> None:
+        self._req, self._id, self._created = req, request_id, created
+
+    def role(self) -> bytes:
+        return self._event("response.created", response=self._response("in_progress"))
+
+    def text(self, text: str, *, last: bool) -> bytes:
+        return self._event("response.output_text.delta", item_id=f"msg_{self._id}", output_index=0, delta=text)
+
+    def reasoning(self, text: str) -> bytes:
+        return self._event("response.reasoning_text.delta", item_id=f"rs_{self._id}", output_index=0, delta=text)
+
+    def tool_call(self, arguments: str, *, first: bool, last: bool) -> bytes:
+        return self._event(
+            "response.function_call_arguments.delta", item_id=f"fc_{self._id}", output_index=0, delta=arguments
+        )
+
+    def closing(self, completion_tokens: int, reasoning_tokens: int) -> bytes:
+        p = self._req.prompt_tokens
+        usage = {
+            "input_tokens": p,
+            "input_tokens_details": {"cached_tokens": self._req.cached_tokens},
+            "output_tokens": completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": p + completion_tokens,
+        }
+        return self._event("response.completed", response={**self._response("completed"), "usage": usage})
+
+    def _response(self, status: str) -> dict[str, Any]:
+        return {"id": self._id, "object": "response", "created_at": self._created, "model": self._req.model,
+                "status": status}  # fmt: skip
+
+    @staticmethod
+    def _event(kind: str, **fields: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+
 def completion_body(req: SimRequest, request_id: str, created: int) -> dict[str, Any]:
     """The non-streaming response object."""
     text = output_text(0, req.max_tokens)
+    if req.api == "responses":
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        return {
+            "id": request_id,
+            "object": "response",
+            "created_at": created,
+            "model": req.model,
+            "status": "completed",
+            "output": [message],
+            "usage": {
+                "input_tokens": req.prompt_tokens,
+                "output_tokens": req.max_tokens,
+                "total_tokens": req.prompt_tokens + req.max_tokens,
+            },
+        }
     choice: dict[str, Any]
     if req.api == "chat":
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}

@@ -30,6 +30,7 @@ from loadgen.sim.faults import Fault, FaultConfig
 from loadgen.sim.framing import (
     BadRequest,
     ChunkFramer,
+    ResponsesFramer,
     SimRequest,
     Tokenizer,
     completion_body,
@@ -103,6 +104,7 @@ def build_app(options: SimOptions) -> web.Application:
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
+    app.router.add_post("/v1/responses", _responses)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/health", _health)
     app.cleanup_ctx.append(_engine_loop)
@@ -210,6 +212,10 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     return await _complete(request, Api.COMPLETIONS)
 
 
+async def _responses(request: web.Request) -> web.StreamResponse:
+    return await _complete(request, Api.RESPONSES)
+
+
 def _error(message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response(error_body(message, status), status=status, headers=headers)
 
@@ -245,7 +251,7 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     driver = request.app[DRIVER_KEY]
     # as vLLM does: the client's X-Request-Id, when sent, becomes the response's id
     base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
-    request_id = ("chatcmpl-" if api == "chat" else "cmpl-") + base_id
+    request_id = {Api.CHAT: "chatcmpl-", Api.COMPLETIONS: "cmpl-", Api.RESPONSES: "resp_"}[api] + base_id
     created = int(time.time())
     cache = request.app[CACHE_KEY] if options.prefix_cache else None
     if cache is not None and (cached := cache.lookup(req.messages, req.prompt_tokens)):
@@ -262,7 +268,11 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
             response: web.StreamResponse = web.json_response(completion_body(req, request_id, created))
         else:
             merge = options.merge_prob if options.merge_prob > 0 else 0.0
-            framer = ChunkFramer(req, request_id, created)
+            framer: ChunkFramer | ResponsesFramer = (
+                ResponsesFramer(req, request_id, created)
+                if api is Api.RESPONSES
+                else ChunkFramer(req, request_id, created)
+            )
             shape = _answer_shape(options, req, rng)
             response = await _stream(request, req, framer, tokens, fault, rng, merge, options.stall_ms, shape)
         return response
@@ -273,7 +283,7 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
 async def _stream(
     request: web.Request,
     req: SimRequest,
-    framer: ChunkFramer,
+    framer: ChunkFramer | ResponsesFramer,
     tokens: asyncio.Queue[int],
     fault: Fault | None,
     rng: np.random.Generator,
@@ -290,7 +300,7 @@ async def _stream(
     try:
         while sent + pending < req.max_tokens:
             pending += await tokens.get()
-            if sent == 0 and pending == 1 and req.api == "chat":
+            if sent == 0 and pending == 1 and req.api != "completions":  # the chat role chunk, response.created
                 await write(framer.role())
             at_half = sent <= half < sent + pending
             if at_half and fault in MID_STREAM and await MID_STREAM[fault](request, write, stall_ms):
@@ -311,9 +321,7 @@ async def _stream(
                 text += "x" * OVERSIZED_BYTES
             await write(framer.text(text, last=last))
             sent, pending = sent + pending, 0
-        if req.include_usage:
-            await write(framer.usage(sent, min(shape.reasoning, sent)))
-        await write(framer.DONE)
+        await write(framer.closing(sent, min(shape.reasoning, sent)))
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away; the finally in _complete cancels the sequence
@@ -328,7 +336,7 @@ class AnswerShape:
     reasoning: int = 0
     tool_call: bool = False
 
-    def chunks(self, framer: ChunkFramer, start: int, n: int, *, last: bool) -> list[bytes]:
+    def chunks(self, framer: ChunkFramer | ResponsesFramer, start: int, n: int, *, last: bool) -> list[bytes]:
         """The chunks of tokens ``start .. start+n-1``."""
         out = []
         thought = max(0, min(n, self.reasoning - start))
@@ -345,7 +353,7 @@ class AnswerShape:
 
 def _answer_shape(options: SimOptions, req: SimRequest, rng: np.random.Generator) -> AnswerShape:
     """A chat answer's shape under the options: reasoning first, a tool call at the configured share."""
-    if req.api != "chat" or not (options.reasoning_tokens or options.tool_call_share):
+    if req.api == "completions" or not (options.reasoning_tokens or options.tool_call_share):
         return AnswerShape()
     tool = options.tool_call_share > 0 and bool(rng.random() < options.tool_call_share)
     return AnswerShape(min(options.reasoning_tokens, req.max_tokens - 1), tool)

@@ -536,6 +536,9 @@ class _StreamState:
                     self.reasoning_at.append(len(times))
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)
+            if api is Api.RESPONSES and chunk.finish_reason is not None:  # response.completed: the last event
+                self.done = True
+                return True
         return False
 
     def outcome(self) -> tuple[ErrorKind | None, str | None]:

@@ -249,6 +249,8 @@ def parse_chunk(data: str, api: Api) -> Chunk:
         raise MalformedChunk("chunk data is not JSON") from None
     if not isinstance(obj, dict):
         raise MalformedChunk("chunk data is not a JSON object")
+    if api is Api.RESPONSES:
+        return _response_event(obj)
     if "choices" not in obj and "error" in obj:
         return Chunk("", None, None, None, error=error_message(obj)[:200])
     cid = _chunk_id(obj)
@@ -272,6 +274,47 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     finish = choice.get("finish_reason")
     finish = finish if isinstance(finish, str) else None
     return Chunk(text, finish, completion, prompt, None, token, cid, reasoning, tool, reasoning_tokens)
+
+
+RESPONSE_TEXT = "response.output_text.delta"
+RESPONSE_REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
+RESPONSE_TOOL = "response.function_call_arguments.delta"
+RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete"})  # incomplete: max_output_tokens reached
+RESPONSE_FAILS = frozenset({"response.failed", "error"})
+
+
+def _response_event(obj: dict[str, Any]) -> Chunk:
+    """One typed event of the Responses API (``/v1/responses``) as a chunk: a text, reasoning or tool-call
+    arguments delta is a token event; ``response.completed`` (or ``incomplete``, at ``max_output_tokens``)
+    ends the answer with its usage; ``response.failed`` and ``error`` are in-stream errors. Every other
+    type (created, in_progress, output_item.added, ...) carries nothing to time."""
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise MalformedChunk("Responses event has no 'type'")
+    delta = obj.get("delta")
+    text = delta if type(delta) is str else ""
+    if kind == RESPONSE_TEXT:
+        return Chunk(text, None, None, None, token=True)
+    if kind in RESPONSE_REASONING:
+        return Chunk(text, None, None, None, token=True, reasoning=True)
+    if kind == RESPONSE_TOOL:
+        return Chunk("", None, None, None, token=True, tool_call=True)
+    response = obj.get("response")
+    response = response if isinstance(response, dict) else {}
+    rid = response.get("id")
+    rid = rid[:ID_CHARS] if isinstance(rid, str) else None
+    if kind in RESPONSE_FAILS:
+        failure = response.get("error") if kind == "response.failed" else obj
+        message = failure.get("message") if isinstance(failure, dict) else None
+        return Chunk("", None, None, None, error=str(message or kind)[:200], id=rid)
+    if kind in RESPONSE_ENDS:
+        usage = response.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        details = usage.get("output_tokens_details")
+        reasoning = _int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+        output, prompt = _int_or_none(usage.get("output_tokens")), _int_or_none(usage.get("input_tokens"))
+        return Chunk("", kind.removeprefix("response."), output, prompt, id=rid, reasoning_tokens=reasoning)
+    return Chunk("", None, None, None, id=rid)
 
 
 def plain_token_text(data: bytes, api: Api) -> str | None:
@@ -311,6 +354,8 @@ def _chunk_id(obj: dict[str, Any]) -> str | None:
 
 
 def _plain_text(obj: Any, api: Api) -> str | None:
+    if api is Api.RESPONSES:  # typed events (and an event: line before each): always the general path
+        return None
     if type(obj) is not dict or obj.get("usage") is not None or "error" in obj:
         return None
     choices = obj.get("choices")

@@ -33,10 +33,10 @@ REQUESTS = 16
 TIMEOUT_S = 2.0
 
 
-def level_with(faults: FaultConfig, transport: str = "native", **sim: float) -> LevelResult:
+def level_with(faults: FaultConfig, transport: str = "native", api: Api = Api.CHAT, **sim: float) -> LevelResult:
     """One level against the faulty simulator, both in one loop in virtual time (timeouts cost nothing)."""
     options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
-    workload = Workload(api=Api.CHAT, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
+    workload = Workload(api=api, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
     wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
     plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
 
@@ -62,6 +62,7 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
     assert load(path).levels[0].errors == level.errors
 
 
+@pytest.mark.parametrize("api", [Api.CHAT, Api.RESPONSES])  # issue 58: the Responses API's typed events too
 @pytest.mark.parametrize("transport", tuple(Transport))
 @pytest.mark.parametrize(
     ("fault", "kind"),
@@ -75,8 +76,10 @@ def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
         ("hang", ErrorKind.TIMEOUT),
     ],
 )
-def test_failure_is_counted_under_its_own_kind(fault: str, kind: ErrorKind, transport: str, tmp_path: Path) -> None:
-    level = level_with(FaultConfig(**{fault: 0.5}), transport)
+def test_failure_is_counted_under_its_own_kind(
+    fault: str, kind: ErrorKind, transport: str, api: Api, tmp_path: Path
+) -> None:
+    level = level_with(FaultConfig(**{fault: 0.5}), transport, api)
     assert set(level.errors) == {kind}
     assert level.completed + level.failed == REQUESTS  # in the denominator, none lost
     assert 0 < level.failed < REQUESTS
@@ -91,9 +94,10 @@ def test_a_stall_is_latency_not_an_error() -> None:
     assert level.histograms[Metric.ITL].max_us() >= 600_000  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("api", [Api.CHAT, Api.RESPONSES])
 @pytest.mark.parametrize("fault", ["trickle", "oversized"])
-def test_awkward_but_valid_streams_are_read_in_full(fault: str) -> None:
-    level = level_with(FaultConfig(**{fault: 0.5}))
+def test_awkward_but_valid_streams_are_read_in_full(fault: str, api: Api) -> None:
+    level = level_with(FaultConfig(**{fault: 0.5}), api=api)
     assert level.failed == 0 and level.completed == REQUESTS
     assert level.output_tokens == 8 * REQUESTS and not level.tokens_estimated
 

@@ -123,3 +123,63 @@ def test_a_plan_answers_an_slo_on_the_first_output_token_from_the_measured_level
     assert planned.exit_code == 0, planned.output
     flat = " ".join(planned.stdout.split())
     assert "ttfo_p95_ms <= 1000: max batch" in flat and "not judged by the sizing simulation" in flat
+
+
+def _responses_profile(levels: list[int]) -> Any:
+    return parse_profile(
+        {
+            "schema_version": 1,
+            "name": "responses",
+            "target": "sim",
+            "api": "responses",
+            "workload": {"prompt_tokens": 100, "output_tokens": 30},
+            "load": {"mode": "closed", "levels": levels, "duration_s": 6, "warmup_s": 1},
+            "seed": 3,
+        },
+        "test",
+    )
+
+
+def test_the_responses_api_streams_typed_events_timed_as_chat_is() -> None:
+    """Issue 58 item 3: ``--api responses``: input and max_output_tokens in, response.*.delta events out,
+    usage from response.completed; the same numbers as a chat stream of the same law."""
+    results, records = run_virtual(_responses_profile([1]), sim=SimOptions(engine=LAW, reasoning_tokens=20))
+    level = results.levels[0]
+    assert level.completed >= 10 and not level.errors and not level.tokens_estimated
+    assert level.percentile_ms(Metric.TTFT, 50) == pytest.approx(50, abs=2)
+    assert level.percentile_ms(Metric.TTFO, 50) == pytest.approx(250, abs=3)
+    assert level.percentile_ms(Metric.TPOT, 50) == pytest.approx(10, abs=0.5)
+    done = next(r for r in records if r.ok)
+    assert done.output_tokens == 30 and done.prompt_tokens == 100 and done.reasoning_tokens == 20
+    assert done.response_id is not None and done.response_id.startswith("resp_")
+    tools, _ = run_virtual(_responses_profile([1]), sim=SimOptions(engine=LAW, tool_call_share=1.0))
+    assert tools.levels[0].tool_call_turns == tools.levels[0].completed > 0
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        ('{"type":"response.failed","response":{"id":"r","error":{"message":"boom"}}}', "boom"),
+        ('{"type":"error","code":"x","message":"rate limited"}', "rate limited"),
+    ],
+)
+def test_a_responses_stream_that_fails_in_stream_names_the_servers_words(event: str, expected: str) -> None:
+    assert parse_chunk(event, Api.RESPONSES).error == expected
+
+
+def test_a_responses_event_without_a_type_is_malformed() -> None:
+    from loadgen.wire.sse import MalformedChunk
+
+    with pytest.raises(MalformedChunk):
+        parse_chunk('{"delta":"x"}', Api.RESPONSES)
+    ended = parse_chunk(
+        '{"type":"response.completed","response":{"id":"resp_1","usage":{"input_tokens":3,"output_tokens":7,'
+        '"output_tokens_details":{"reasoning_tokens":2}}}}',
+        Api.RESPONSES,
+    )
+    assert (ended.finish_reason, ended.completion_tokens, ended.prompt_tokens, ended.reasoning_tokens) == (
+        "completed",
+        7,
+        3,
+        2,
+    )
