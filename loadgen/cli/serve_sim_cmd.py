@@ -110,9 +110,7 @@ def serve_sim(
     ] = False,
     reasoning_tokens: Annotated[
         int,
-        typer.Option(
-            metavar="N", min=0, help="Chat, responses: each answer's first N tokens stream as reasoning."
-        ),
+        typer.Option(metavar="N", min=0, help="Chat, responses: each answer's first N tokens stream as reasoning."),
     ] = 0,
     tool_call_share: Annotated[
         float,
