@@ -21,6 +21,8 @@ from planner.reports.decision import decide, deciding_limit, weak_limits
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
 
+SPARSE_EVENTS = 1.2  # output tokens per token event beyond this: the stream carries several tokens an event
+
 
 def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget] = ()) -> Table:
     """One row per level, its flags as the sweep's table words them (``SLO breach``, the state, ``untrusted``)."""
@@ -215,6 +217,15 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
                        + (ignored if sent_ignore_eos else stopped))  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
+        elif (events := lv.histograms[Metric.ITL].count + lv.completed - lv.empty) and lv.output_tokens > (
+            SPARSE_EVENTS * events
+        ):
+            out.append(
+                f"{lv.load.label}: {lv.output_tokens:,} output tokens came in {events:,} token events: the server "
+                "sends several tokens in one event (or none for a token that does not decode to text yet), so ITL "
+                "is per event and TPOT's span can miss the last tokens; ask for per-chunk usage where the API has "
+                "it (vLLM chat: stream_options.continuous_usage_stats)"
+            )
         if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:
             wait = lv.core_wait_ratio
             shared = (f", as it shared its core (it waited {wait:.0%} of the time it was ready to run for a core "

@@ -183,3 +183,28 @@ def test_a_responses_event_without_a_type_is_malformed() -> None:
         3,
         2,
     )
+
+
+@pytest.mark.parametrize(("events", "said"), [(4, True), (12, False)])
+def test_several_tokens_an_event_are_said_not_passed_off_as_per_token_gaps(events: int, said: bool) -> None:
+    """Issue 58: vLLM's Responses stream sends no delta for a token that does not decode to text yet (9-11
+    events for 16 tokens on the CPU engine's tiny model): ITL is then per event, and the caveat says so."""
+    from loadgen.load import Load
+    from loadgen.results import Results, RunInfo, Target
+    from loadgen.run.metrics import LevelRecorder
+    from loadgen.run_settings import RunSettings
+    from loadgen.wire.records import RequestRecord
+    from planner.reports.report import caveats
+
+    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    for i in range(3):
+        times = tuple(i + 0.1 + 0.03 * k for k in range(events))
+        recorder.add(RequestRecord(i, None, i, times[0], times[-1], times[-1], times, None, 12, False, 8, None, 200))
+    level = recorder.finish(3.0)
+    results = Results(
+        RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "responses"), RunSettings(), (level,), True
+    )
+    notes = [c for c in caveats(results) if "token events" in c]
+    assert bool(notes) == said
+    if said:
+        assert "36 output tokens came in 12 token events" in notes[0]
