@@ -85,7 +85,10 @@ def _batch_action(plan: CapacityPlan) -> Action | None:
         return Action(flag, f"no SLO bounds the batch: {plan.max_batch_method or 'the server cap'}")
     how = _how_measured(plan, lim)
     if plan.max_batch_lower_bound:
-        why = f"{lim.slo.key} stayed under {lim.slo.limit:g} ms at every level swept, so the batch is at least this"
+        why = (
+            f"{lim.slo.key} stayed under {lim.slo.limit:g} ms at every level swept, so the batch is at least this: "
+            "sweep higher concurrency to find the largest"
+        )
     else:
         why = f"the largest batch whose {lim.slo.key.removesuffix('_ms')} stays <= {lim.slo.limit:g} ms"
     return Action(flag, f"{why} ({how})")

@@ -68,3 +68,10 @@ def test_the_same_caveat_for_several_levels_is_said_once_naming_them() -> None:
         "virtual time",
     ]
     assert grouped(notes) == ["c=32, c=48: client-bound (lag)", "r=2.5/s: 3 failed", "virtual time"]
+
+
+def test_a_batch_the_sweep_never_bounded_says_to_sweep_higher(quickstart: tuple[Path, str]) -> None:
+    sweep, _ = quickstart
+    result = runner.invoke(app, ["plan", str(sweep), "--slo", "tpot_p95<100ms"], terminal_width=200)
+    flat = " ".join(result.stdout.split())
+    assert flat.startswith("set --max-num-seqs >= ") and "sweep higher concurrency to find the largest" in flat
