@@ -45,8 +45,9 @@ def _left(step: SweepStep | None, snap: LoadSnapshot | None = None) -> str:
         return ""
     # the runner's planned length starts at the window asked and grows as its request floor needs: the
     # floor at the guessed rate is the better estimate until the runner's own passes it
-    this = max(step.this_s or 0.0, snap.planned_s or 0.0 if snap is not None else 0.0)
-    elapsed = snap.elapsed_s if snap is not None else 0.0
+    this, elapsed = step.this_s or 0.0, 0.0
+    if snap is not None:
+        this, elapsed = max(this, snap.planned_s or 0.0), snap.elapsed_s
     left = max(this - elapsed, 0.0) + step.after_s
     return f"about {duration_text(left)} left" if left >= 1 else ""
 

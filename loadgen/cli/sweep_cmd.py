@@ -311,10 +311,9 @@ def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capaci
         typer.echo(json.dumps(doc, indent=2))
     else:
         out.out.print(sweep_table(results, slos, level_verdicts(results, capacity, slos)))
-    notes = caveats(results, None, slos)
-    if capacity is not None and not json_out:
+    if capacity is not None and not json_out:  # the decision says every caveat, its own and the evidence's
         out.out.print("[bold]plan[/bold] (loadgen plan RESULTS --explain for how it was obtained):")
-        for part in render_decision(decide(capacity, notes)):
+        for part in render_decision(decide(capacity, caveats(results, None, slos))):
             out.out.print(part)
         return
     for line in caveats(results, capacity, slos):

@@ -23,8 +23,9 @@ from planner.reports.plan_text import batch_text, replicas_text
 
 # a limit of these qualities is not a measured answer: said first among the caveats
 WEAK_QUALITIES = ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
-# findings about what runs now (--current-batch, --replicas): actions of their own
-ACTION_FINDINGS = ("latency_breach", "batch_headroom", "capacity_shortfall", "slo_below_floor")
+# findings about what runs now (--current-batch, --replicas): actions of their own ("slo_below_floor" is the
+# batch action itself)
+NOW_FINDINGS = ("latency_breach", "batch_headroom", "capacity_shortfall")
 _LEVEL_PREFIX = re.compile(r"^((?:c|r)=[0-9.]+(?:/s)?): (.+)$", re.DOTALL)
 
 
@@ -56,7 +57,7 @@ class Decision:
 def decide(plan: CapacityPlan, notes: Sequence[str] = ()) -> Decision:
     """The decision of ``plan``; ``notes`` are the evidence's own caveats (``report.caveats`` of its results)."""
     actions = [a for a in (_batch_action(plan), _replica_action(plan), _budget_action(plan)) if a is not None]
-    actions += [Action("now", f.message) for f in plan.findings if f.kind in ACTION_FINDINGS[:3]]
+    actions += [Action("now", f.message) for f in plan.findings if f.kind in NOW_FINDINGS]
     return Decision(tuple(actions), _evidence(plan), ranked_caveats(plan, notes))
 
 

@@ -283,7 +283,8 @@ def build_report(
         ),
     )
     trust = level_verdicts(results, plan, slos)
-    lead = decide(plan, caveats(results, None, slos)).sections() if plan is not None else ()
+    notes = caveats(results, None, slos)
+    lead = decide(plan, notes).sections() if plan is not None else ()
     sections = [*lead, Section("Levels", table=level_rows(results, trust, slos))]
     if (split := ttft_split_section(results)) is not None:
         sections.append(split)
@@ -293,7 +294,7 @@ def build_report(
     if plan is not None:
         sections.append(Section(DETAILS, bullets=tuple(plan_lines(plan))))
         sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
-    elif notes := caveats(results, None, slos):
+    elif notes:
         sections.append(Section("Caveats", bullets=notes))
     sections.append(Section("Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
     title = f"Capacity report: {results.target.model}"
