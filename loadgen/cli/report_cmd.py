@@ -195,7 +195,12 @@ def _fleet_plots(fleet: FleetPlan) -> tuple[Plot, ...]:
 def gate(
     results_file: Annotated[Path, typer.Argument(metavar="RESULTS", help="The candidate run's results.")],
     baseline: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Results of the baseline build to compare against.")
+        list[Path] | None,
+        typer.Option(
+            metavar="FILE",
+            help="Results of the baseline build to compare against; repeat it for several runs of that build, "
+            "whose spread is the runner's noise (their mean is the baseline).",
+        ),
     ] = None,
     require: Annotated[
         list[str] | None,
@@ -261,13 +266,13 @@ def gate(
     else:
         slos, labels = stored_layer(results.settings, results_file.name).slos, profile_gate_levels(results)
     checks += [check_from_slo(s, level) for s in slos for level in (labels or (None,))]
-    if not checks and baseline is None:
+    if not checks and not baseline:
         raise UsageError("nothing to check: give --require/--fail-if, a --profile with an slo, or --baseline")
-    reference = load(baseline) if baseline else None
-    if reference is not None and baseline is not None:
-        check_comparable(baseline, reference, results_file, results, allow_mismatch)
+    references = [load(path) for path in baseline or []]
+    for path, reference in zip(baseline or [], references):
+        check_comparable(path, reference, results_file, results, allow_mismatch)
     verdict = evaluate_gate(
-        results, checks, baseline=reference, max_regression=max_regression, untrusted_error_rate=untrusted_error_rate
+        results, checks, baseline=references, max_regression=max_regression, untrusted_error_rate=untrusted_error_rate
     )
     if json_out:
         typer.echo(json.dumps(gate_json(verdict), indent=2))

@@ -13,6 +13,11 @@ only when it is worse, larger than the allowed fraction, *and* significant,
 so a noisy rerun of the same build passes. Each delta carries the smallest
 change its two intervals could have told apart (``detectable``), said beside it.
 
+A baseline may hold several runs of one build: its value is their mean, and their spread is the
+machine's run-to-run noise, which one run's samples cannot show (a runner that moves a whole run
+by 5% moves every request in it). That spread, where larger, replaces the within-run band of each
+run, the candidate's included; the mean of k runs is then known sqrt(k) better.
+
 Two runs in virtual time on the simulator with no step noise and fixed lengths
 have no measurement noise at all (``noiseless``): every change between them is
 the law's, so they are compared exactly (detectable 0).
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -63,6 +70,7 @@ class Delta:
     resolvable: bool = True  # False: a percentile one of the runs has too few samples to bound
     # the smallest relative change the two runs' intervals tell apart (0: compared exactly); None: unresolvable
     detectable: float | None = None
+    baseline_runs: int = 1  # the baseline's value is the mean of this many runs, its band their spread
 
 
 def noiseless(results: Results) -> bool:
@@ -102,48 +110,93 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
 EXACT = 1e-9  # relative: below it two noiseless runs read the same
 
 
-def compare_level(base: LevelResult, cand: LevelResult, *, max_regression: float, exact: bool = False) -> list[Delta]:
-    """Each compared quantity's change; ``exact``: both runs are noiseless, so any change is the law's."""
+@dataclass(frozen=True, slots=True)
+class _Baseline:
+    """One quantity of a level over the baseline's runs: their mean, and the noise band around it."""
+
+    value: float
+    below: float  # the band's reach below the mean
+    above: float
+    run_spread: float  # 95% of one run's deviation from another, from the runs' own spread (0: one run)
+
+
+def _pooled(bases: Sequence[LevelResult], quantity: str) -> _Baseline | None:
+    """The baseline's runs at one level, pooled: the mean of their values, within-run bands averaged and
+    widened to the between-run spread where the machine moved runs more than one run's samples show, then
+    narrowed by the square root of the run count (the mean of k runs is known that much better).
+
+    None: a run lacks the value, or a run's percentile is unbounded (too few samples: ``_interval``).
+    """
+    values = [quantity_value(b, quantity) for b in bases]
+    intervals = [_interval(b, quantity) for b in bases]
+    if any(v is None for v in values) or any(i is None for i in intervals):
+        return None
+    vals = [v for v in values if v is not None]
+    bands = [(v - i[0], i[1] - v) for v, i in zip(vals, intervals) if i is not None]
+    k = len(vals)
+    spread = Z95 * statistics.stdev(vals) if k > 1 else 0.0
+    below = max(sum(b for b, _ in bands) / k, spread) / math.sqrt(k)
+    above = max(sum(a for _, a in bands) / k, spread) / math.sqrt(k)
+    return _Baseline(statistics.fmean(vals), below, above, spread)
+
+
+def compare_level(
+    base: LevelResult | Sequence[LevelResult], cand: LevelResult, *, max_regression: float, exact: bool = False
+) -> list[Delta]:
+    """Each compared quantity's change against the baseline's run, or the mean of its runs.
+
+    ``exact``: every run is noiseless, so any change is the law's. Several baseline runs carry the
+    machine's run-to-run noise: a candidate is one more run, so its band is at least that spread too.
+    """
+    bases = [base] if isinstance(base, LevelResult) else list(base)
     out = []
     # a reasoning model's answer starts after its thinking: the time to first output token is compared too
-    reasoning = (("ttfo_p95", "lower"),) if base.reasoning_tokens or cand.reasoning_tokens else ()
+    reasoning = (("ttfo_p95", "lower"),) if any(b.reasoning_tokens for b in bases) or cand.reasoning_tokens else ()
     compared: tuple[tuple[str, Direction], ...] = (*COMPARED[:1], *reasoning, *COMPARED[1:])
+    label, runs = bases[0].load.label, len(bases)
     for quantity, better in compared:
-        a, b = quantity_value(base, quantity), quantity_value(cand, quantity)
+        values = [quantity_value(lv, quantity) for lv in bases]
+        a = statistics.fmean(v for v in values if v is not None) if None not in values else None
+        b = quantity_value(cand, quantity)
         if a is None or b is None:
-            out.append(Delta(base.load.label, quantity, better, a, b, None, False, False, False))
+            out.append(Delta(label, quantity, better, a, b, None, False, False, False, baseline_runs=runs))
             continue
         change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
         worse = b > a if better == "lower" else b < a
-        ia, ib = (None, None) if exact else (_interval(base, quantity), _interval(cand, quantity))
-        resolvable = exact or (ia is not None and ib is not None)
+        pooled = None if exact else _pooled(bases, quantity)
+        ib = None if exact else _interval(cand, quantity)
+        resolvable = exact or (pooled is not None and ib is not None)
         detectable: float | None
         if exact:
             significant, detectable = abs(b - a) > EXACT * max(abs(a), abs(b), 1e-12), 0.0
-        elif ia is not None and ib is not None:
-            significant = ib[0] > ia[1] or ib[1] < ia[0]
-            detectable = ((ia[1] - ia[0]) + (ib[1] - ib[0])) / 2 / abs(a) if a else None
+        elif pooled is not None and ib is not None:
+            lo, hi = b - max(b - ib[0], pooled.run_spread), b + max(ib[1] - b, pooled.run_spread)
+            significant = lo > a + pooled.above or hi < a - pooled.below
+            detectable = ((pooled.below + pooled.above) + (hi - lo)) / 2 / abs(a) if a else None
         else:
             significant, detectable = False, None
         # an error rate near zero is compared in points, not as a ratio
         big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
         regression = worse and big and significant
         out.append(
-            Delta(
-                base.load.label, quantity, better, a, b, change, worse, significant, regression, resolvable, detectable
-            )
+            Delta(label, quantity, better, a, b, change, worse, significant, regression, resolvable, detectable, runs)
         )
     return out
 
 
-def compare_results(baseline: Results, candidate: Results, *, max_regression: float = MAX_REGRESSION) -> list[Delta]:
-    """Every compared quantity of every level present in both (matched by load label)."""
-    base = {lv.load.label: lv for lv in baseline.levels}
-    exact = noiseless(baseline) and noiseless(candidate)
+def compare_results(
+    baseline: Results | Sequence[Results], candidate: Results, *, max_regression: float = MAX_REGRESSION
+) -> list[Delta]:
+    """Every compared quantity of every level present in the candidate and in each baseline run (matched
+    by load label); several baseline runs are pooled (``compare_level``)."""
+    runs = [baseline] if isinstance(baseline, Results) else list(baseline)
+    by_label = [{lv.load.label: lv for lv in run.levels} for run in runs]
+    exact = all(noiseless(run) for run in runs) and noiseless(candidate)
     out = []
     for level in candidate.levels:
-        if level.load.label in base:
-            out += compare_level(base[level.load.label], level, max_regression=max_regression, exact=exact)
+        bases = [levels[level.load.label] for levels in by_label if level.load.label in levels]
+        if len(bases) == len(runs):
+            out += compare_level(bases, level, max_regression=max_regression, exact=exact)
     return out
 
 

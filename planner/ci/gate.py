@@ -156,7 +156,7 @@ def evaluate_gate(
     current: Results,
     checks: Sequence[Check],
     *,
-    baseline: Results | None = None,
+    baseline: Sequence[Results] = (),
     max_regression: float = MAX_REGRESSION,
     untrusted_error_rate: float = UNTRUSTED_ERROR_RATE,
 ) -> GateVerdict:
@@ -193,10 +193,10 @@ def evaluate_gate(
         busy = any(lv.client_bound for lv in current.levels)
         untrusted_levels = [v.label for v in verdicts.levels if not v.trusted]
     deltas: list[Delta] = []
-    if baseline is not None:
+    if baseline:  # one run, or several of one build whose spread is the runner's noise
         deltas = compare_results(baseline, current, max_regression=max_regression)
         if not deltas:
-            untrusted.append("no level of the baseline matches a level of this run")
+            untrusted.append("no level of the baseline (in every one of its runs) matches a level of this run")
     return GateVerdict(
         tuple(results),
         tuple(deltas),

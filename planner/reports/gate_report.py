@@ -97,8 +97,10 @@ def to_markdown(verdict: GateVerdict) -> str:
             )
         out.append("")
     if verdict.deltas:
+        runs = verdict.deltas[0].baseline_runs
+        pooled = f"the mean of {runs} runs, whose spread widens the noise; " if runs > 1 else ""
         out += [
-            f"Baseline comparison (regression: worse by more than {verdict.max_regression:.0%} and outside the noise; "
+            f"Baseline comparison ({pooled}regression: worse by more than {verdict.max_regression:.0%} and outside the noise; "
             "detectable: the smallest change the two runs' intervals tell apart):",
             "",
             "| level | quantity | baseline | candidate | change | detectable | verdict |",
@@ -147,6 +149,7 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
                 "significant": d.significant,
                 "resolvable": d.resolvable,
                 "detectable": d.detectable,
+                "baseline_runs": d.baseline_runs,
                 "regression": d.regression,
             }
             for d in verdict.deltas

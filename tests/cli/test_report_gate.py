@@ -165,6 +165,11 @@ def test_baseline_rerun_passes_and_a_slower_law_is_a_regression(tmp_path: Path) 
     assert worse.exit_code == 1
     regressed = {r["quantity"] for r in json.loads(worse.stdout)["regressions"] if r["regression"]}
     assert {"tpot_p50", "tpot_p95"} <= regressed, worse.stdout
+    # two runs of the baseline build: their mean is the baseline, their spread the runner's noise
+    pooled = invoke("gate", str(slower), "--baseline", str(base), "--baseline", str(rerun), "--json")
+    assert pooled.exit_code == 1 and {r["baseline_runs"] for r in json.loads(pooled.stdout)["regressions"]} == {2}
+    said = invoke("gate", str(rerun), "--baseline", str(base), "--baseline", str(slower))
+    assert "the mean of 2 runs" in said.stdout, said.stdout
     table = invoke("compare", str(base), str(rerun), str(slower))
     assert table.exit_code == 0 and "tpot_p50" in table.stdout and "*" in table.stdout
     doc = json.loads(invoke("compare", str(base), str(slower), "--json").stdout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.results import Metric
+from loadgen.results import LevelResult, Metric
 from planner.ci.compare import Delta, compare_level
 from tests.planner.synthetic import closed_level
 
@@ -44,3 +44,38 @@ def test_a_per_request_percentile_counts_requests() -> None:
     assert base.independent_samples(Metric.TPOT) == 6400
     tpot = _delta(compare_level(base, cand, max_regression=0.10), "tpot_p95")
     assert tpot.resolvable and tpot.regression
+
+
+def _run(tpot_ms: float, seed: int) -> LevelResult:
+    """A level of 6,400 requests at batch 4 whose TPOTs sit around ``tpot_ms`` (1% spread within the run)."""
+    return closed_level(4, tpot_ms * np.random.default_rng(seed).lognormal(0.0, 0.01, 6400))
+
+
+def test_baselines_that_spread_between_runs_call_a_change_inside_that_spread_noise() -> None:
+    # three runs of one build read TPOT p50 50, 55 and 60 ms: the machine moves a run by ~10%, which no
+    # single run's own interval (1% spread, 6,400 requests) can show
+    bases = [_run(50.0, 1), _run(55.0, 2), _run(60.0, 3)]
+    cand = _run(60.0, 4)
+    alone = _delta(compare_level(bases[0], cand, max_regression=0.05), "tpot_p50")
+    assert alone.regression and alone.detectable is not None and alone.detectable < 0.02
+    pooled = _delta(compare_level(bases, cand, max_regression=0.05), "tpot_p50")
+    assert pooled.baseline is not None and abs(pooled.baseline - 55.0) < 0.5  # the runs' mean
+    assert pooled.baseline_runs == 3
+    assert pooled.worse and not pooled.significant and not pooled.regression
+    # one run's spread (sd 5 ms of 55) at 95%, for the candidate's one run and the mean of three
+    assert pooled.detectable is not None and pooled.detectable > 0.2
+
+
+def test_baselines_that_agree_make_a_10_percent_change_a_regression_with_a_narrower_band() -> None:
+    bases = [_run(50.0, seed) for seed in (1, 2, 3)]
+    cand = _run(55.0, 4)
+    alone = _delta(compare_level(bases[0], cand, max_regression=0.05), "tpot_p50")
+    pooled = _delta(compare_level(bases, cand, max_regression=0.05), "tpot_p50")
+    assert pooled.regression and alone.regression
+    assert pooled.detectable is not None and alone.detectable is not None
+    assert pooled.detectable < alone.detectable  # the mean of three runs is known better than one run
+
+
+def test_one_baseline_in_a_list_is_the_baseline_alone() -> None:
+    base, cand = _run(50.0, 1), _run(53.0, 2)
+    assert compare_level([base], cand, max_regression=0.05) == compare_level(base, cand, max_regression=0.05)
