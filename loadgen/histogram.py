@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import math
 import struct
 import zlib
 from dataclasses import dataclass
@@ -176,6 +177,14 @@ class LatencyHistogram:
             return None
         buckets, counts = self._nonzero()
         return float(counts @ _layout(self.config).median[buckets]) / total
+
+    def stddev_us(self) -> float | None:
+        """The samples' standard deviation (bucket medians, as ``mean_us``); None when empty."""
+        mean = self.mean_us()
+        if mean is None:
+            return None
+        buckets, counts = self._nonzero()
+        return math.sqrt(float(counts @ (_layout(self.config).median[buckets] - mean) ** 2) / self.count)
 
     def max_us(self) -> int | None:
         if not self.count:

@@ -3,8 +3,9 @@ outside the noise (pure).
 
 Noise: a latency percentile's order-statistic interval, widened by a design
 effect of 2 because requests in one level share engine steps and are not
-independent (methodology §2.7); a rate's interval from its request count
-(Poisson, same widening); an error rate's from a two-proportion test. A
+independent (methodology §2.7); a closed loop's rate from its E2E mean's error
+(the rate is concurrency over that mean), an open loop's from its request count
+(Poisson), same widening; an error rate's from a two-proportion test. A
 percentile that either run has too few independent samples to bound
 (``samples_needed``: a p99 needs 299, and pooled ITL counts one per engine
 step) is shown but never significant: with fewer, it is the run's maximum,
@@ -33,11 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loadgen.quantity import samples_needed
-from loadgen.results import LevelResult, Results
+from loadgen.results import LevelResult, Metric, Results
 from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.observations import Z95, percentile_ci_ms
 
 DESIGN_EFFECT = 2.0
+MIN_RATE_SAMPLES = 30  # fewer request times than this do not bound their own spread: the count's error instead
 MAX_REGRESSION = 0.05  # the default tolerance: a 10% regression is past it, not at its edge
 #: prefix-cache shares of two runs this far apart (of the prompt tokens the server looked up) are said: their
 #: TTFTs differ by prefill one of them skipped
@@ -89,8 +91,7 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
     if value is None:
         return None
     if quantity in ("output_tokens_per_s", "requests_per_s"):
-        n = max(level.completed, 1)
-        half = Z95 * DESIGN_EFFECT * value / math.sqrt(n)
+        half = Z95 * DESIGN_EFFECT * value * _rate_noise(level)
         return value - half, value + half
     if quantity == "error_rate":
         n = max(level.completed + level.failed, 1)
@@ -105,6 +106,23 @@ def _interval(level: LevelResult, quantity: str) -> tuple[float, float] | None:
         return None
     lo, hi = ci
     return value - DESIGN_EFFECT * (value - lo), value + DESIGN_EFFECT * (hi - value)
+
+
+def _rate_noise(level: LevelResult) -> float:
+    """A rate's relative standard error.
+
+    A closed loop's rate is its concurrency over its E2E mean (Little's law), so it is known as well as
+    that mean: the E2E spread over the root of its independent samples (cohorts count once), floored at
+    one request in the count. Elsewhere (an open loop's rate follows its random arrivals; a file without
+    request times) the count's Poisson error.
+    """
+    n = max(level.completed, 1)
+    e2e = level.histograms[Metric.E2E]
+    mean, sd = e2e.mean_us(), e2e.stddev_us()
+    independent = level.independent_samples(Metric.E2E)
+    if level.load.kind != "concurrency" or not mean or sd is None or independent < MIN_RATE_SAMPLES:
+        return 1 / math.sqrt(n)
+    return max(sd / mean / math.sqrt(independent), 1 / n)
 
 
 EXACT = 1e-9  # relative: below it two noiseless runs read the same

@@ -79,3 +79,15 @@ def test_baselines_that_agree_make_a_10_percent_change_a_regression_with_a_narro
 def test_one_baseline_in_a_list_is_the_baseline_alone() -> None:
     base, cand = _run(50.0, 1), _run(53.0, 2)
     assert compare_level([base], cand, max_regression=0.05) == compare_level(base, cand, max_regression=0.05)
+
+
+def test_a_closed_loops_throughput_is_as_noisy_as_its_request_times_not_as_a_poisson_count() -> None:
+    # c=32 for 6 s of 0.6 s requests: ~320 requests. Counted as Poisson arrivals, tok/s could not tell
+    # apart less than ±45%; a closed loop's rate is its concurrency over its E2E mean (Little's law), known
+    # as well as that mean: a server 10% slower is a throughput regression
+    base = closed_level(32, 37.8 * np.random.default_rng(1).lognormal(0.0, 0.03, 320), output_tokens=16, window_s=6)
+    cand = closed_level(32, 41.6 * np.random.default_rng(2).lognormal(0.0, 0.03, 290), output_tokens=16, window_s=6)
+    tput = _delta(compare_level(base, cand, max_regression=0.05), "output_tokens_per_s")
+    assert tput.change is not None and -0.12 < tput.change < -0.08
+    assert tput.detectable is not None and tput.detectable < 0.03
+    assert tput.regression
