@@ -22,7 +22,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.diagnose import Finding, Situation, diagnose
 from planner.capacity.predicted import calibration_residual
 from planner.capacity.prefill import Prefill, decode_law, estimate_prefill
-from planner.capacity.replica_count import ReplicaCount, Served, count_replicas
+from planner.capacity.replica_count import ReplicaCount, Served, count_replicas, served_tokens_per_s
 from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import NO_REPLICA_COUNT, queueing_slos
 from planner.capacity.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
@@ -30,6 +30,7 @@ from planner.evidence.knee import Saturation
 from planner.evidence.observations import Observations
 from planner.evidence.verdicts import Verdicts, judge
 from planner.laws.batching import batch_utilization
+from planner.laws.lengthsample import LengthSample
 from planner.laws.stepmodel import StepModel, fit_statistic, fit_step_model
 from planner.laws.ttft_residual import TtftResidual
 
@@ -164,6 +165,13 @@ def _fit(obs: Observations, line: list[int], percentile: float | None, seed: int
     return fit_step_model([x for x, _ in points], [y for _, y in points], seed=seed)
 
 
+def _lengths(parts: PlanParts, request: PlanRequest) -> LengthSample | None:
+    """The requests one replica serves: a dataset's drawn lengths, else the plan's mix (None: no output)."""
+    if request.length_sample is not None:
+        return request.length_sample
+    return LengthSample.fixed(parts.prefill.prompt_tokens, parts.output_tokens) if parts.output_tokens else None
+
+
 @dataclass(frozen=True, slots=True)
 class PlanParts:
     """What one kind of plan (a sweep's, a stated law's, a mix's) hands the pipeline's shared end."""
@@ -186,15 +194,20 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
     limits, max_batch, lower_bound, how = _batch(parts, request, warnings)
     fit = parts.fit
     step = float(fit.step_ms(max_batch)) if fit is not None and max_batch else None
-    per_replica = float(fit.tokens_per_s(max_batch)) if fit is not None and max_batch else None
     engine = parts.engine or _simulation_engine(parts.decode, parts.prefill, warnings)
+    tokens = (
+        served_tokens_per_s(fit, engine, max_batch, parts.output_tokens, _lengths(parts, request))
+        if fit is not None and max_batch
+        else None
+    )
+    per_replica = float(tokens) if tokens is not None else None
     residual = parts.residual
     simulated_here = bool(request.qps and parts.output_tokens) or request.queueing_simulated  # here, or a fleet's
     if simulated_here and max_batch and request.residual_read and residual is None and parts.swept and engine:
         residual = _sweep_residual(parts.swept, engine)  # the sweep's own, where none came in
     count = None
-    if request.qps and parts.output_tokens and fit is not None and max_batch:
-        served = Served(fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual)
+    if request.qps and parts.output_tokens and fit is not None and max_batch and tokens is not None:
+        served = Served(fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual, tokens)
         count = count_replicas(served, request, warnings)
     decode_shown = parts.decode if parts.decode is not fit else None
     return CapacityPlan(

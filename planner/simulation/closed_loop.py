@@ -40,6 +40,13 @@ class ClosedLevel:
     clients: int
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray  # requests of one token have none
+    e2e_ms: np.ndarray  # every measured request's, sent to last token
+    output_tokens: np.ndarray  # every measured request's
+
+    def tokens_per_s(self) -> float:
+        """Output tokens a second the loop drew (Little's law: the clients over the mean E2E, times the mean
+        output): a slot also waits out its request's queue and prefill, which a per-step count misses."""
+        return float(self.clients * self.output_tokens.sum() * 1000.0 / self.e2e_ms.sum())
 
     def ttft_ms_at(self, q: float | None) -> float:
         """TTFT's ``q``-th percentile (None: the mean)."""
@@ -71,6 +78,8 @@ def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, s
     first_ms: dict[int, float] = {}
     ttft: list[float] = []
     tpot: list[float] = []
+    e2e: list[float] = []
+    done_tokens: list[int] = []
 
     def send(now_ms: float) -> None:
         seq = len(sent_ms)
@@ -90,7 +99,7 @@ def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, s
                 step = sim.next_step(t)
         if step is None:
             if not starts:
-                return ClosedLevel(clients, np.array(ttft), np.array(tpot))
+                return ClosedLevel(clients, np.array(ttft), np.array(tpot), np.array(e2e), np.array(done_tokens))
             t = starts[0]
             continue
         t = step.end_ms
@@ -99,6 +108,8 @@ def run_closed_loop(engine: EngineConfig, clients: int, lengths: LengthSample, s
         for seq in step.finished:
             if seq >= warmup:
                 ttft.append(first_ms[seq] - sent_ms[seq])
+                e2e.append(t - sent_ms[seq])
+                done_tokens.append(int(outputs[seq]))
                 if outputs[seq] > 1:
                     tpot.append((t - first_ms[seq]) / (int(outputs[seq]) - 1))
             del first_ms[seq]
