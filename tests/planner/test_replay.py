@@ -81,3 +81,16 @@ def test_a_tail_the_engine_does_not_hold_is_added_where_an_slo_reads_it() -> Non
     plain = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200))
     added = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200, added_ms=check.correction.added_ms))
     assert added.estimates[0].value_ms == pytest.approx(plain.estimates[0].value_ms + check.correction.added_ms(p95))
+
+
+def test_an_engine_that_queues_more_than_the_server_is_not_corrected_below_what_the_clients_measured() -> None:
+    """The plan's engine prefills 4x slower than the server at ~70% of its capacity: the replay queues far
+    more. Its surplus sits in the tail's queue, so a mean offset subtracted from every TTFT would read the
+    median a third low; it is kept instead (said), and no corrected statistic falls below the measured."""
+    heavy = EngineConfig(base_ms=20, per_seq_ms=0.5, max_num_seqs=16, prefill_ms_per_token=0.08)
+    check = replay_check(heavy, "r=10/s", *_served(400, LAW))
+    assert check.verdict == "pessimistic" and check.correction is not None
+    assert check.correction.ttft_offset_ms == 0.0 and check.correction.surplus_ms > 20.0
+    assert "above the endpoint's: kept" in check.correction.text
+    for row, corrected in zip(check.rows, check.corrected, strict=True):
+        assert corrected.simulated_ms >= 0.99 * row.measured_ms, row.statistic
