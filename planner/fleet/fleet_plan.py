@@ -21,8 +21,9 @@ Then, per bucket k of the demand:
 
 The choice is the cheapest fleet over the period (USD where every variant has a price, else
 GPU-hours), with the runner-up and the margin; a static fleet (the peak all the time) is shown
-beside each. With ``mix``, every pair of variants is also tried: in each bucket the cheapest
-count of each whose capacities sum to the demand, requests routed in proportion to capacity.
+beside each. With ``mix``, every pair of variants is also tried, requests routed in proportion to
+capacity, with the counts of each kind that cost least once the lag and the spares are paid
+(``pair_allocations``), so that a pair never costs more than either kind alone.
 """
 
 from __future__ import annotations
@@ -239,6 +240,8 @@ def plan_fleet(
     if mix:
         groups += list(itertools.combinations(feasible, 2))
     fleets = [_fleet(demand, group, judged, arrivals, scale_up_s, spare) for group in groups]
+    # a pair that costs least run as one of its kinds alone is that kind's fleet again: not listed twice
+    fleets = [f for f in fleets if len(f.kinds) == 1 or all(any(row) for row in f.need)]
     fleets.sort(key=lambda f: (not f.held, f.objective, len(f.kinds)))
     return FleetPlan(
         demand,
@@ -252,23 +255,63 @@ def plan_fleet(
     )
 
 
-def lower_bound(demand: Demand, kinds: Sequence[VariantCapacity]) -> np.ndarray:
-    """ceil(lambda / mu) per bucket (one kind), or the cheapest counts of two kinds covering lambda."""
+def lower_bound(
+    demand: Demand, kinds: Sequence[VariantCapacity], *, scale_up_s: float = 0.0, spare: int = 0
+) -> np.ndarray:
+    """ceil(lambda / mu) per bucket (one kind), or for two kinds the counts covering lambda whose fleet
+    costs least once paid for (``pair_allocations``: the scale-up lag and the spares counted)."""
     mus = [c.mu_rps for c in kinds if c.mu_rps is not None]
     if len(mus) != len(kinds):
         raise ValueError("a fleet is planned only of variants that meet the SLOs")
     rates = [exact(r) for r in demand.rates]
     if len(kinds) == 1:
         return np.asarray([[math.ceil(r / mus[0]) for r in rates]], dtype=np.int64)
-    (a, b), (mu_a, mu_b) = kinds, mus
-    out = np.zeros((2, len(rates)), dtype=np.int64)
+    lag, hourly = lag_buckets(scale_up_s, demand.bucket_s), np.asarray([c.hourly for c in kinds])
+    mu = [float(m) for m in mus]
+    return min(
+        pair_allocations(rates, kinds),
+        key=lambda need: float((with_spares(provision(need, lag)[0], mu, spare).sum(axis=1) * hourly).sum()),
+    )
+
+
+def pair_allocations(rates: Sequence[Fraction], kinds: Sequence[VariantCapacity]) -> list[np.ndarray]:
+    """The ways two kinds may cover each bucket's rate, to be costed whole.
+
+    The cheapest counts in each bucket alone switch kinds from bucket to bucket, and a switch pays both
+    kinds through the scale-up lag (and a spare of each): once a mix cost 1.5x its cheaper kind alone.
+    So the bucket-by-bucket cheapest is one way; a base of one kind with the peaks on the other (each
+    order) are two more; each kind alone, two more, so that a pair never costs more than either of its
+    kinds would.
+    """
+    a, b = kinds
+    mu_a, mu_b = a.mu_rps, b.mu_rps
+    assert mu_a is not None and mu_b is not None
+    greedy = np.zeros((2, len(rates)), dtype=np.int64)
     for k, r in enumerate(rates):
         options = (
             (n_a * a.hourly + n_b * b.hourly, n_a + n_b, n_a, n_b)
             for n_a in range(math.ceil(r / mu_a) + 1)
             for n_b in (max(0, math.ceil((r - n_a * mu_a) / mu_b)),)
         )
-        _, _, out[0, k], out[1, k] = min(options)
+        _, _, greedy[0, k], greedy[1, k] = min(options)
+    base_a = [math.floor(r / mu_a) for r in rates]
+    base_b = [math.floor(r / mu_b) for r in rates]
+    return [
+        greedy,
+        np.asarray([base_a, [max(0, math.ceil((r - n * mu_a) / mu_b)) for r, n in zip(rates, base_a)]]),
+        np.asarray([[max(0, math.ceil((r - n * mu_b) / mu_a)) for r, n in zip(rates, base_b)], base_b]),
+        np.asarray([[math.ceil(r / mu_a) for r in rates], [0] * len(rates)]),
+        np.asarray([[0] * len(rates), [math.ceil(r / mu_b) for r in rates]]),
+    ]
+
+
+def with_spares(paid: np.ndarray, mu: Sequence[float], spare: int) -> np.ndarray:
+    """``paid`` plus ``spare`` replicas in each bucket, of the largest kind serving there: the loss an N+1
+    fleet must survive is its largest replica in use (a kind not running in a bucket needs no spare)."""
+    out = paid.copy()
+    for k in range(paid.shape[1]):
+        running = [i for i in range(paid.shape[0]) if paid[i, k] > 0] or [int(np.argmax(mu))]
+        out[max(running, key=lambda i: mu[i]), k] += spare
     return out
 
 
@@ -280,7 +323,7 @@ def _fleet(
     scale_up_s: float,
     spare: int,
 ) -> Fleet:
-    base = lower_bound(demand, kinds)
+    base = lower_bound(demand, kinds, scale_up_s=scale_up_s, spare=spare)
     need = base.copy()
     lag = lag_buckets(scale_up_s, demand.bucket_s)
     replica_kinds = [_replica_kind(c) for c in kinds]
@@ -297,10 +340,7 @@ def _fleet(
             break
         need[cheapest, failing] += 1
     paid, _ = provision(need, lag)
-    # spares: of the largest replica kind in use (the loss an N+1 fleet must survive is the largest)
-    largest = max(range(len(kinds)), key=lambda i: float(kinds[i].mu_rps or 0))
-    with_spare = paid.copy()
-    with_spare[largest] += spare
+    with_spare = with_spares(paid, [float(c.mu_rps or 0) for c in kinds], spare)
     hours = demand.bucket_s / ONE_HOUR_S
     hourly = np.asarray([c.hourly for c in kinds])
     gpus = np.asarray([c.variant.gpus for c in kinds])

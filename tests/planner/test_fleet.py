@@ -12,7 +12,7 @@ from loadgen.results import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity
+from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity, with_spares
 from planner.fleet.replay import ReplicaKind, arrivals_for, replay
 from tests.planner.synthetic import law_sweep, sweep_results
 
@@ -205,3 +205,21 @@ def test_a_demand_too_large_to_replay_whole_is_replayed_on_a_sample_of_the_fleet
         assert b.values_ms[0] == pytest.approx(a.values_ms[0], rel=0.15)
     slower = [ReplicaKind(EngineConfig(base_ms=40.0, per_seq_ms=2.0, max_num_seqs=16), 8.0, 64, 128.0)]
     assert all(s.values_ms[0] > b.values_ms[0] for s, b in zip(replay(sample, slower, serving, (p95,), 3), sampled))
+
+
+def test_a_mix_never_costs_more_than_either_of_its_kinds_alone() -> None:
+    """Bucket by bucket the cheapest counts switched kinds; each switch paid both through a bucket of lag, and a
+    spare of the big kind ran in every bucket: the pair cost 6.17 where the small kind alone cost 4.17."""
+    big = variant_capacity(variant("big", 10, 0.25, 2.0), (TPOT_60,))
+    small = variant_capacity(variant("small", 20, 0.5, 1.0), (TPOT_60,))
+    demand = Demand(600.0, (3.03, 9.69, 4.25, 6.87, 5.87, 15.56, 10.29, 1.17), "switching")
+    plan = plan_fleet(demand, [big, small], (TPOT_60,), mix=True, scale_up_s=600.0, spare=1)
+    cost = {f.name: f.objective for f in plan.fleets}
+    assert cost["small"] == pytest.approx(25 / 6)
+    assert all(v >= cost["small"] - 1e-9 for v in cost.values()) and plan.chosen is not None
+    assert plan.chosen.name == "small"
+
+
+def test_an_n_plus_1_spare_is_of_the_largest_kind_running_in_its_bucket() -> None:
+    paid = np.asarray([[0, 2], [3, 1]])  # big: none in bucket 0; small: both
+    assert with_spares(paid, [13.3, 5.3], 1).tolist() == [[0, 3], [4, 1]]
