@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
 from loadgen.slo_target import SloTarget
 from planner.capacity.slo import BatchLimit, floor_note
 from planner.laws.lengthmodel import (
@@ -121,6 +121,39 @@ def scraped_kv_capacity(calibrations: Sequence[tuple[str, Results]]) -> int | No
         if level.server is not None and level.server.kv_capacity_tokens
     }
     return int(next(iter(said))) if len(said) == 1 else None
+
+
+KV_BOUND_SHARE = 0.9  # a batch that plateaued below this share of the seat cap was held back by the KV cache
+QUEUED_FLOOR = 1.0  # requests the server held waiting on average: it was full, not idle
+
+
+def inferred_kv_capacity(
+    calibrations: Sequence[tuple[str, Results]], max_num_seqs: int | None
+) -> tuple[int, str] | None:
+    """The KV cache's size as a calibration level that filled it shows, and which level (None: none did).
+
+    A level whose server kept requests waiting while it ran fewer sequences than its seat cap
+    (``max_num_seqs``: without it a plateau may be the seats, and nothing is inferred) held as many
+    sequences as its cache fits: running x (prompt + output) tokens, each sequence's whole reservation.
+    The smallest such reading is taken: a server that reserves as it generates (vLLM) fits more than the
+    reservation says, and the inferred size is then low, the safe side for every batch it bounds.
+    """
+    if max_num_seqs is None:
+        return None
+    found = []
+    for name, results in calibrations:
+        for level in results.levels:
+            server = level.server
+            running, waiting = (server.running_mean, server.waiting_mean) if server is not None else (None, None)
+            if running is None or waiting is None or waiting < QUEUED_FLOOR or running >= KV_BOUND_SHARE * max_num_seqs:
+                continue
+            prompt, output = mean_prompt_tokens([level]), mean_output_tokens([level])
+            if prompt is None or output is None:
+                continue
+            held = running * (prompt + output)
+            found.append((int(held), f"{name} {level.load.label}: {running:.1f} sequences of {prompt + output:,.0f} "
+                          f"tokens running, {waiting:.1f} waiting, under a cap of {max_num_seqs}"))  # fmt: skip
+    return min(found) if found else None
 
 
 def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float | None:

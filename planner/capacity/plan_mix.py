@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from loadgen.engine import EngineConfig
 from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, calibration_server_limit, forecast_mix, scraped_kv_capacity
+from planner.capacity.mixplan import (
+    MixForecast,
+    calibration_server_limit,
+    forecast_mix,
+    inferred_kv_capacity,
+    scraped_kv_capacity,
+)
 from planner.capacity.plan import PlanParts, finish
 from planner.capacity.predicted import calibration_residual, predicted_lengths
 from planner.capacity.prefill import Prefill
@@ -56,18 +62,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         "the length model (TTFT at concurrency 1 and TPOT, every calibration sweep)"
         + (", every term at the upper end of a request's E2E 95% interval" if forecast.engine_range else ""),
     )
-    kv = calibration_server_limit(calibrations, "kv_capacity_tokens", request.kv_capacity_tokens)
-    said = ""
-    if kv is None and (kv := scraped_kv_capacity(calibrations)) is not None:
-        said = " (its size as the server's /metrics said it during the calibration: vLLM's cache_config_info)"
-    kv_cap = kv_batch(kv, mix)
-    if kv_cap is not None:
-        kv_cap = (kv_cap[0], kv_cap[1] + said)
-    if kv is None:
-        warnings.append(
-            "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "
-            "N tokens'): the batch is not checked against it"
-        )
+    kv, kv_cap = _kv_cache(calibrations, request, mix, warnings)
     residual = None
     if forecast.engine is not None:  # TTFT beyond the fitted engine: that engine run at each calibration level
         residual = calibration_residual(forecast.engine, calibrations, forecast.model.budget, kv)
@@ -103,6 +98,28 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     if residual is not None and plan.max_batch and (note := residual.reach_note(plan.max_batch)):
         plan = dataclasses.replace(plan, warnings=(*plan.warnings, note))
     return dataclasses.replace(plan, fit_statistic=forecast.model.statistic, mix=forecast)
+
+
+def _kv_cache(
+    calibrations: Sequence[tuple[str, Results]], request: PlanRequest, mix: Mix, warnings: list[str]
+) -> tuple[int | None, tuple[int, str] | None]:
+    """The KV cache's size in tokens and the batch it holds at ``mix``, with where the size came from: given
+    (or the simulated server's), said by the server's /metrics, or inferred from a level that filled it."""
+    kv = calibration_server_limit(calibrations, "kv_capacity_tokens", request.kv_capacity_tokens)
+    said = ""
+    if kv is None and (kv := scraped_kv_capacity(calibrations)) is not None:
+        said = " (its size as the server's /metrics said it during the calibration: vLLM's cache_config_info)"
+    seats = calibration_server_limit(calibrations, "max_num_seqs", request.current_batch)
+    if kv is None and (inferred := inferred_kv_capacity(calibrations, seats)) is not None:
+        kv, where = inferred
+        said = f" (inferred, not told: a calibration level filled it, {where}; give --kv-capacity-tokens where known)"
+    if kv is None:
+        warnings.append(
+            "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "
+            "N tokens'): the batch is not checked against it"
+        )
+    kv_cap = kv_batch(kv, mix)
+    return kv, (kv_cap[0], kv_cap[1] + said) if kv_cap is not None else None
 
 
 def _sizing_engine(
