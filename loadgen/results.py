@@ -535,6 +535,12 @@ def mean_prompt_tokens(levels: Sequence[LevelResult]) -> float | None:
     return sum(lv.prompt_tokens for lv in levels) / reported if reported else None
 
 
+def reasoning_share(levels: Sequence[LevelResult]) -> float:
+    """Of these levels' output tokens (completed requests), the share that was reasoning (0: none)."""
+    out = sum(lv.output_tokens for lv in levels)
+    return min(sum(lv.reasoning_tokens for lv in levels) / out, 1.0) if out else 0.0
+
+
 def mean_output_tokens(levels: Sequence[LevelResult]) -> float | None:
     """Mean output tokens per completed request, over these levels."""
     completed = sum(lv.completed for lv in levels)

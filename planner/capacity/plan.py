@@ -17,12 +17,19 @@ import statistics
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.results import Metric, Results, mean_output_tokens, mean_prompt_tokens, reasoning_share
 from planner.capacity.capacity_plan import CapacityPlan
+from planner.capacity.decode_fit import PREFILL_MATTERS, decode_by_simulation
 from planner.capacity.diagnose import Finding, Situation, diagnose
 from planner.capacity.predicted import calibration_residual
 from planner.capacity.prefill import Prefill, decode_law, estimate_prefill
-from planner.capacity.replica_count import ReplicaCount, Served, count_replicas, served_tokens_per_s
+from planner.capacity.replica_count import (
+    ReplicaCount,
+    Served,
+    count_replicas,
+    measured_tokens_per_s,
+    served_tokens_per_s,
+)
 from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import NO_REPLICA_COUNT, queueing_slos
 from planner.capacity.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
@@ -67,10 +74,42 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
     prefill, share = estimate_prefill(obs, fit, request.prompt_tokens, request.prefill_ms_per_token)
     decode = None
     if fit is not None:
-        decode, prefill = decode_law(fit, prefill, share, warnings)
+        decode = _simulated_decode(fit, prefill, share, obs, line, warnings)
+        if decode is None:
+            decode, prefill = decode_law(fit, prefill, share, warnings)
     output_tokens = request.output_tokens or obs.output_tokens_mean
-    parts = PlanParts("sweep", fit, limits, output_tokens, prefill, decode, verdicts=verdicts, swept=results)
+    parts = PlanParts(
+        "sweep",
+        fit,
+        limits,
+        output_tokens,
+        prefill,
+        decode,
+        verdicts=verdicts,
+        swept=results,
+        reasoning_share=reasoning_share(results.levels),
+    )
     return dataclasses.replace(finish(parts, request, warnings), fit_statistic=fit_statistic(statistic))
+
+
+def _simulated_decode(
+    fit: StepModel, prefill: Prefill, share: float, obs: Observations, line: list[int], warnings: list[str]
+) -> StepModel | None:
+    """The decode step by simulating the sweep's closed loop (``planner.capacity.decode_fit``), where the
+    prefill's share of the fitted slope is large enough that subtracting it decides the engine; None:
+    prefill is small beside the slope, or the sweep cannot say (the subtraction then stands)."""
+    prompt, output = obs.prompt_tokens_mean, obs.output_tokens_mean
+    if prefill.ms_per_token <= 0 or share < PREFILL_MATTERS * max(fit.per_seq_ms, 0.0) or not prompt or not output:
+        return None
+    law = decode_by_simulation(fit, [obs.results[i] for i in line], prefill.ms_per_token, prompt, output)
+    if law is not None:
+        warnings.append(
+            f"decode step {law.base_ms:.2f} + {law.per_seq_ms:.3g}*b ms: the one whose closed loop, with prefill "
+            f"{prefill.ms_per_token:.3g} ms/token ({prefill.source}), reads the sweep's TPOT means; prefill's mean "
+            f"share ({share:.3g} ms a sequence) was not taken out of the fitted slope ({fit.per_seq_ms:.3g}), "
+            "since prompts prefilled while clients wait for a first token do not slow the running streams"
+        )
+    return law
 
 
 def _sweep_limits(
@@ -90,18 +129,12 @@ def _sweep_limits(
     obs = verdicts.observations
     simulated = bool(request.qps and request.simulate) or request.queueing_simulated
     by_simulation = simulated and bool(request.output_tokens or obs.output_tokens_mean)
-    queueing = queueing_slos(request.slos) if by_simulation else ()
+    queueing = queueing_slos(request.slos, first_output=True) if by_simulation else ()
     if queueing:
         where = f"at {request.qps:g} QPS" if request.qps else "of the fleet"
         warnings.append(
             f"{', '.join(model_name(s) for s in queueing)}: judged by the sizing simulation {where}, "
             "not used to cap the batch (the sweep's closed loop measured it under another load shape)"
-        )
-    if request.qps and (first_output := [s for s in request.slos if s.metric == Metric.TTFO]):
-        warnings.append(
-            f"{', '.join(model_name(s) for s in first_output)}: read off the measured levels, not judged by the "
-            "sizing simulation (it models TTFT and E2E, not a reasoning phase): add a TTFT or E2E SLO for the "
-            "replica count to be checked under queueing"
         )
     limits = []
     for slo in request.slos:
@@ -165,6 +198,27 @@ def _fit(obs: Observations, line: list[int], percentile: float | None, seed: int
     return fit_step_model([x for x, _ in points], [y for _, y in points], seed=seed)
 
 
+SAME_OUTPUT = 0.10  # a plan's output length this close to the sweep's reads the sweep's throughput as it is
+
+
+def _measured_rate(parts: PlanParts, batch: int) -> float | None:
+    """Output tok/s the sweep's trusted, unsaturated levels served at ``batch`` (interpolated), where the plan is
+    for the lengths it measured; None otherwise (the model answers)."""
+    verdicts, swept = parts.verdicts, parts.swept
+    if verdicts is None or swept is None or not parts.output_tokens:
+        return None
+    measured_output = mean_output_tokens(swept.levels)
+    if not measured_output or abs(parts.output_tokens / measured_output - 1) > SAME_OUTPUT:
+        return None
+    obs = verdicts.observations
+    points = [
+        (obs.levels[i].batch, rate)
+        for i in verdicts.saturation.unsaturated
+        if verdicts.levels[i].trusted and (rate := obs.levels[i].tokens_per_s) is not None
+    ]
+    return measured_tokens_per_s(points, batch)
+
+
 def _lengths(parts: PlanParts, request: PlanRequest) -> LengthSample | None:
     """The requests one replica serves: a dataset's drawn lengths, else the plan's mix (None: no output)."""
     if request.length_sample is not None:
@@ -187,6 +241,7 @@ class PlanParts:
     kv_cap: tuple[int, str] | None = None  # the most sequences the KV cache holds whole, and why
     residual: TtftResidual | None = None  # what a mix plan's calibration measured beyond its engine
     swept: Results | None = None  # a one-sweep plan's results, on which the same residual is measured
+    reasoning_share: float = 0.0  # of the measured output tokens, the reasoning before each first answer token
 
 
 def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> CapacityPlan:
@@ -196,7 +251,9 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
     step = float(fit.step_ms(max_batch)) if fit is not None and max_batch else None
     engine = parts.engine or _simulation_engine(parts.decode, parts.prefill, warnings)
     tokens = (
-        served_tokens_per_s(fit, engine, max_batch, parts.output_tokens, _lengths(parts, request))
+        served_tokens_per_s(
+            fit, engine, max_batch, parts.output_tokens, _lengths(parts, request), _measured_rate(parts, max_batch)
+        )
         if fit is not None and max_batch
         else None
     )
@@ -207,7 +264,9 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
         residual = _sweep_residual(parts.swept, engine)  # the sweep's own, where none came in
     count = None
     if request.qps and parts.output_tokens and fit is not None and max_batch and tokens is not None:
-        served = Served(fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual, tokens)
+        served = Served(
+            fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual, tokens, parts.reasoning_share
+        )
         count = count_replicas(served, request, warnings)
     decode_shown = parts.decode if parts.decode is not fit else None
     return CapacityPlan(

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Results
+from loadgen.results import Results, reasoning_share
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import (
     MixForecast,
@@ -80,6 +80,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
         engine=sized,
         kv_cap=kv_cap,
         residual=residual,
+        reasoning_share=reasoning_share([lv for _, results in calibrations for lv in results.levels]),
     )
     plan = finish(parts, request, warnings)
     if plan.max_batch and sized is not None and law is not None:
@@ -91,6 +92,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
             burstiness=request.burstiness,
             seed=request.seed,
             added_ms=residual.slo_added_ms if residual is not None else None,
+            reasoning_share=parts.reasoning_share,
         )
         forecast = _replica_answers(forecast, plan, sized, request, traffic)
     if kv_cap is not None:

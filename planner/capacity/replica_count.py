@@ -7,9 +7,12 @@ slower (or faster) steps, and a TTFT or E2E limit leaves room for the TTFT the e
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from loadgen.engine import EngineConfig
 from loadgen.results import Metric
@@ -42,10 +45,16 @@ class Served:
     prefill: Prefill
     residual: TtftResidual | None  # TTFT beyond the engine, where the evidence measured it
     tokens_per_s: Fraction  # one replica's output at max_batch (``served_tokens_per_s``)
+    reasoning_share: float = 0.0  # of each answer's tokens, the reasoning before its first visible one
 
 
 def served_tokens_per_s(
-    fit: StepModel, engine: EngineConfig | None, batch: int, output_tokens: float | None, lengths: LengthSample | None
+    fit: StepModel,
+    engine: EngineConfig | None,
+    batch: int,
+    output_tokens: float | None,
+    lengths: LengthSample | None,
+    measured: float | None = None,
 ) -> Fraction:
     """One replica's output tokens a second at ``batch``: the law's ``batch`` tokens a step, or less where
     prefill costs time.
@@ -54,12 +63,25 @@ def served_tokens_per_s(
     replica serves its clients' Little's-law rate, read off a closed loop of ``batch`` clients on that engine
     at the plan's lengths (on vLLM, prompt 1,024 / output 64, the per-step count read 21% high); the
     smaller of the two is taken. A law alone keeps its exact decimals (``StepModel.tokens_per_s_exact``).
+    ``measured``: what the sweep's own levels served at this batch and these lengths, which no model
+    second-guesses (``measured_tokens_per_s``).
     """
+    if measured is not None:
+        return Fraction(measured)
     per_step = fit.tokens_per_s_exact(batch)
     if engine is None or not output_tokens or (engine.prefill_ms_per_token <= 0 and engine.prefill_attention_ms <= 0):
         return per_step
     loop = run_closed_loop(engine.capped(batch), batch, lengths or LengthSample.fixed(0.0, output_tokens))
     return min(per_step, Fraction(loop.tokens_per_s()))
+
+
+def measured_tokens_per_s(points: Sequence[tuple[float, float]], batch: int) -> float | None:
+    """Output tokens a second the sweep's levels served at ``batch``: interpolated between the (batch, tok/s)
+    levels around it; None outside them."""
+    ordered = sorted(points)
+    if not ordered or not ordered[0][0] <= batch <= ordered[-1][0]:
+        return None
+    return float(np.interp(batch, [b for b, _ in ordered], [t for _, t in ordered]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +121,7 @@ def count_replicas(served: Served, request: PlanRequest, warnings: list[str]) ->
 def _count(served: Served, request: PlanRequest, warnings: list[str]) -> ReplicaCount:
     """The larger of the utilisation rule's count and the simulation's."""
     assert request.qps is not None
-    judged = queueing_slos(request.slos)
+    judged = queueing_slos(request.slos, first_output=True)
     if request.correction is not None:
         served = _corrected(served, request, warnings)
     e2e_s = served.step_ms * served.output_tokens / 1000.0 if served.step_ms else None
@@ -125,6 +147,7 @@ def _count(served: Served, request: PlanRequest, warnings: list[str]) -> Replica
         burstiness=request.burstiness,
         seed=request.seed,
         added_ms=request.correction.added_ms if request.correction is not None else beyond,
+        reasoning_share=served.reasoning_share,
     )
     try:
         simulated, below = replicas_by_simulation(

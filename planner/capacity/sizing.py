@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -41,10 +42,12 @@ MAX_REPLICATIONS = 40
 RATE_PRECISION = 0.01  # the rate search stops within 1% of one replica's capacity
 RATE_SEARCH_SIZE = (2_000, 10_000)  # (warm-up, measured) requests per replication while searching
 RATE_SEARCH_REPLICATIONS = 10
-SIMULATED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.E2E)
+SIMULATED_METRICS = (Metric.TTFT, Metric.TTFO, Metric.TPOT, Metric.E2E)
 NO_REPLICA_COUNT = "no replica count meets the SLOs in simulation"
 IDLE_UTILIZATION = 0.02  # a replica this lightly loaded that still fails an SLO fails it with no queue at all
 QUEUEING_METRICS = (Metric.TTFT, Metric.E2E)  # a queue decides them; the batch cap holds TPOT
+# a reasoning model's first visible token: its TTFT's queue plus the reasoning steps (``Traffic.reasoning_share``)
+FIRST_OUTPUT = Metric.TTFO
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +175,17 @@ def load_capacity_rps(
     return capacity_rps(law, mix.output_tokens, mix.prompt_tokens, mix.context_tokens)
 
 
-def queueing_slos(slos: Iterable[SloTarget]) -> tuple[SloTarget, ...]:
-    """The SLOs a queue decides (TTFT, E2E): judged by a sizing simulation at a load, never capping the batch."""
-    return tuple(s for s in slos if s.metric in QUEUEING_METRICS)
+def queueing_slos(slos: Iterable[SloTarget], *, first_output: bool = False) -> tuple[SloTarget, ...]:
+    """The SLOs a queue decides (TTFT, E2E; with ``first_output``, where the run measured a reasoning share, the
+    time to first output token too): judged by a sizing simulation at a load, never capping the batch."""
+    metrics = (*QUEUEING_METRICS, FIRST_OUTPUT) if first_output else QUEUEING_METRICS
+    return tuple(s for s in slos if s.metric in metrics)
+
+
+def as_ttft(slo: SloTarget) -> SloTarget:
+    """A first-output SLO read as the TTFT one of its statistic: what the server adds before the first token
+    (an endpoint's correction, a calibration's residual) delays the first visible one alike."""
+    return dataclasses.replace(slo, metric=Metric.TTFT) if slo.metric == FIRST_OUTPUT else slo
 
 
 def replication_size(law: EngineConfig) -> tuple[int, int]:
@@ -198,6 +209,7 @@ class Traffic:
     # in flight (Little's law), as an endpoint's validation measured it (``Correction.added_ms``) or a mix
     # plan's calibration (``TtftResidual``)
     added_ms: Callable[[SloTarget, float], float] | None = None
+    reasoning_share: float = 0.0  # of each answer's tokens, the reasoning before its first visible one
 
     def capacity_rps(self, law: EngineConfig) -> float:
         """Requests/s one replica of ``law`` completes with a full batch of these requests."""
@@ -236,8 +248,9 @@ def simulate_replicas(
         in_flight = rate * float(np.mean((timeline.last_ms - timeline.arrival_ms)[warmup:])) / 1000.0  # Little
         added_ms = traffic.added_ms
         for values, slo in zip(samples, checked):
-            added = added_ms(slo, in_flight) if added_ms is not None and slo.metric in QUEUEING_METRICS else 0.0
-            values.append(_percentile(timeline, slo, warmup) + added)
+            queued = slo.metric in QUEUEING_METRICS or slo.metric == FIRST_OUTPUT
+            added = added_ms(as_ttft(slo), in_flight) if added_ms is not None and queued else 0.0
+            values.append(_percentile(timeline, slo, warmup, traffic.reasoning_share) + added)
         k += 1
         if k < FIRST_REPLICATIONS:
             continue
@@ -248,8 +261,10 @@ def simulate_replicas(
     return SimOutcome(replicas, utilization, verdict, estimates, k, k * (warmup + measured))
 
 
-def _percentile(timeline: Timeline, slo: SloTarget, warmup: int) -> float:
+def _percentile(timeline: Timeline, slo: SloTarget, warmup: int, reasoning_share: float) -> float:
     assert slo.metric is not None
+    if slo.metric == FIRST_OUTPUT:
+        return slo_statistic(timeline.ttfo_ms(reasoning_share)[warmup:], slo)
     values = {
         Metric.TTFT: timeline.ttft_ms,
         Metric.TPOT: timeline.tpot_ms,
@@ -340,7 +355,7 @@ def max_rate_per_replica(engine: EngineConfig, slos: Sequence[SloTarget], traffi
     """The largest arrival rate one replica of ``engine`` serves with every TTFT/E2E SLO settled below its
     limit (bisection on the simulation; an unsettled rate counts as failing), and how it was found:
     mu_slo, the per-replica rate a fleet is sized with."""
-    judged = queueing_slos(slos)
+    judged = queueing_slos(slos, first_output=True)
     if not judged:
         return None, "no TTFT or E2E SLO given: the largest request rate is not simulated"
     capacity = traffic.capacity_rps(engine)

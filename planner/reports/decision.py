@@ -122,7 +122,8 @@ def _replica_action(plan: CapacityPlan) -> Action | None:
     bounds = []
     sim, below = plan.simulated, plan.simulated_below
     if sim is not None and sim.replicas == n and below is not None:
-        slos = " and ".join(f"{e.key.removesuffix('_ms')} <= {e.limit_ms:g} ms" for e in _failed(below))
+        # one fewer that is overloaded outright fails no single SLO: the load itself bounds the count
+        slos = " and ".join(f"{e.key.removesuffix('_ms')} <= {e.limit_ms:g} ms" for e in _failed(below)) or "capacity"
         bounds.append(
             f"{slos} in the sizing simulation ({_reads(sim, sim.estimates)}; {_reads(below, _failed(below))})"
         )

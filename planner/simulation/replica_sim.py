@@ -63,6 +63,13 @@ class Timeline:
         out: np.ndarray = self.first_ms - self.arrival_ms
         return out
 
+    def ttfo_ms(self, reasoning_share: float) -> np.ndarray:
+        """Time to each answer's first visible token: its first token, then the reasoning tokens before the
+        answer (``reasoning_share`` of its output) at its own mean decode interval."""
+        reasoning = np.rint(reasoning_share * self.output_tokens)
+        out: np.ndarray = self.ttft_ms + np.where(reasoning > 0, reasoning * np.nan_to_num(self.tpot_ms), 0.0)
+        return out
+
     @property
     def tpot_ms(self) -> np.ndarray:
         """Mean decode interval per request; requests with one token have none (NaN)."""

@@ -4,6 +4,8 @@ call is a timed, completed turn. Checked against the simulator's known law, in v
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -99,30 +101,46 @@ def test_a_gate_and_an_slo_read_the_time_to_first_output_token(tmp_path: Any) ->
     assert failed.exit_code == 1 and "ttfo_p95" in failed.output
 
 
-def test_a_plan_answers_an_slo_on_the_first_output_token_from_the_measured_levels(tmp_path: Any) -> None:
-    profile = parse_profile(
+def _reasoning_profile(mode: str, levels: list[float], duration_s: float, seed: int) -> Any:
+    return parse_profile(
         {
             "schema_version": 1,
-            "name": "reasoning-sweep",
+            "name": "reasoning",
             "target": "sim",
             "api": "chat",
             "workload": {"prompt_tokens": 100, "output_tokens": 30},
-            "load": {"mode": "closed", "levels": [1, 4, 16], "duration_s": 12, "warmup_s": 1},
-            "seed": 3,
+            "load": {"mode": mode, "levels": levels, "duration_s": duration_s, "warmup_s": 2},
+            "seed": seed,
         },
         "test",
     )
+
+
+def test_a_plan_sizes_replicas_for_an_slo_on_the_first_output_token(tmp_path: Any) -> None:
+    """A reasoning model thinks 20 tokens before its answer: the sizing simulation judges ``ttfo_p95`` as
+    TTFT plus the reasoning share's steps. The replicas it recommends hold the SLO on the true law, one
+    fewer does not (open-loop runs of the simulator at the per-replica rate)."""
     law = EngineConfig(base_ms=10.0, per_seq_ms=0.5, prefill_ms_per_token=0.4, max_num_seqs=32)
-    results, _ = run_virtual(profile, sim=SimOptions(engine=law, reasoning_tokens=20))
+    results, _ = run_virtual(
+        _reasoning_profile("closed", [1, 4, 16], 30, 3), sim=SimOptions(engine=law, reasoning_tokens=20)
+    )
     path = tmp_path / "sweep.json"
     save_atomic(results, path)
     ttfo = [lv.percentile_ms(Metric.TTFO, 95) or 0.0 for lv in results.levels]
     assert ttfo == sorted(ttfo) and ttfo[0] > 200  # 20 steps of thinking before the answer, growing with load
-    args = ["plan", str(path), "--slo", "ttfo_p95<1s", "--qps", "20", "--explain"]
-    planned = runner.invoke(app, args, terminal_width=200)
+    args = ["plan", str(path), "--slo", "ttfo_p95<1s", "--slo", "tpot_p95<30ms", "--qps", "20", "--json"]
+    planned = runner.invoke(app, args)
     assert planned.exit_code == 0, planned.output
-    flat = " ".join(planned.stdout.split())
-    assert "ttfo_p95_ms <= 1000: max batch" in flat and "not judged by the sizing simulation" in flat
+    plan = json.loads(planned.stdout)
+    assert [e["key"] for e in plan["simulated"]["estimates"]] == ["ttfo_p95_ms"]
+    replicas, batch = plan["replicas"], plan["max_batch"]
+    served = dataclasses.replace(law, max_num_seqs=batch)
+    for count, holds in ((replicas, True), (replicas - 1, False)):
+        run, _ = run_virtual(
+            _reasoning_profile("open", [20 / count], 60, 4), sim=SimOptions(engine=served, reasoning_tokens=20)
+        )
+        measured = run.levels[0].percentile_ms(Metric.TTFO, 95)
+        assert measured is not None and (measured <= 1000) == holds, (count, measured)
 
 
 def _responses_profile(levels: list[int]) -> Any:
