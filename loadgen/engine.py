@@ -65,6 +65,11 @@ class EngineConfig:
     # per million (token, earlier token) pairs a prefill attends: attention's share of prefill, which grows
     # with the square of the prompt (a prompt of P tokens attends P * (P + 1) / 2 pairs, however chunked)
     prefill_attention_ms: float = 0.0
+    # speculative decoding: each decoding sequence's step verifies this many draft tokens, each accepted
+    # with this probability until the first rejection; the step emits 1 + the accepted (its own token
+    # and the accepted drafts) in one event, and the law is charged once per verified step
+    spec_draft_tokens: int = 0
+    spec_acceptance: float = 0.0
 
     def __post_init__(self) -> None:
         terms = (self.base_ms, self.per_seq_ms, self.prefill_ms_per_token, self.per_kv_ms, self.prefill_attention_ms)
@@ -83,6 +88,8 @@ class EngineConfig:
             raise ValueError("base_ms + per_seq_ms must be > 0 (a step must take time)")
         if self.max_num_seqs < 1 or self.static_batch < 1:
             raise ValueError("max_num_seqs and static_batch must be >= 1")
+        if self.spec_draft_tokens < 0 or not 0.0 <= self.spec_acceptance <= 1.0:
+            raise ValueError("spec_draft_tokens must be >= 0 and spec_acceptance within 0..1")
         if self.static_wait_ms < 0 or self.noise_cv < 0:
             raise ValueError("static_wait_ms and noise_cv must be >= 0")
         if self.mode not in ("continuous", "static"):
@@ -156,9 +163,10 @@ class Step:
     start_ms: float
     duration_ms: float
     admitted: tuple[int, ...]  # sequence ids admitted at the start of this step
-    emitted: tuple[int, ...]  # sequence ids that receive one token at the end
+    emitted: tuple[int, ...]  # sequence ids that receive tokens at the end
     finished: tuple[int, ...]  # sequence ids whose last token is in this step
     running: int  # slots occupied during the step (static mode counts padding)
+    counts: tuple[int, ...] = ()  # tokens each of ``emitted`` receives (empty: one each; speculative: 1+)
 
     @property
     def end_ms(self) -> float:
@@ -181,6 +189,8 @@ class EngineCounters:
     queue_ms: float = 0.0
     prefill_ms: float = 0.0
     first_tokens: int = 0
+    spec_draft_tokens: int = 0  # speculative decoding: draft tokens verified, and accepted
+    spec_accepted_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -271,8 +281,9 @@ class Engine:
                     emitting.append(seq)  # its first token is sampled at the end of its last chunk
         finished: list[int] = []
         first = [s for s in emitting if s.generated == 0]
-        for seq in emitting:
-            seq.generated += 1
+        counts = [self._verified(seq) for seq in emitting] if cfg.spec_draft_tokens else [1] * len(emitting)
+        for seq, n in zip(emitting, counts):
+            seq.generated += n
             if seq.generated == seq.max_tokens:
                 finished.append(seq.seq_id)
         occupied = len(self._running)
@@ -281,7 +292,7 @@ class Engine:
         self._finishing = finished
         c = self.counters
         c.steps += 1
-        c.tokens += len(emitting)
+        c.tokens += sum(counts)
         c.prompt_tokens += prefill_tokens
         c.slot_steps += occupied
         c.admitted += len(admitted)
@@ -289,7 +300,21 @@ class Engine:
         c.first_tokens += len(first)
         c.prefill_ms += sum(now_ms + duration - s.admitted_ms for s in first)
         emitted = tuple(s.seq_id for s in emitting)
-        return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied)
+        spec = tuple(counts) if cfg.spec_draft_tokens else ()
+        return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied, spec)
+
+    def _verified(self, seq: _Sequence) -> int:
+        """Tokens a decoding sequence gets from one speculative step: its own, then each draft token in turn
+        while they are accepted (none for a first token, sampled after its prefill; never past max_tokens)."""
+        if seq.generated == 0:
+            return 1
+        accepted = 0
+        room = min(self.config.spec_draft_tokens, seq.max_tokens - seq.generated - 1)
+        while accepted < room and self._rng.random() < self.config.spec_acceptance:
+            accepted += 1
+        self.counters.spec_draft_tokens += room  # the drafts verified (none past the answer's end)
+        self.counters.spec_accepted_tokens += accepted
+        return 1 + accepted
 
     def _admit(self, now_ms: float) -> list[int]:
         cfg = self.config

@@ -40,6 +40,7 @@ CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cann
 # when every wake-up is late. Seen here at c=64 with the native wire, the simulator on the other core:
 # 1% quiet; 44-47% with one CPU-bound process pinned to its core or one on each core (ITL p99 within
 # ~20%, TTFT p50 within 2 ms); 75% with three pinned to its core (ITL p99 ~250 ms against ~90-120).
+MULTI_TOKEN_EVENTS: Final = 1.2  # output tokens per token event beyond this: several tokens an event
 CLIENT_WAIT_BOUND: Final = 0.6
 CLIENT_WAIT_FLOOR: Final = 0.05  # ...and it waited at least this share of the window (not a few wake-ups)
 # One competitor is a fair half of the core, which a light generator can spare; a generator that wanted
@@ -75,6 +76,16 @@ class ServerSample:
     prefix_cache_queried: float | None = None
     prefix_cache_hits: float | None = None
     kv_capacity_tokens: float | None = None  # the KV cache's size, as the server's /metrics says it (vLLM's)
+    # speculative decoding over the window: draft tokens the server proposed, and those it accepted
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+
+    @property
+    def spec_acceptance(self) -> float | None:
+        """The share of draft tokens the server accepted over the window (None: it counts none)."""
+        if not self.spec_draft_tokens or self.spec_accepted_tokens is None:
+            return None
+        return self.spec_accepted_tokens / self.spec_draft_tokens
 
     @property
     def prefix_cache_hit_share(self) -> float | None:
@@ -107,6 +118,8 @@ class ServerSample:
             "prefix_cache_queried": self.prefix_cache_queried,
             "prefix_cache_hits": self.prefix_cache_hits,
             "kv_capacity_tokens": self.kv_capacity_tokens,
+            "spec_draft_tokens": self.spec_draft_tokens,
+            "spec_accepted_tokens": self.spec_accepted_tokens,
         }
 
     def per_s(self, tokens: float | None) -> float | None:
@@ -130,6 +143,8 @@ class ServerSample:
             raw.get("prefix_cache_queried"),
             raw.get("prefix_cache_hits"),
             raw.get("kv_capacity_tokens"),
+            raw.get("spec_draft_tokens"),
+            raw.get("spec_accepted_tokens"),
         )
 
 
@@ -223,6 +238,11 @@ class LevelResult:
     reasoning_tokens: int = 0
     reasoning_counted: int = 0
     tool_call_turns: int = 0
+    # token events of the completed requests, and how many of those requests said each chunk's tokens (vLLM's
+    # continuous usage): a server that sends several tokens an event (speculative decoding) has ITL per event
+    # unless every request did
+    token_events: int = 0
+    usage_per_chunk: int = 0
 
     @property
     def failed(self) -> int:
@@ -253,6 +273,21 @@ class LevelResult:
             return None
         fit = Trend(*self.ttft_trend).slope()
         return None if fit is None else (fit[0] * self.window_s, fit[1] * self.window_s)
+
+    @property
+    def tokens_per_event(self) -> float | None:
+        """Output tokens per token event (1: one a chunk; more: speculative decoding, or a server that batches
+        tokens per event); None where the events were not counted (an imported file, an older one)."""
+        return self.output_tokens / self.token_events if self.token_events else None
+
+    @property
+    def tokens_per_gap(self) -> float:
+        """Output tokens one ITL gap spans: 1 where ITL is per token (every request said each chunk's tokens,
+        or each event held one), else the tokens an event (a verified step of speculative decoding)."""
+        per_event = self.tokens_per_event
+        if per_event is None or self.usage_per_chunk == self.completed:
+            return 1.0
+        return max(per_event, 1.0)
 
     @property
     def goodput_ratio(self) -> float | None:
@@ -387,6 +422,9 @@ class LevelResult:
             out["reasoning_tokens_mean"] = _round(self.reasoning_tokens / self.completed if self.completed else None)
             out["reasoning_tokens_from"] = "counted" if self.reasoning_counted else "usage"
             out["tool_call_turns"] = self.tool_call_turns
+        if (per_event := self.tokens_per_event) is not None and per_event > MULTI_TOKEN_EVENTS:
+            out["tokens_per_event"] = _round(per_event)
+            out["itl_per"] = "token" if self.usage_per_chunk == self.completed else "event"
         if self.by_turn:
             out["by_turn"] = {
                 str(t): {f"{m.value}_ms": _metric_summary(h) for m, h in hists.items()}
@@ -408,6 +446,8 @@ class LevelResult:
                 "estimated": self.tokens_estimated,
                 "reasoning": self.reasoning_tokens,
                 "reasoning_counted": self.reasoning_counted,
+                "events": self.token_events,
+                "usage_per_chunk": self.usage_per_chunk,
             },
             "tool_call_turns": self.tool_call_turns,
             "achieved_concurrency": self.achieved_concurrency,
@@ -487,6 +527,8 @@ class LevelResult:
             reasoning_tokens=int(tokens.get("reasoning", 0)),
             reasoning_counted=int(tokens.get("reasoning_counted", 0)),
             tool_call_turns=int(raw.get("tool_call_turns", 0)),
+            token_events=int(tokens.get("events", 0)),
+            usage_per_chunk=int(tokens.get("usage_per_chunk", 0)),
         )
 
 

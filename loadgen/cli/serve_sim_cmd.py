@@ -67,6 +67,18 @@ def serve_sim(
     noise_cv: Annotated[
         float, typer.Option(metavar="NUMBER", min=0.0, help="Lognormal step noise, coefficient of variation.")
     ] = 0.0,
+    spec_draft_tokens: Annotated[
+        int,
+        typer.Option(
+            metavar="N", min=0, max=64, help="Speculative decoding: draft tokens each decode step verifies (0: off)."
+        ),
+    ] = 0,
+    spec_acceptance: Annotated[
+        float,
+        typer.Option(
+            metavar="NUMBER", min=0.0, max=1.0, help="Speculative decoding: chance each draft token is accepted."
+        ),
+    ] = 0.0,
     merge_prob: Annotated[
         float,
         typer.Option(metavar="NUMBER", min=0.0, max=0.99, help="Chance a token is held and sent with the next one."),
@@ -136,6 +148,8 @@ def serve_sim(
                 static_batch=static_batch,
                 static_wait_ms=static_wait_ms,
                 noise_cv=noise_cv,
+                spec_draft_tokens=spec_draft_tokens,
+                spec_acceptance=spec_acceptance,
                 seed=seed,
                 per_kv_ms=per_kv_ms,
                 max_num_batched_tokens=max_num_batched_tokens,

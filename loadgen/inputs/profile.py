@@ -336,6 +336,8 @@ def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
         "max_num_batched_tokens",
         "kv_capacity_tokens",
         "prefill_attention_ms",
+        "spec_draft_tokens",
+        "spec_acceptance",
         "faults",
     )
     law.known(*names)
@@ -371,6 +373,8 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
         max_num_batched_tokens=law.optional_integer("max_num_batched_tokens", minimum=1, maximum=MAX_TOKENS),
         kv_capacity_tokens=law.optional_integer("kv_capacity_tokens", minimum=1, maximum=1_000_000_000),
         prefill_attention_ms=law.number("prefill_attention_ms", d.prefill_attention_ms, minimum=0),
+        spec_draft_tokens=law.integer("spec_draft_tokens", d.spec_draft_tokens, minimum=0, maximum=64),
+        spec_acceptance=law.number("spec_acceptance", d.spec_acceptance, minimum=0, maximum=1),
     )
 
 

@@ -30,6 +30,8 @@ ADDED = (
     "reasoning_tokens",
     "reasoning_counted",
     "tool_call_turns",
+    "token_events",
+    "usage_per_chunk",
 )
 #: The same, where a share may not have kept the count (None): then unknown for the level.
 ADDED_WHERE_KEPT = ("good", "client_cpu_s", "offered", "cohorts", "runqueue_wait_s")

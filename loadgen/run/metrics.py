@@ -106,6 +106,8 @@ class LevelRecorder:
         self.reasoning_tokens = 0  # of completed requests (``RequestRecord.reasoning_tokens``)
         self.reasoning_counted = 0  # completed requests whose reasoning tokens were counted, not reported
         self.tool_call_turns = 0  # completed requests that answered with a tool call
+        self.token_events = 0  # token events of completed requests (several tokens each, speculative)
+        self.usage_per_chunk = 0  # completed requests whose every chunk said its tokens (continuous usage)
         self.trend = Trend()  # TTFT against due time (due inside the window), to see a queue that keeps growing
         self.config = config
         # multi-turn sessions: TTFT, TPOT and E2E per turn index (the history grows turn by turn)
@@ -220,6 +222,8 @@ class LevelRecorder:
             self.reasoning_tokens += record.reasoning_tokens
             self.reasoning_counted += not record.reasoning_reported
         self.tool_call_turns += record.tool_call
+        self.token_events += len(record.chunk_times)
+        self.usage_per_chunk += record.chunk_tokens is not None
         if m.tpot_s is not None:
             held[Metric.TPOT].append(m.tpot_s)
         if len(record.chunk_times) >= 2:  # its gaps are computed with many others' (one array op for all)
@@ -302,6 +306,8 @@ class LevelRecorder:
             reasoning_tokens=self.reasoning_tokens,
             reasoning_counted=self.reasoning_counted,
             tool_call_turns=self.tool_call_turns,
+            token_events=self.token_events,
+            usage_per_chunk=self.usage_per_chunk,
             by_turn=dict(sorted(self.by_turn.items())) or None,
         )
 

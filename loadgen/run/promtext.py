@@ -28,6 +28,9 @@ class GaugeNames:
     # an info gauge whose labels give the KV cache's size: vLLM's ``cache_config_info`` (``kv_cache_size_tokens``,
     # or ``num_gpu_blocks`` x ``block_size`` in releases without it)
     cache_config: str = ""
+    # speculative decoding's counters: draft tokens proposed and accepted (their ratio: the acceptance rate)
+    spec_draft: str = ""
+    spec_accepted: str = ""
 
 
 KNOWN: Final = (
@@ -43,6 +46,8 @@ KNOWN: Final = (
         "vllm:prefix_cache_queries_total",
         "vllm:prefix_cache_hits_total",
         "vllm:cache_config_info",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
     ),
     GaugeNames(
         "sglang",
@@ -70,6 +75,8 @@ KNOWN: Final = (
         "loadgen_sim:prefix_cache_queries_total",
         "loadgen_sim:prefix_cache_hits_total",
         "loadgen_sim:cache_config_info",
+        "loadgen_sim:spec_decode_num_draft_tokens_total",
+        "loadgen_sim:spec_decode_num_accepted_tokens_total",
     ),
 )
 
@@ -97,6 +104,8 @@ class Gauges:
     cache_queries: float | None = None
     cache_hits: float | None = None
     kv_capacity_tokens: float | None = None  # the KV cache's size in tokens, where the server says it
+    spec_draft: float | None = None  # speculative decoding: draft tokens proposed, and accepted, so far
+    spec_accepted: float | None = None
 
 
 def _timed(samples: dict[str, float], name: str) -> Timed | None:
@@ -144,6 +153,8 @@ def read_gauges(text: str) -> Gauges | None:
                 samples.get(names.cache_queries) if names.cache_queries else None,
                 samples.get(names.cache_hits) if names.cache_hits else None,
                 kv_cache_tokens(text, names.cache_config) if names.cache_config else None,
+                samples.get(names.spec_draft) if names.spec_draft else None,
+                samples.get(names.spec_accepted) if names.spec_accepted else None,
             )
     return None
 

@@ -47,6 +47,7 @@ class MetricsScraper:
         self._cache: list[tuple[float | None, float | None]] = []  # prefix cache (queried, hit) tokens per scrape
         self._timed: list[tuple[Timed | None, Timed | None]] = []  # (queue, prefill) per scrape
         self._kv_capacity: float | None = None  # the KV cache's size, as the latest scrape said it
+        self._spec: list[tuple[float | None, float | None]] = []  # speculative (draft, accepted) tokens per scrape
         self.failures = 0
 
     async def run(self, start: float, end: Callable[[], float], clock: Callable[[], float]) -> None:
@@ -76,6 +77,7 @@ class MetricsScraper:
                 self._timed.append((gauges.queue, gauges.prefill))
                 self._cache.append((gauges.cache_queries, gauges.cache_hits))
                 self._kv_capacity = gauges.kv_capacity_tokens or self._kv_capacity
+                self._spec.append((gauges.spec_draft, gauges.spec_accepted))
             await asyncio.sleep(self._interval_s)
 
     def sample(self) -> ServerSample | None:
@@ -97,6 +99,8 @@ class MetricsScraper:
             prefix_cache_queried=_delta([c[0] for c in self._cache]),
             prefix_cache_hits=_delta([c[1] for c in self._cache]),
             kv_capacity_tokens=self._kv_capacity,
+            spec_draft_tokens=_delta([s[0] for s in self._spec]),
+            spec_accepted_tokens=_delta([s[1] for s in self._spec]),
         )
 
 

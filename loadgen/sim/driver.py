@@ -85,10 +85,10 @@ class EngineDriver:
                 await self._idle(now)
                 continue
             await asyncio.sleep(max(0.0, step.end_ms - self._now_ms()) / 1000.0)
-            for seq_id in step.emitted:
+            for seq_id, n in zip(step.emitted, step.counts or itertools.repeat(1)):
                 queue = self._queues.get(seq_id)
                 if queue is not None:
-                    queue.put_nowait(1)
+                    queue.put_nowait(n)
             now = self._now_ms()
             if delivered_ms is not None:
                 streams = len(previous.intersection(step.emitted))

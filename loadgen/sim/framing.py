@@ -46,6 +46,8 @@ class SimRequest:
     include_usage: bool
     messages: tuple[Mapping[str, Any], ...] = ()  # chat: what was sent (the prefix cache keys on it)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache (no prefill; usage says so)
+    # vLLM's stream_options.continuous_usage_stats: every chunk carries the usage so far
+    continuous_usage: bool = False
 
 
 def count_words(text: str) -> int:
@@ -148,6 +150,7 @@ def parse_request(
         max_tokens=max_tokens,
         stream=bool(stream),
         include_usage=bool(options.get("include_usage", False)),
+        continuous_usage=bool(options.get("continuous_usage_stats", False)),
         messages=messages,
     )
 
@@ -181,10 +184,14 @@ class ChunkFramer:
             ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
         )
 
-    def text(self, text: str, *, last: bool) -> bytes:
+    def text(self, text: str, *, last: bool, so_far: int | None = None) -> bytes:
+        """A text chunk; with ``so_far`` (the request asked for continuous usage), the usage to this chunk."""
         finish = '"length"' if last else "null"
-        body = f'{self._open}{json.dumps(text)}{self._close},"logprobs":null,"finish_reason":{finish}}}]}}'
-        return self._frame(body)
+        body = f'{self._open}{json.dumps(text)}{self._close},"logprobs":null,"finish_reason":{finish}}}]'
+        if so_far is not None and self._req.continuous_usage:
+            p = self._req.prompt_tokens
+            body += f',"usage":{{"prompt_tokens":{p},"completion_tokens":{so_far},"total_tokens":{p + so_far}}}'
+        return self._frame(body + "}")
 
     def reasoning(self, text: str) -> bytes:
         """A chat reasoning delta, as vLLM's reasoning parsers stream it (``reasoning_content``)."""
@@ -235,7 +242,7 @@ class ResponsesFramer:
     def role(self) -> bytes:
         return self._event("response.created", response=self._response("in_progress"))
 
-    def text(self, text: str, *, last: bool) -> bytes:
+    def text(self, text: str, *, last: bool, so_far: int | None = None) -> bytes:
         return self._event("response.output_text.delta", item_id=f"msg_{self._id}", output_index=0, delta=text)
 
     def reasoning(self, text: str) -> bytes:

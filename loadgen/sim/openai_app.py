@@ -158,6 +158,18 @@ async def _metrics(request: web.Request) -> web.Response:
             "Prompt tokens found in the prefix cache (no prefill).",
             cache.hit_tokens,
         ),
+        (
+            "spec_decode_num_draft_tokens_total",
+            "counter",
+            "Draft tokens verified (speculative decoding).",
+            c.spec_draft_tokens,
+        ),
+        (
+            "spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Draft tokens accepted (speculative decoding).",
+            c.spec_accepted_tokens,
+        ),
         ("slot_steps_total", "counter", "Occupied slots summed over steps (static mode counts padding).", c.slot_steps),
         (
             "engine_overruns_total",
@@ -319,7 +331,7 @@ async def _stream(
             text = output_text(sent, pending)
             if at_half and fault is Fault.OVERSIZED:
                 text += "x" * OVERSIZED_BYTES
-            await write(framer.text(text, last=last))
+            await write(framer.text(text, last=last, so_far=sent + pending))
             sent, pending = sent + pending, 0
         await write(framer.closing(sent, min(shape.reasoning, sent)))
         await resp.write_eof()

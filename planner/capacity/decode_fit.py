@@ -11,8 +11,8 @@ server served 500.
 
 Here the prefill measured at an idle server stays as measured, and the decode terms are the ones under
 which the same closed loop (``planner.simulation.closed_loop``), run at the sweep's mix and each of
-its levels, reads the TPOT means the sweep measured: a one-term search over the slope, the base set
-so that the lowest level matches. It recovers the simulator's law above exactly.
+its levels, reads the TPOT means the sweep measured: the slope searched so that the busiest level
+matches, the base so that the lowest does, and every level checked. It recovers the simulator's law above exactly.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ from planner.laws.lengthsample import LengthSample
 from planner.laws.stepmodel import StepModel
 from planner.simulation.closed_loop import run_closed_loop
 
-SEARCH_STEPS = 16  # golden-section steps: the slope's bracket shrinks to 0.0022 of its width
+SEARCH_STEPS = 13  # golden-section steps: the slope's bracket shrinks to 0.0019 of its width
+MEANS_PER_CLIENT = (
+    6  # requests a client measured in each closed loop of the search (after the usual warm-up): TPOT means
+)
 PREFILL_MATTERS = 0.25  # prefill's share of the fitted slope above which the subtraction is not trusted
 FIT_TOLERANCE = 0.05  # RMS relative miss of the levels' TPOT means above which the fit is not taken
 
@@ -58,7 +61,7 @@ def decode_by_simulation(
                             max_num_seqs=seats)  # fmt: skip
 
     def tpot(e: EngineConfig, clients: int) -> float:
-        value = run_closed_loop(e, clients, lengths).tpot_ms_at(None)
+        value = run_closed_loop(e, clients, lengths, per_client=MEANS_PER_CLIENT).tpot_ms_at(None)
         return math.inf if value is None else value
 
     def base_for(slope: float) -> float:
@@ -67,12 +70,13 @@ def decode_by_simulation(
         guess = max(target - slope * clients, 0.0)
         return max(guess + target - tpot(engine(guess, slope), clients), 0.0)
 
-    def error(slope: float) -> float:
+    def error(slope: float, levels: Sequence[tuple[int, float]]) -> float:
         e = engine(base_for(slope), slope)
-        return sum((tpot(e, c) / t - 1) ** 2 for c, t in measured)
+        return sum((tpot(e, c) / t - 1) ** 2 for c, t in levels)
 
-    slope = _golden_minimum(error, 0.0, max(fit.per_seq_ms, 0.0) * 2 + 0.1)
-    if math.sqrt(error(slope) / len(measured)) > FIT_TOLERANCE:
+    # the slope searched at the busiest level (the base holds the lowest), then every level checked
+    slope = _golden_minimum(lambda x: error(x, measured[-1:]), 0.0, max(fit.per_seq_ms, 0.0) * 2 + 0.1)
+    if math.sqrt(error(slope, measured) / len(measured)) > FIT_TOLERANCE:
         return None  # no base and slope beside this prefill read the levels: the prefill does not fit them
     base = base_for(slope)
     law = fit.plus_per_seq(slope - fit.per_seq_ms)

@@ -455,9 +455,9 @@ def _mix_warnings(obs: Observations, line: list[int], request: PlanRequest) -> l
         if obs.prompt_tokens_mean and obs.output_tokens_mean
         else "the swept prompt/output mix"
     )
-    ratios = [
-        itl / tpot
-        for lv in (obs.levels[i] for i in line)
+    ratios = [  # per token: a gap of several tokens (speculative decoding) is not a slower step
+        itl / obs.results[i].tokens_per_gap / tpot
+        for i, lv in ((i, obs.levels[i]) for i in line)
         if lv.concurrency >= 2 and (itl := lv.itl_p95_ms) and (tpot := lv.tpot_p50_ms)
     ]
     if ratios and statistics.median(ratios) > PREFILL_ITL_RATIO:

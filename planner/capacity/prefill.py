@@ -52,7 +52,7 @@ def estimate_prefill(
         return given, Prefill(given.ms_per_token, swept_prompt, given.source).per_seq_ms(swept_output)
     single = next(
         (
-            (lv.label, ttft)
+            (lv.label, ttft, level.tokens_per_gap)
             for lv, level in zip(obs.levels, obs.results)
             if lv.concurrency < IDLE_CONCURRENCY and (ttft := ttft_at_idle(level)) is not None
         ),
@@ -63,9 +63,11 @@ def estimate_prefill(
     if fit is None or not swept_prompt:
         why = "no step law was fitted" if fit is None else "the sweep's prompt length is unknown"
         return Prefill(0.0, prompt, f"none: {why} (give --prefill-ms-per-token)"), 0.0
-    label, ttft = single
+    label, ttft, per_step = single
     held = 1 - 1 / swept_output if swept_output and swept_output > 1 else 1.0
-    per_token = max(ttft - float(fit.step_ms(1)), 0.0) / (swept_prompt * held)
+    # the first token comes at the end of a whole step: where a step verifies several tokens (speculative
+    # decoding), that step is the per-token law times the tokens it emits
+    per_token = max(ttft - float(fit.step_ms(1)) * per_step, 0.0) / (swept_prompt * held)
     fitted = Prefill(per_token, prompt, f"fitted from TTFT at {label}")
     return fitted, Prefill(per_token, swept_prompt, fitted.source).per_seq_ms(swept_output)
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.results import CORE_SHARED, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.results import (
+    CORE_SHARED,
+    MULTI_TOKEN_EVENTS,
+    LevelResult,
+    Metric,
+    Results,
+    mean_output_tokens,
+    mean_prompt_tokens,
+)
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep
@@ -20,8 +28,6 @@ from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.decision import decide, deciding_limit, weak_limits
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
-
-SPARSE_EVENTS = 1.2  # output tokens per token event beyond this: the stream carries several tokens an event
 
 
 def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget] = ()) -> Table:
@@ -206,6 +212,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     stopped = "the server stopped early (end of sequence); for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang)"
     ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
                "its own max_tokens limit); a length spread's short draws count too")  # fmt: skip
+    multi: list[tuple[LevelResult, float]] = []  # levels whose events carried several tokens: said once
     for lv in results.levels:
         realised = mean_prompt_tokens([lv])
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
@@ -217,15 +224,8 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
                        + (ignored if sent_ignore_eos else stopped))  # fmt: skip
         if lv.tokens_estimated:
             out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
-        elif (events := lv.histograms[Metric.ITL].count + lv.completed - lv.empty) and lv.output_tokens > (
-            SPARSE_EVENTS * events
-        ):
-            out.append(
-                f"{lv.load.label}: {lv.output_tokens:,} output tokens came in {events:,} token events: the server "
-                "sends several tokens in one event (or none for a token that does not decode to text yet), so ITL "
-                "is per event and TPOT's span can miss the last tokens; ask for per-chunk usage where the API has "
-                "it (vLLM chat: stream_options.continuous_usage_stats)"
-            )
+        elif (per_event := _tokens_per_event(lv)) is not None and per_event > MULTI_TOKEN_EVENTS:
+            multi.append((lv, per_event))
         if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:
             wait = lv.core_wait_ratio
             shared = (f", as it shared its core (it waited {wait:.0%} of the time it was ready to run for a core "
@@ -239,6 +239,10 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         if lv.failed:
             kinds = ", ".join(f"{k.value} {n}" for k, n in sorted(lv.errors.items()))
             out.append(f"{lv.load.label}: {lv.failed} failed requests ({kinds})")
+    if multi:
+        first, per_event = multi[0]
+        also = f" (likewise at {', '.join(lv.load.label for lv, _ in multi[1:])})" if len(multi) > 1 else ""
+        out.append(_multi_token_note(first, per_event) + also)
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
@@ -384,3 +388,38 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
     if not results.complete:
         trust += ", run incomplete"
     return "; ".join([*parts, trust]) + "."
+
+
+def _tokens_per_event(level: LevelResult) -> float | None:
+    """Output tokens per token event: counted where the run counted its events, else from the ITL gaps (a file
+    written before the count: each request's events are its gaps plus its first)."""
+    if level.tokens_per_event is not None:
+        return level.tokens_per_event
+    events = level.histograms[Metric.ITL].count + level.completed - level.empty
+    return level.output_tokens / events if events else None
+
+
+def _multi_token_note(level: LevelResult, per_event: float) -> str:
+    """What a level whose events carried several tokens each measured: ITL per event or per token, the other
+    one, and the step per event (speculative decoding's verified step)."""
+    itl = level.percentile_ms(Metric.ITL, 50)
+    tpot = level.mean_ms(Metric.TPOT)
+    said = level.usage_per_chunk == level.completed and level.completed > 0
+    if said:
+        itl_text = (f"ITL is per token (each chunk's usage said its tokens){'' if itl is None else f', p50 {itl:.1f} ms'}"
+                    f"; per event it is about {per_event:.2f}x that")  # fmt: skip
+    else:
+        itl_text = (f"ITL is per event{'' if itl is None else f' (p50 {itl:.1f} ms)'}; per token it is about "
+                    f"{'' if itl is None else f'{itl / per_event:.1f} ms, '}the event's gap over its "
+                    f"{per_event:.2f} tokens, and never more than the event's gap: ask for per-chunk usage where the "
+                    "API has it (vLLM chat: stream_options.continuous_usage_stats)")  # fmt: skip
+    step = (
+        ""
+        if tpot is None
+        else f"; a step that verifies them takes about {tpot * per_event:.1f} ms (TPOT x tokens an event)"
+    )
+    acceptance = level.server.spec_acceptance if level.server is not None else None
+    if acceptance is not None:
+        step += f"; the server accepted {acceptance:.0%} of its draft tokens (its speculative-decoding counters)"
+    return (f"{level.load.label}: {per_event:.2f} output tokens an event (speculative decoding, or a server that "
+            f"sends several tokens a chunk): {itl_text}{step}")  # fmt: skip

@@ -315,5 +315,5 @@ def test_the_responses_api_on_vllm_counts_what_vllm_counts(vllm: VllmCpuServer, 
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert all(r["response_id"].startswith("resp_") and r["output_tokens"] == 16 for r in rows if not r["error"])
     events = level.histograms[Metric.ITL].count + level.completed
-    said = [n for n in caveats(results) if "token events" in n]
+    said = [n for n in caveats(results) if "tokens an event" in n]
     assert bool(said) == (level.output_tokens > 1.2 * events), (said, events)
