@@ -27,6 +27,7 @@ settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ENGINE_TESTS = f"tests{os.sep}engines{os.sep}"
+EARLY_USER = "test_vllm_cpu.py"  # the module whose server starts ahead (the others start their own)
 
 
 def _is_engine_test(item: pytest.Item) -> bool:
@@ -48,7 +49,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     python = engine_python()
     under_xdist = hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
-    if python is None or under_xdist or not any(map(_is_engine_test, session.items)):
+    if python is None or under_xdist or not any(item.path.name == EARLY_USER for item in session.items):
         return
     server = VllmCpuServer(python, Path(tempfile.mkdtemp(prefix="loadgen-vllm-")))
     config.stash[EARLY_ENGINE] = server

