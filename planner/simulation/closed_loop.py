@@ -63,19 +63,17 @@ def run_closed_loop(
     engine: EngineConfig, clients: int, lengths: LengthSample, seed: int = 0, *, per_client: int | None = None
 ) -> ClosedLevel:
     """``clients`` each sending a request drawn from ``lengths`` as soon as the last ended, until every
-    client has sent its warm-up and measured share; the warm-up is left out. ``per_client``: measure that many
-    requests a client after one each of warm-up (a mean's search, not a tail). Clients start spread over
-    one request's duration alone (at the mean lengths), as ``loadgen`` staggers a closed loop: all at
-    once, fixed lengths would lock them into cohorts that prefill and finish together."""
+    client has sent its warm-up and measured share (``per_client`` requests each: a mean's search, not a
+    tail); the warm-up is left out. Clients start spread over one request's duration alone (at the mean
+    lengths), as ``loadgen`` staggers a closed loop: all at once, fixed lengths would lock them into
+    cohorts that prefill and finish together."""
     if clients < 1:
         raise ValueError(f"a closed loop needs clients >= 1, got {clients}")
     sim = Engine(engine)
     warmup = WARMUP_PER_CLIENT * clients
     varied = len(lengths.output_tokens) > 1
     measured = max(MEASURED_PER_CLIENT * clients, MIN_DRAWN if varied else MIN_MEASURED)
-    if per_client is not None:  # a mean of fixed lengths, not a percentile: a few requests a client read it
-        measured = per_client * clients
-    total = warmup + measured
+    total = warmup + (measured if per_client is None else per_client * clients)
     prompts, outputs = lengths.draw(total, np.random.default_rng(seed))
     mean = lengths.mix
     ramp_ms = _alone_ms(engine, round(mean.prompt_tokens), max(round(mean.output_tokens), 1))
