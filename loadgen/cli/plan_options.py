@@ -74,6 +74,6 @@ MixOpt = Annotated[
         "--mix",
         metavar="",
         rich_help_panel=FLEET,
-        help="Also try every pair of variants: in each bucket the cheapest count of each.",
+        help="Also try every pair of variants: the counts of each that cost least over the period, lag and spares paid.",
     ),
 ]

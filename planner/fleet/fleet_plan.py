@@ -179,6 +179,7 @@ class FleetPlan:
     spare: int
     max_utilization: float
     arrivals: str  # what the replay served
+    single_kind_pairs: tuple[str, ...] = ()  # pairs tried (``mix``) that cost least as one of their kinds alone
 
     @property
     def objective(self) -> str:
@@ -241,7 +242,8 @@ def plan_fleet(
         groups += list(itertools.combinations(feasible, 2))
     fleets = [_fleet(demand, group, judged, arrivals, scale_up_s, spare) for group in groups]
     # a pair that costs least run as one of its kinds alone is that kind's fleet again: not listed twice
-    fleets = [f for f in fleets if len(f.kinds) == 1 or all(any(row) for row in f.need)]
+    single = tuple(f.name for f in fleets if len(f.kinds) > 1 and not all(any(row) for row in f.need))
+    fleets = [f for f in fleets if f.name not in single]
     fleets.sort(key=lambda f: (not f.held, f.objective, len(f.kinds)))
     return FleetPlan(
         demand,
@@ -252,6 +254,7 @@ def plan_fleet(
         spare,
         max_utilization,
         arrivals.source,
+        single,
     )
 
 

@@ -56,7 +56,17 @@ def variants_table(plan: FleetPlan) -> Table:
         rows.append((*base, f"{float(cap.mu_rps):.3g}", *_fleet_cells(plan, fleet), cap.how))
     for fleet in plan.fleets:
         if len(fleet.kinds) > 1:
-            rows.append((fleet.name, "-", "-", "-", "-", *_fleet_cells(plan, fleet), "the cheapest count of each"))
+            rows.append(
+                (
+                    fleet.name,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    *_fleet_cells(plan, fleet),
+                    "the counts of each that cost least over the day",
+                )
+            )
     return Table(
         (
             "variant",
@@ -150,6 +160,8 @@ def assumptions(plan: FleetPlan) -> list[str]:
             f"a static fleet of the peak all the time would cost {money(plan, chosen.static_objective)} "
             f"({chosen.static_gpu_hours:,.2f} GPU-hours)"
         )
+    if plan.single_kind_pairs:
+        out.append(f"mixes not listed, no cheaper than one of their kinds alone: {', '.join(plan.single_kind_pairs)}")
     if plan.objective == "GPU-hours":
         out.append("no prices given (cost=): the variants are compared on GPU-hours")
     out.append(f"the period is {d.period_s / ONE_HOUR_S:.3g} h; costs are for the period")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from loadgen.cli import app
@@ -136,14 +137,20 @@ def test_the_fleet_report_reads_in_hours_with_a_column_per_variant(tmp_path: Pat
     browser_path = chromium()
     from playwright.sync_api import sync_playwright
 
-    sweep, html = tmp_path / "sweep.json", tmp_path / "fleet.html"
+    sweep, faster, html = tmp_path / "sweep.json", tmp_path / "faster.json", tmp_path / "fleet.html"
     swept = runner.invoke(app, ["sweep", "--profile", "quickstart", "--virtual-time", "-o", str(sweep), "--quiet"])
     assert swept.exit_code == 0, swept.output
+    # a second kind, three times the capacity at a little over twice the price: a mix of the two is cheapest
+    profile = yaml.safe_load((Path(__file__).parents[2] / "profiles" / "quickstart.yaml").read_text())
+    profile["target"] = {"sim": {"base_ms": 12, "per_seq_ms": 0.2, "max_num_seqs": 128}}
+    (tmp_path / "faster.yaml").write_text(yaml.safe_dump(profile))
+    args = ["sweep", "--profile", str(tmp_path / "faster.yaml"), "--virtual-time", "-o", str(faster), "--quiet"]
+    assert runner.invoke(app, args).exit_code == 0
     day = tmp_path / "day.csv"
     day.write_text(
         "time_s,qps\n" + "".join(f"{h * 3600},{5 + 15 * np.sin(np.pi * h / 24) ** 2:.2f}\n" for h in range(24))
     )
-    args = ["report", "--variant", f"a={sweep},cost=1.1", "--variant", f"b={sweep},cost=3.9,gpus=2", "--mix"]
+    args = ["report", "--variant", f"a={sweep},cost=1.1", "--variant", f"b={faster},cost=1.2,gpus=2", "--mix"]
     args += ["--traffic", str(day), "--bucket", "1h", "--slo", "tpot_p95<40ms", "--slo", "ttft_p95<1s"]
     assert runner.invoke(app, [*args, "-o", str(html)]).exit_code == 0
     text = html.read_text()

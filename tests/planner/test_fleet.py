@@ -218,6 +218,8 @@ def test_a_mix_never_costs_more_than_either_of_its_kinds_alone() -> None:
     assert cost["small"] == pytest.approx(25 / 6)
     assert all(v >= cost["small"] - 1e-9 for v in cost.values()) and plan.chosen is not None
     assert plan.chosen.name == "small"
+    if "big + small" not in cost:  # cheapest as one kind alone: said, not listed twice
+        assert plan.single_kind_pairs == ("big + small",)
 
 
 def test_an_n_plus_1_spare_is_of_the_largest_kind_running_in_its_bucket() -> None:
