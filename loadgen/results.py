@@ -281,11 +281,17 @@ class LevelResult:
         return self.output_tokens / self.token_events if self.token_events else None
 
     @property
+    def itl_per_token(self) -> bool:
+        """Whether ITL is per token: every completed request said each chunk's tokens (continuous usage), so
+        each event's gap was split over them; otherwise ITL is per event."""
+        return self.completed > 0 and self.usage_per_chunk == self.completed
+
+    @property
     def tokens_per_gap(self) -> float:
-        """Output tokens one ITL gap spans: 1 where ITL is per token (every request said each chunk's tokens,
-        or each event held one), else the tokens an event (a verified step of speculative decoding)."""
+        """Output tokens one ITL gap spans: 1 where ITL is per token (``itl_per_token``, or each event held
+        one), else the tokens an event (a verified step of speculative decoding)."""
         per_event = self.tokens_per_event
-        if per_event is None or self.usage_per_chunk == self.completed:
+        if per_event is None or self.itl_per_token:
             return 1.0
         return max(per_event, 1.0)
 
@@ -424,7 +430,7 @@ class LevelResult:
             out["tool_call_turns"] = self.tool_call_turns
         if (per_event := self.tokens_per_event) is not None and per_event > MULTI_TOKEN_EVENTS:
             out["tokens_per_event"] = _round(per_event)
-            out["itl_per"] = "token" if self.usage_per_chunk == self.completed else "event"
+            out["itl_per"] = "token" if self.itl_per_token else "event"
         if self.by_turn:
             out["by_turn"] = {
                 str(t): {f"{m.value}_ms": _metric_summary(h) for m, h in hists.items()}

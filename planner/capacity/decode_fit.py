@@ -28,9 +28,7 @@ from planner.laws.stepmodel import StepModel
 from planner.simulation.closed_loop import run_closed_loop
 
 SEARCH_STEPS = 13  # golden-section steps: the slope's bracket shrinks to 0.0019 of its width
-MEANS_PER_CLIENT = (
-    6  # requests a client measured in each closed loop of the search (after the usual warm-up): TPOT means
-)
+MEANS_PER_CLIENT = 6  # requests a client measured in each of the search's closed loops: TPOT means, not tails
 PREFILL_MATTERS = 0.25  # prefill's share of the fitted slope above which the subtraction is not trusted
 FIT_TOLERANCE = 0.05  # RMS relative miss of the levels' TPOT means above which the fit is not taken
 
@@ -70,15 +68,16 @@ def decode_by_simulation(
         guess = max(target - slope * clients, 0.0)
         return max(guess + target - tpot(engine(guess, slope), clients), 0.0)
 
-    def error(slope: float, levels: Sequence[tuple[int, float]]) -> float:
-        e = engine(base_for(slope), slope)
+    def error(base: float, slope: float, levels: Sequence[tuple[int, float]]) -> float:
+        e = engine(base, slope)
         return sum((tpot(e, c) / t - 1) ** 2 for c, t in levels)
 
     # the slope searched at the busiest level (the base holds the lowest), then every level checked
-    slope = _golden_minimum(lambda x: error(x, measured[-1:]), 0.0, max(fit.per_seq_ms, 0.0) * 2 + 0.1)
-    if math.sqrt(error(slope, measured) / len(measured)) > FIT_TOLERANCE:
-        return None  # no base and slope beside this prefill read the levels: the prefill does not fit them
+    busiest = measured[-1:]
+    slope = _golden_minimum(lambda x: error(base_for(x), x, busiest), 0.0, max(fit.per_seq_ms, 0.0) * 2 + 0.1)
     base = base_for(slope)
+    if math.sqrt(error(base, slope, measured) / len(measured)) > FIT_TOLERANCE:
+        return None  # no base and slope beside this prefill read the levels: the prefill does not fit them
     law = fit.plus_per_seq(slope - fit.per_seq_ms)
     ci = law.base_ci_ms
     shift = base - law.base_ms

@@ -251,9 +251,7 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
     step = float(fit.step_ms(max_batch)) if fit is not None and max_batch else None
     engine = parts.engine or _simulation_engine(parts.decode, parts.prefill, warnings)
     tokens = (
-        served_tokens_per_s(
-            fit, engine, max_batch, parts.output_tokens, _lengths(parts, request), _measured_rate(parts, max_batch)
-        )
+        served_tokens_per_s(fit, engine, max_batch, _lengths(parts, request), _measured_rate(parts, max_batch))
         if fit is not None and max_batch
         else None
     )

@@ -52,7 +52,6 @@ def served_tokens_per_s(
     fit: StepModel,
     engine: EngineConfig | None,
     batch: int,
-    output_tokens: float | None,
     lengths: LengthSample | None,
     measured: float | None = None,
 ) -> Fraction:
@@ -62,16 +61,17 @@ def served_tokens_per_s(
     A slot emits nothing while its request waits and prefills, so where the engine prefills at a cost the
     replica serves its clients' Little's-law rate, read off a closed loop of ``batch`` clients on that engine
     at the plan's lengths (on vLLM, prompt 1,024 / output 64, the per-step count read 21% high); the
-    smaller of the two is taken. A law alone keeps its exact decimals (``StepModel.tokens_per_s_exact``).
+    smaller of the two is taken. A law alone, or no lengths to run it at, keeps its exact decimals
+    (``StepModel.tokens_per_s_exact``).
     ``measured``: what the sweep's own levels served at this batch and these lengths, which no model
     second-guesses (``measured_tokens_per_s``).
     """
     if measured is not None:
         return Fraction(measured)
     per_step = fit.tokens_per_s_exact(batch)
-    if engine is None or not output_tokens or (engine.prefill_ms_per_token <= 0 and engine.prefill_attention_ms <= 0):
+    if engine is None or lengths is None or (engine.prefill_ms_per_token <= 0 and engine.prefill_attention_ms <= 0):
         return per_step
-    loop = run_closed_loop(engine.capped(batch), batch, lengths or LengthSample.fixed(0.0, output_tokens))
+    loop = run_closed_loop(engine.capped(batch), batch, lengths)
     return min(per_step, Fraction(loop.tokens_per_s()))
 
 

@@ -48,6 +48,7 @@ IDLE_UTILIZATION = 0.02  # a replica this lightly loaded that still fails an SLO
 QUEUEING_METRICS = (Metric.TTFT, Metric.E2E)  # a queue decides them; the batch cap holds TPOT
 # a reasoning model's first visible token: its TTFT's queue plus the reasoning steps (``Traffic.reasoning_share``)
 FIRST_OUTPUT = Metric.TTFO
+SIZED_QUEUEING = (*QUEUEING_METRICS, FIRST_OUTPUT)  # what the sizing simulation judges under a queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +177,10 @@ def load_capacity_rps(
 
 
 def queueing_slos(slos: Iterable[SloTarget], *, first_output: bool = False) -> tuple[SloTarget, ...]:
-    """The SLOs a queue decides (TTFT, E2E; with ``first_output``, where the run measured a reasoning share, the
-    time to first output token too): judged by a sizing simulation at a load, never capping the batch."""
-    metrics = (*QUEUEING_METRICS, FIRST_OUTPUT) if first_output else QUEUEING_METRICS
+    """The SLOs a queue decides (TTFT, E2E; with ``first_output``, for the sizing simulation, which models the
+    reasoning before an answer, the time to first output token too; a fleet's replay does not): judged at a
+    load, never capping the batch."""
+    metrics = SIZED_QUEUEING if first_output else QUEUEING_METRICS
     return tuple(s for s in slos if s.metric in metrics)
 
 
@@ -248,7 +250,7 @@ def simulate_replicas(
         in_flight = rate * float(np.mean((timeline.last_ms - timeline.arrival_ms)[warmup:])) / 1000.0  # Little
         added_ms = traffic.added_ms
         for values, slo in zip(samples, checked):
-            queued = slo.metric in QUEUEING_METRICS or slo.metric == FIRST_OUTPUT
+            queued = slo.metric in SIZED_QUEUEING
             added = added_ms(as_ttft(slo), in_flight) if added_ms is not None and queued else 0.0
             values.append(_percentile(timeline, slo, warmup, traffic.reasoning_share) + added)
         k += 1

@@ -132,30 +132,27 @@ EXACT = 1e-9  # relative: below it two noiseless runs read the same
 class _Baseline:
     """One quantity of a level over the baseline's runs: their mean, and the noise band around it."""
 
-    value: float
     below: float  # the band's reach below the mean
     above: float
     run_spread: float  # 95% of one run's deviation from another, from the runs' own spread (0: one run)
 
 
-def _pooled(bases: Sequence[LevelResult], quantity: str) -> _Baseline | None:
-    """The baseline's runs at one level, pooled: the mean of their values, within-run bands averaged and
-    widened to the between-run spread where the machine moved runs more than one run's samples show, then
-    narrowed by the square root of the run count (the mean of k runs is known that much better).
+def _pooled(bases: Sequence[LevelResult], values: Sequence[float], quantity: str) -> _Baseline | None:
+    """The noise band around the mean of the baseline's runs' ``values`` at one level: within-run bands
+    averaged and widened to the between-run spread where the machine moved runs more than one run's samples
+    show, then narrowed by the square root of the run count (the mean of k runs is known that much better).
 
-    None: a run lacks the value, or a run's percentile is unbounded (too few samples: ``_interval``).
+    None: a run's percentile is unbounded (too few samples: ``_interval``).
     """
-    values = [quantity_value(b, quantity) for b in bases]
     intervals = [_interval(b, quantity) for b in bases]
-    if any(v is None for v in values) or any(i is None for i in intervals):
+    if any(i is None for i in intervals):
         return None
-    vals = [v for v in values if v is not None]
-    bands = [(v - i[0], i[1] - v) for v, i in zip(vals, intervals) if i is not None]
-    k = len(vals)
-    spread = Z95 * statistics.stdev(vals) if k > 1 else 0.0
+    bands = [(v - i[0], i[1] - v) for v, i in zip(values, intervals) if i is not None]
+    k = len(values)
+    spread = Z95 * statistics.stdev(values) if k > 1 else 0.0
     below = max(sum(b for b, _ in bands) / k, spread) / math.sqrt(k)
     above = max(sum(a for _, a in bands) / k, spread) / math.sqrt(k)
-    return _Baseline(statistics.fmean(vals), below, above, spread)
+    return _Baseline(below, above, spread)
 
 
 def compare_level(
@@ -173,15 +170,15 @@ def compare_level(
     compared: tuple[tuple[str, Direction], ...] = (*COMPARED[:1], *reasoning, *COMPARED[1:])
     label, runs = bases[0].load.label, len(bases)
     for quantity, better in compared:
-        values = [quantity_value(lv, quantity) for lv in bases]
-        a = statistics.fmean(v for v in values if v is not None) if None not in values else None
+        found = [v for lv in bases if (v := quantity_value(lv, quantity)) is not None]
+        a = statistics.fmean(found) if len(found) == len(bases) else None
         b = quantity_value(cand, quantity)
         if a is None or b is None:
             out.append(Delta(label, quantity, better, a, b, None, False, False, False, baseline_runs=runs))
             continue
         change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
         worse = b > a if better == "lower" else b < a
-        pooled = None if exact else _pooled(bases, quantity)
+        pooled = None if exact else _pooled(bases, found, quantity)
         ib = None if exact else _interval(cand, quantity)
         resolvable = exact or (pooled is not None and ib is not None)
         detectable: float | None

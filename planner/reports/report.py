@@ -406,8 +406,7 @@ def _multi_token_note(level: LevelResult, per_event: float) -> str:
     one, and the step per event (speculative decoding's verified step)."""
     itl = level.percentile_ms(Metric.ITL, 50)
     tpot = level.mean_ms(Metric.TPOT)
-    said = level.usage_per_chunk == level.completed and level.completed > 0
-    if said:
+    if level.itl_per_token:
         itl_text = (f"ITL is per token (each chunk's usage said its tokens){'' if itl is None else f', p50 {itl:.1f} ms'}"
                     f"; per event it is about {per_event:.2f}x that")  # fmt: skip
     else:

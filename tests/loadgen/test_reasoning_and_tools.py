@@ -25,18 +25,27 @@ runner = CliRunner()
 LAW = EngineConfig(base_ms=10.0, per_seq_ms=0.0, prefill_ms_per_token=0.4, max_num_seqs=8)
 
 
-def _profile(output_tokens: int, concurrency: int = 1, duration_s: float = 6) -> Any:
+def _sweep(
+    api: str, mode: str, levels: list[float], *, output_tokens: int = 30, duration_s: float, warmup_s: float, seed: int
+) -> Any:
+    """A sweep of 100-token prompts on the simulator (its law, reasoning and tool calls come with ``SimOptions``)."""
     return parse_profile(
         {
             "schema_version": 1,
-            "name": "reasoning",
+            "name": api,
             "target": "sim",
-            "api": "chat",
+            "api": api,
             "workload": {"prompt_tokens": 100, "output_tokens": output_tokens},
-            "load": {"mode": "closed", "levels": [concurrency], "duration_s": duration_s, "warmup_s": 1},
-            "seed": 3,
+            "load": {"mode": mode, "levels": levels, "duration_s": duration_s, "warmup_s": warmup_s},
+            "seed": seed,
         },
         "test",
+    )
+
+
+def _profile(output_tokens: int, concurrency: int = 1, duration_s: float = 6) -> Any:
+    return _sweep(
+        "chat", "closed", [concurrency], output_tokens=output_tokens, duration_s=duration_s, warmup_s=1, seed=3
     )
 
 
@@ -101,28 +110,14 @@ def test_a_gate_and_an_slo_read_the_time_to_first_output_token(tmp_path: Any) ->
     assert failed.exit_code == 1 and "ttfo_p95" in failed.output
 
 
-def _reasoning_profile(mode: str, levels: list[float], duration_s: float, seed: int) -> Any:
-    return parse_profile(
-        {
-            "schema_version": 1,
-            "name": "reasoning",
-            "target": "sim",
-            "api": "chat",
-            "workload": {"prompt_tokens": 100, "output_tokens": 30},
-            "load": {"mode": mode, "levels": levels, "duration_s": duration_s, "warmup_s": 2},
-            "seed": seed,
-        },
-        "test",
-    )
-
-
 def test_a_plan_sizes_replicas_for_an_slo_on_the_first_output_token(tmp_path: Any) -> None:
     """A reasoning model thinks 20 tokens before its answer: the sizing simulation judges ``ttfo_p95`` as
     TTFT plus the reasoning share's steps. The replicas it recommends hold the SLO on the true law, one
     fewer does not (open-loop runs of the simulator at the per-replica rate)."""
     law = EngineConfig(base_ms=10.0, per_seq_ms=0.5, prefill_ms_per_token=0.4, max_num_seqs=32)
     results, _ = run_virtual(
-        _reasoning_profile("closed", [1, 4, 16], 30, 3), sim=SimOptions(engine=law, reasoning_tokens=20)
+        _sweep("chat", "closed", [1, 4, 16], duration_s=30, warmup_s=2, seed=3),
+        sim=SimOptions(engine=law, reasoning_tokens=20),
     )
     path = tmp_path / "sweep.json"
     save_atomic(results, path)
@@ -137,25 +132,15 @@ def test_a_plan_sizes_replicas_for_an_slo_on_the_first_output_token(tmp_path: An
     served = dataclasses.replace(law, max_num_seqs=batch)
     for count, holds in ((replicas, True), (replicas - 1, False)):
         run, _ = run_virtual(
-            _reasoning_profile("open", [20 / count], 60, 4), sim=SimOptions(engine=served, reasoning_tokens=20)
+            _sweep("chat", "open", [20 / count], duration_s=60, warmup_s=2, seed=4),
+            sim=SimOptions(engine=served, reasoning_tokens=20),
         )
         measured = run.levels[0].percentile_ms(Metric.TTFO, 95)
         assert measured is not None and (measured <= 1000) == holds, (count, measured)
 
 
-def _responses_profile(levels: list[int]) -> Any:
-    return parse_profile(
-        {
-            "schema_version": 1,
-            "name": "responses",
-            "target": "sim",
-            "api": "responses",
-            "workload": {"prompt_tokens": 100, "output_tokens": 30},
-            "load": {"mode": "closed", "levels": levels, "duration_s": 6, "warmup_s": 1},
-            "seed": 3,
-        },
-        "test",
-    )
+def _responses_profile(levels: list[float]) -> Any:
+    return _sweep("responses", "closed", levels, duration_s=6, warmup_s=1, seed=3)
 
 
 def test_the_responses_api_streams_typed_events_timed_as_chat_is() -> None:

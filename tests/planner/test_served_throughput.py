@@ -35,7 +35,7 @@ def _measured_tokens_per_s() -> float:
 
 def test_a_replica_that_prefills_serves_its_clients_rate_not_a_token_per_slot_a_step() -> None:
     decode = StepModel.given(ENGINE.base_ms, ENGINE.per_seq_ms)
-    served = float(served_tokens_per_s(decode, ENGINE, BATCH, OUTPUT, LengthSample.fixed(PROMPT, OUTPUT)))
+    served = float(served_tokens_per_s(decode, ENGINE, BATCH, LengthSample.fixed(PROMPT, OUTPUT)))
     measured = _measured_tokens_per_s()
     assert float(decode.tokens_per_s_exact(BATCH)) > 1.3 * measured  # the per-step count: far too high
     assert abs(served / measured - 1) < 0.03, (served, measured)
@@ -44,4 +44,4 @@ def test_a_replica_that_prefills_serves_its_clients_rate_not_a_token_per_slot_a_
 def test_an_engine_without_prefill_cost_keeps_the_laws_exact_decimals() -> None:
     law = StepModel.given(25.0, 0.4)
     free = EngineConfig(base_ms=25.0, per_seq_ms=0.4)
-    assert served_tokens_per_s(law, free, 87, 200, None) == law.tokens_per_s_exact(87)
+    assert served_tokens_per_s(law, free, 87, LengthSample.fixed(64, 200)) == law.tokens_per_s_exact(87)
