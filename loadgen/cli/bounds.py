@@ -39,6 +39,7 @@ FLAG_FIELDS: dict[str, str] = {
     "--concurrency": "load.levels (closed)",
     "--rate": "load.levels (open)",
     "--time-scale": "load.levels (trace)",
+    "--trace-block-tokens": "load.trace_block_tokens",
     "--duration": "load.duration_s",
     "--requests": "load.requests",
     "--warmup": "load.warmup_s",

@@ -53,6 +53,7 @@ from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
 from loadgen.inputs.workload import DatasetFormat
+from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric, Results
@@ -128,6 +129,14 @@ def run(
             metavar="S", rich_help_panel=LOAD, help="--trace: multiply the recorded gaps (0.5 = twice as fast)."
         ),
     ] = 1.0,
+    trace_block_tokens: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=LOAD,
+            help="--trace: the tokens each of the trace's hash_ids names (Mooncake's traces: 512).",
+        ),
+    ] = MOONCAKE_BLOCK_TOKENS,
     start: StartOpt = Start.STAGGERED,
     retries: RetriesOpt = None,
     workers: WorkersOpt = 1,
@@ -262,8 +271,10 @@ def run(
     if trace is not None:
         _trace_takes_no(concurrency, rate, duration, dataset)
         field_flag("--time-scale", time_scale)
+        field_flag("--trace-block-tokens", trace_block_tokens)
         load = LoadSpec(mode=LoadMode.TRACE, levels=(time_scale,), duration_s=None, requests=requests, warmup_s=warmup,
-                        max_in_flight=max_in_flight, trace=str(trace))  # fmt: skip
+                        max_in_flight=max_in_flight, trace=str(trace),
+                        trace_block_tokens=trace_block_tokens)  # fmt: skip
     else:
         load = _load(concurrency, rate, arrival, burstiness, max_in_flight, duration, requests, warmup, ramp_up)
     if records is not None and (workers > 1 or ray is not None):

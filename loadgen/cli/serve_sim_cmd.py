@@ -112,12 +112,16 @@ def serve_sim(
     template_tokens: Annotated[
         int, typer.Option(metavar="N", min=0, help="Chat: tokens the template adds to a prompt.")
     ] = 0,
+    image_tokens: Annotated[
+        int,
+        typer.Option(metavar="N", min=0, help="Chat: prompt tokens each image costs (a vision model's patches)."),
+    ] = 0,
     no_prefix_cache: Annotated[
         bool,
         typer.Option(
             "--no-prefix-cache",
             metavar="",
-            help="Prefill every prompt in full (by default a conversation's earlier turns cost no prefill).",
+            help="Prefill every prompt in full (by default prompt blocks seen before cost no prefill).",
         ),
     ] = False,
     reasoning_tokens: Annotated[
@@ -162,7 +166,7 @@ def serve_sim(
             api_key=require_api_key,
             stall_ms=stall_ms,
             max_model_len=max_model_len,
-            tokenizer=Tokenizer(tokens_per_word, template_tokens),
+            tokenizer=Tokenizer(tokens_per_word, template_tokens, image_tokens),
             prefix_cache=not no_prefix_cache,
             reasoning_tokens=reasoning_tokens,
             tool_call_share=tool_call_share,

@@ -24,6 +24,7 @@ import yaml
 from loadgen.api import Api
 from loadgen.engine import EngineConfig, Mode
 from loadgen.errors import ProfileError
+from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
 from loadgen.lengths import LengthDist, Lengths
@@ -89,6 +90,7 @@ BOUNDS: Final[dict[str, Bound]] = {
     "load.max_in_flight": Bound(1, maximum=MAX_CONCURRENCY),
     "load.min_requests": Bound(1),
     "load.retries": Bound(0, maximum=MAX_RETRIES),
+    "load.trace_block_tokens": Bound(1, maximum=MAX_TOKENS),
     "workload.*_tokens.mean": Bound(1, maximum=MAX_TOKENS),
     "workload.*_tokens.spread": Bound(0),
     "workload.dataset_max_words": Bound(1, maximum=MAX_TOKENS),
@@ -132,6 +134,7 @@ class LoadSpec:
     min_requests: int | None = None  # request floor per level (None: what the profile's SLO percentiles need)
     ramp_up_s: float | None = None  # closed loop: clients start over this span (None: one probe request's duration)
     trace: str | None = None  # mode trace: the trace file (arrivals and each request's lengths)
+    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS  # the tokens each of the trace's hash_ids names
     retries: int = 0  # a level untrusted for the measurement's sake (client, window) is measured again this often
 
 
@@ -471,6 +474,7 @@ def _load(node: Node) -> LoadSpec:
         "min_requests",
         "ramp_up_s",
         "trace",
+        "trace_block_tokens",
         "retries",
     )
     d = LoadSpec()
@@ -486,6 +490,8 @@ def _load(node: Node) -> LoadSpec:
                 node.child(key).fail("the trace sets the arrivals and the span (cut it with load.requests)")
     elif trace is not None:
         node.child("trace").fail(f"a trace is replayed in mode trace, not {mode}")
+    if "trace_block_tokens" in node.value and mode != "trace":
+        node.child("trace_block_tokens").fail("the tokens a trace's hash_ids name: mode trace only")
     elif duration is None and requests is None:
         duration = d.duration_s
     ramp_up = node.optional_number("ramp_up_s", **_number(BOUNDS["load.ramp_up_s"]))
@@ -503,6 +509,9 @@ def _load(node: Node) -> LoadSpec:
         min_requests=node.optional_integer("min_requests", **_integer(BOUNDS["load.min_requests"])),
         ramp_up_s=ramp_up,
         trace=trace,
+        trace_block_tokens=node.integer(
+            "trace_block_tokens", d.trace_block_tokens, **_integer(BOUNDS["load.trace_block_tokens"])
+        ),
         retries=node.integer("retries", d.retries, **_integer(BOUNDS["load.retries"])),
     )
 

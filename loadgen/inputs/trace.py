@@ -8,7 +8,11 @@ columns):
 - loadgen's own, JSON lines or CSV: ``time_s`` (seconds from any origin),
   ``prompt_tokens``, ``output_tokens``;
 - Mooncake (JSON lines): ``timestamp`` in ms, ``input_length``,
-  ``output_length`` (``hash_ids`` are read past: prefix reuse is not replayed);
+  ``output_length``, and ``hash_ids`` where the trace has them: the prompt's
+  blocks (``block_tokens`` each, 512 in Mooncake's traces), two requests with
+  the same id at the same place sharing that block and every one before it. A
+  replay sends prompts that share text exactly where the trace shares blocks;
+  ``implied_prefix_share`` is how much of the prompts a cache could serve;
 - Azure LLM inference traces (CSV): ``TIMESTAMP`` (a date and time),
   ``ContextTokens``, ``GeneratedTokens``.
 """
@@ -43,6 +47,7 @@ class Trace:
     prompt_tokens: tuple[int, ...]
     output_tokens: tuple[int, ...]
     format: str
+    hash_ids: tuple[tuple[int, ...], ...] | None = None  # each request's prompt blocks, where the trace names them
 
     def scaled(self, time_scale: float, limit: int | None = None) -> Trace:
         """Offsets times ``time_scale`` (0.5 replays twice as fast), the first ``limit`` requests."""
@@ -52,6 +57,7 @@ class Trace:
             self.prompt_tokens[:n],
             self.output_tokens[:n],
             self.format,
+            self.hash_ids[:n] if self.hash_ids is not None else None,
         )
 
     @property
@@ -72,7 +78,9 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
 }
 
 
-Row = tuple[int, str, Any, Any, Any]  # (line, format, time, prompt tokens, output tokens) as the file wrote them
+# (line, format, time, prompt tokens, output tokens, hash ids or None) as the file wrote them
+Row = tuple[int, str, Any, Any, Any, Any]
+MOONCAKE_BLOCK_TOKENS = 512  # the block size of Mooncake's published traces (their hash_ids name 512-token blocks)
 
 
 def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> Trace:
@@ -87,16 +95,19 @@ def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> T
     if is_csv and (trace := _clean_numeric_csv(text, limit)) is not None:
         return trace
     rows = _csv_rows(path, text, flag) if is_csv else _json_lines(path, text, flag)
-    kept: list[tuple[float, int, int, int]] = []  # (-time, -row, prompt, output): a max-heap on time
+    # (-time, -row, prompt, output, hash ids): a max-heap on time
+    kept: list[tuple[float, int, int, int, tuple[int, ...] | None]] = []
     fmt = None
     room = MAX_TRACE_REQUESTS if limit is None else min(limit, MAX_TRACE_REQUESTS)
     push, pushpop = heapq.heappush, heapq.heappushpop
-    for line, fmt, raw_time, raw_prompt, raw_output in rows:
+    for line, fmt, raw_time, raw_prompt, raw_output, raw_hashes in rows:
         try:
-            entry = (-_seconds(raw_time, fmt), -line, _tokens(raw_prompt, 1), _tokens(raw_output, 2))
+            entry = (-_seconds(raw_time, fmt), -line, _tokens(raw_prompt, 1), _tokens(raw_output, 2),
+                     _hash_ids(raw_hashes))  # fmt: skip
         except _BadValue as bad:
-            key = _FORMATS[fmt][bad.column]
-            raise UsageError(f"{flag} {path}:{line}: {key}: {bad.expected}, got {bad.raw!r}") from None
+            key = (*_FORMATS[fmt], "hash_ids")[bad.column]
+            shown = bad.raw if len(repr(bad.raw)) <= 80 else f"{repr(bad.raw)[:77]}..."
+            raise UsageError(f"{flag} {path}:{line}: {key}: {bad.expected}, got {shown!r}") from None
         if limit is None:
             if len(kept) == room:
                 raise UsageError(f"{flag} {path}: more than {MAX_TRACE_REQUESTS:,} requests; cut it (--requests)")
@@ -108,18 +119,39 @@ def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> T
     if not kept or fmt is None:
         raise UsageError(f"{flag} {path}: no requests")
     kept.sort(reverse=True)  # earliest first; equal times in file order
-    start, (last_time, last_row, _, _) = -kept[0][0], kept[-1]
+    start, (last_time, last_row, *_) = -kept[0][0], kept[-1]
     if -last_time - start > MAX_TRACE_SPAN_S:
         raise UsageError(
             f"{flag} {path}:{-last_row}: {-last_time - start:,.0f} s after the first request; a replay spans at most "
             f"{MAX_TRACE_SPAN_S / 86400:g} days (cut it with --requests, or fix the row's time)"
         )
+    named = any(entry[4] is not None for entry in kept)
     return Trace(
-        tuple(-t - start for t, _, _, _ in kept),
-        tuple(prompt for _, _, prompt, _ in kept),
-        tuple(output for _, _, _, output in kept),
+        tuple(-entry[0] - start for entry in kept),
+        tuple(entry[2] for entry in kept),
+        tuple(entry[3] for entry in kept),
         fmt,
+        tuple(entry[4] or () for entry in kept) if named else None,
     )
+
+
+def implied_prefix_share(trace: Trace, block_tokens: int) -> float | None:
+    """The share of the trace's prompt tokens a prefix cache that forgets nothing could serve: each request's
+    leading blocks whose ids came earlier in the trace (an id names its block and every block before it),
+    a partial last block counting the tokens it holds. None for a trace without ``hash_ids``."""
+    if trace.hash_ids is None:
+        return None
+    seen: set[int] = set()
+    hit = 0
+    for prompt, blocks in zip(trace.prompt_tokens, trace.hash_ids, strict=True):
+        leading = True
+        for i, block in enumerate(blocks):
+            if leading and block in seen:
+                hit += max(0, min(block_tokens, prompt - i * block_tokens))
+            else:
+                leading = False
+            seen.add(block)
+    return hit / sum(trace.prompt_tokens)
 
 
 def _clean_numeric_csv(text: str, limit: int | None) -> Trace | None:
@@ -179,7 +211,7 @@ def _csv_rows(path: Path, text: str, flag: str) -> Iterator[Row]:
                 t, p, o = (positions[key] for key in _FORMATS[fmt])
             width = len(row)
             yield (reader.line_num, fmt, row[t] if t < width else None, row[p] if p < width else None,
-                   row[o] if o < width else None)  # fmt: skip
+                   row[o] if o < width else None, None)  # fmt: skip
     except csv.Error as exc:  # a field past the csv module's 131,072-character limit, a NUL byte
         raise UsageError(f"{flag} {path}:{reader.line_num}: not a CSV row ({exc})") from None
 
@@ -194,7 +226,7 @@ def _json_lines(path: Path, text: str, flag: str) -> Iterator[Row]:
             raise UsageError(f"{flag} {path}:{no}: not a JSON object")
         fmt = fmt or _detect(path, row, flag)
         time_key, prompt_key, output_key = _FORMATS[fmt]
-        yield no, fmt, row.get(time_key), row.get(prompt_key), row.get(output_key)
+        yield no, fmt, row.get(time_key), row.get(prompt_key), row.get(output_key), row.get("hash_ids")
 
 
 def _detect(path: Path, columns: Mapping[str, Any], flag: str) -> str:
@@ -234,6 +266,20 @@ def _seconds(raw: Any, fmt: str) -> float:
 
 
 _EPOCH = datetime(1970, 1, 1)
+
+
+MAX_HASH_ID = 2**63 - 1
+
+
+def _hash_ids(raw: Any) -> tuple[int, ...] | None:
+    """A request's block ids (whole numbers, at most a prompt's worth), or None where the row has none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) > MAX_TOKENS:
+        raise _BadValue(3, f"expected a list of at most {MAX_TOKENS:,} block ids", raw)
+    if not all(type(h) is int and 0 <= h <= MAX_HASH_ID for h in raw):
+        raise _BadValue(3, "expected whole numbers from 0 to 2**63-1", raw)
+    return tuple(raw)
 
 
 def _tokens(raw: Any, column: int) -> int:

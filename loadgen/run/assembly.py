@@ -16,7 +16,7 @@ from typing import Any
 
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
-from loadgen.inputs.trace import Trace, load_trace
+from loadgen.inputs.trace import Trace, implied_prefix_share, load_trace
 from loadgen.inputs.workload import load_dataset
 from loadgen.load import Arrival, LevelPlan, Load
 from loadgen.quantity import LAG_THRESHOLD_MS, PER_REQUEST
@@ -62,6 +62,8 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
             dataset=load_dataset(Path(w.dataset), w.dataset_format, w.dataset_max_words) if w.dataset else None,
             output_from_dataset=w.output_from_dataset,
             lengths=tuple(zip(trace.prompt_tokens, trace.output_tokens)) if trace else None,
+            prompt_blocks=trace.hash_ids if trace else None,
+            block_tokens=ld.trace_block_tokens,
             turns=w.turns,
             think_time_s=w.think_time_s,
             unique_prompts=not w.shared_prefix,
@@ -72,6 +74,8 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         raise UsageError(f"{profile.name}: {exc}") from None
     replayed = {"file": Path(ld.trace or "").name, "format": trace.format, "requests": len(trace.offsets_s),
                 "span_s": round(trace.span_s, 6)} if trace is not None else None  # fmt: skip
+    if trace is not None and (implied := implied_prefix_share(trace, ld.trace_block_tokens)) is not None:
+        replayed = {**(replayed or {}), "block_tokens": ld.trace_block_tokens, "implied_prefix_share": round(implied, 4)}
     settings: dict[str, Any] = {"profile": profile.to_json(), **({"trace": replayed} if replayed else {})}
     return Session(
         base_url=base_url,

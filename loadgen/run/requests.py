@@ -138,6 +138,9 @@ class Workload:
     dataset: tuple[DatasetEntry, ...] | None = None
     output_from_dataset: bool = False  # max_tokens = the dataset's recorded answer length, where it has one
     lengths: tuple[tuple[int, int], ...] | None = None  # per request (prompt, output) tokens: a replayed trace
+    # per request, the trace's prompt blocks (``loadgen.inputs.trace``): prompts share text where blocks are shared
+    prompt_blocks: tuple[tuple[int, ...], ...] | None = None
+    block_tokens: int = 512
     turns: int = 1  # closed-loop chat: turns per conversation, each sending the whole history back
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
@@ -200,6 +203,7 @@ class RequestFactory:
 
     def __init__(self, workload: Workload, seed: int) -> None:
         self._w = workload
+        self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._count = 0
         # a dataset is visited in an order drawn from the seed (its own stream: synthetic draws stay as they were)
@@ -273,10 +277,37 @@ class RequestFactory:
             else:
                 body["prompt"] = entry.prompt if entry.prompt is not None else flatten_messages(entry.messages or ())
         else:
-            text, words = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
+            if w.prompt_blocks is not None and prompt_tokens is not None:
+                text, words = self._block_prompt(w.prompt_blocks[i % len(w.prompt_blocks)], prompt_tokens)
+            else:
+                text, words = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
             body[w.api.prompt_field] = _prompt_field(w.api, text, history)
             words = None if history else words  # a conversation's usage counts its history too
         return self._prepared(body, max_tokens, words)
+
+    def _block_prompt(self, blocks: tuple[int, ...], tokens: int) -> tuple[str, int]:
+        """A replayed request's prompt, ``tokens`` long, block by block: a block's words are a function of its
+        id, the level's seed and its salt, so requests of the level that name the same blocks start with
+        the same text (a server's prefix cache serves exactly what the trace shares), and neither another
+        level nor a rerun finds them cached. Words past the named blocks are the request's own."""
+        per_word = self._w.calibration.tokens_per_word if self._w.calibration else 1.0
+        total = self._w.calibration.words_for(tokens) if self._w.calibration else tokens
+        block_words = max(1, round(self._w.block_tokens / per_word))
+        out: list[str] = []
+        for block in blocks:
+            if len(out) >= total:
+                break
+            out += self._block_words(block, min(block_words, total - len(out)))
+        if len(out) < total:
+            tail = self._deck.deal(total - len(out))
+            tail[0] = self._nonce()
+            out += tail
+        return " ".join(out), total
+
+    def _block_words(self, block: int, n: int) -> list[str]:
+        """The first ``n`` words of block ``block``: a word naming it, then words dealt from its own decks."""
+        mark = f"b{(block * 0x9E3779B97F4A7C15 ^ self._salt) & 0xFFFFFFFFFF:010x}"
+        return [mark, *_Deck(np.random.default_rng([self._seed, 5, block]), VOCABULARY).deal(n - 1)][:n]
 
     def calibration_probe(self, copies: int) -> PreparedRequest:
         """A one-token request whose prompt is a request's first word, then every vocabulary word

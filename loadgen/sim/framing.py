@@ -44,28 +44,40 @@ class SimRequest:
     max_tokens: int
     stream: bool
     include_usage: bool
-    messages: tuple[Mapping[str, Any], ...] = ()  # chat: what was sent (the prefix cache keys on it)
+    messages: tuple[Mapping[str, Any], ...] = ()  # chat: what was sent
+    # the prompt's words in order (every message's text; an image is its tokens' worth of one word naming it):
+    # what the prefix cache names its blocks by
+    words: tuple[str, ...] = ()
+    image_tokens: int = 0  # the prompt's tokens that are images (chat content parts; usage says them apart)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache (no prefill; usage says so)
     # vLLM's stream_options.continuous_usage_stats: every chunk carries the usage so far
     continuous_usage: bool = False
 
 
-def count_words(text: str) -> int:
-    return len(text.split())
-
-
-def _content_words(content: Any) -> int:
+def _content_words(content: Any, image_tokens: int) -> tuple[list[str], int]:
+    """A message's words and its images. An image stands in the words as ``image_tokens`` copies of one word
+    naming its URL, so two prompts share cached blocks only where they carry the same image."""
     if content is None:
-        return 0
+        return [], 0
     if isinstance(content, str):
-        return count_words(content)
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
-        return sum(
-            count_words(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and isinstance(p.get("text", ""), str)
-        )
-    raise BadRequest("'content' must be a string or a list of content parts")
+        return content.split(), 0
+    if not isinstance(content, list):
+        raise BadRequest("'content' must be a string or a list of content parts")
+    words: list[str] = []
+    images = 0
+    for part in content:  # content parts: [{"type": "text", "text": ...}, {"type": "image_url", ...}]
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image_url":
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            if not isinstance(url, str) or not url:
+                raise BadRequest("an 'image_url' content part needs 'image_url': {'url': ...}")
+            images += 1
+            words += [f"<image:{hash(url):x}>"] * image_tokens
+        elif isinstance(text := part.get("text", ""), str):
+            words += text.split()
+    return words, images
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +91,7 @@ class Tokenizer:
 
     per_word: float = 1.0
     template: int = 0
+    image_tokens: int = 0  # what one image in a chat message costs (a vision model's patch tokens)
 
     def count(self, words: int, api: Api) -> int:
         return round(self.per_word * words) + (self.template if api == "chat" else 0)
@@ -106,8 +119,9 @@ def parse_request(
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
     messages: tuple[Mapping[str, Any], ...] = ()
+    images = image_words = 0
     if api == "responses" and isinstance(data.get("input"), str):
-        prompt_tokens = count_words(data["input"])
+        words = data["input"].split()
     elif api.messages:
         field = api.prompt_field
         listed = data.get(field)
@@ -117,17 +131,22 @@ def parse_request(
             )
         if not all(isinstance(m, dict) for m in listed):
             raise BadRequest(f"each entry of '{field}' must be an object")
-        prompt_tokens = sum(_content_words(m.get("content")) for m in listed)
+        words = []
+        for message in listed:
+            said, shown = _content_words(message.get("content"), tokenizer.image_tokens)
+            words += said
+            images += shown
+        image_words = images * tokenizer.image_tokens
         messages = tuple(listed)
     else:
         prompt = data.get("prompt")
         if isinstance(prompt, str):
-            prompt_tokens = count_words(prompt)
+            words = prompt.split()
         elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-            prompt_tokens = sum(count_words(p) for p in prompt)
+            words = [word for p in prompt for word in p.split()]
         else:
             raise BadRequest("'prompt' is required and must be a string or a list of strings")
-    prompt_tokens = tokenizer.count(prompt_tokens, api)
+    prompt_tokens = tokenizer.count(len(words) - image_words, api) + image_words
     max_tokens = data.get("max_completion_tokens", data.get(api.max_tokens_field, default_max_tokens))
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(f"'max_tokens' must be an integer >= 1, got {max_tokens!r}")
@@ -152,6 +171,8 @@ def parse_request(
         include_usage=bool(options.get("include_usage", False)),
         continuous_usage=bool(options.get("continuous_usage_stats", False)),
         messages=messages,
+        words=tuple(words),
+        image_tokens=image_words,
     )
 
 
@@ -215,8 +236,9 @@ class ChunkFramer:
         return usage + self.DONE
 
     def usage(self, completion_tokens: int, reasoning_tokens: int = 0) -> bytes:
-        p, cached = self._req.prompt_tokens, self._req.cached_tokens
-        details = f',"prompt_tokens_details":{{"cached_tokens":{cached}}}' if cached else ""
+        p, cached, image = self._req.prompt_tokens, self._req.cached_tokens, self._req.image_tokens
+        prompt_details = [f'"cached_tokens":{cached}'] * bool(cached) + [f'"image_tokens":{image}'] * bool(image)
+        details = f',"prompt_tokens_details":{{{",".join(prompt_details)}}}' if prompt_details else ""
         if reasoning_tokens:
             details += f',"completion_tokens_details":{{"reasoning_tokens":{reasoning_tokens}}}'
         return self._frame(

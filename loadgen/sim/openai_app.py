@@ -38,7 +38,7 @@ from loadgen.sim.framing import (
     output_text,
     parse_request,
 )
-from loadgen.sim.prefix_cache import PrefixCache
+from loadgen.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 
 METRIC_PREFIX = "loadgen_sim:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,7 +57,7 @@ class SimOptions:
     stall_ms: float = 1000.0  # how long the "stall" fault pauses a stream
     max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
     tokenizer: Tokenizer = field(default_factory=Tokenizer)  # how prompts are counted in usage
-    prefix_cache: bool = True  # a conversation's earlier turns cost no prefill (as vLLM's default)
+    prefix_cache: bool = True  # prompt blocks seen before cost no prefill (as vLLM's default)
     # a reasoning model (chat): each answer's first tokens stream as reasoning (``reasoning_content``), counted
     # in its completion tokens as engines do, and reported in usage.completion_tokens_details
     reasoning_tokens: int = 0
@@ -100,7 +100,8 @@ def build_app(options: SimOptions) -> web.Application:
     app = web.Application(middlewares=[_auth] if options.api_key else [])
     app[OPTIONS_KEY] = options
     app[RNG_KEY] = np.random.default_rng(options.engine.seed + 1)
-    app[CACHE_KEY] = PrefixCache()
+    kv = options.engine.kv_capacity_tokens
+    app[CACHE_KEY] = PrefixCache(capacity_blocks=(kv or 1_048_576) // BLOCK_TOKENS)  # at most what the KV holds
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
@@ -266,13 +267,13 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     request_id = {Api.CHAT: "chatcmpl-", Api.COMPLETIONS: "cmpl-", Api.RESPONSES: "resp_"}[api] + base_id
     created = int(time.time())
     cache = request.app[CACHE_KEY] if options.prefix_cache else None
-    if cache is not None and (cached := cache.lookup(req.messages, req.prompt_tokens)):
+    if cache is not None and (cached := cache.lookup(req.words, req.prompt_tokens, options.tokenizer.per_word)):
         req = dataclasses.replace(req, cached_tokens=cached)
     seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens)
-    if cache is not None and req.messages:
-        # the answer is known now (the text is a function of its length): remembered before it is sent,
-        # so a client that asks its next turn the moment [DONE] arrives always finds it
-        cache.remember(req.messages, output_text(0, req.max_tokens), req.prompt_tokens + req.max_tokens)
+    if cache is not None:
+        # the prompt's blocks, and with them the answer's (its text is a function of its length): remembered
+        # before it is sent, so a client that asks its next turn the moment [DONE] arrives always finds them
+        cache.remember([*req.words, *output_text(0, req.max_tokens).split()])
     try:
         if not req.stream:
             for _ in range(req.max_tokens):

@@ -245,11 +245,30 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         out.append(_multi_token_note(first, per_event) + also)
     elif drafted := [lv for lv in results.levels if lv.server is not None and lv.server.spec_acceptance is not None]:
         out.append(_speculation_note(drafted))
+    if (reuse := _prefix_reuse_note(results)) is not None:
+        out.append(reuse)
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
         out += plan_caveats(plan)
     return tuple(dict.fromkeys(out))
+
+
+def _prefix_reuse_note(results: Results) -> str | None:
+    """A replayed trace's prefix reuse: what its hash_ids imply beside what the server's counters read."""
+    replayed = results.settings.trace or {}
+    implied = replayed.get("implied_prefix_share")
+    if implied is None:
+        return None
+    said = [f"{lv.load.label} {share:.1%}" for lv in results.levels
+            if lv.server is not None and (share := lv.server.prefix_cache_hit_share) is not None]  # fmt: skip
+    served = (
+        f"the server's prefix-cache counters read {', '.join(said)}"
+        if said
+        else "the server exported no prefix-cache counters to compare (vLLM and SGLang do: --scrape-metrics on)"
+    )
+    return (f"trace prefix reuse: its hash_ids ({replayed['block_tokens']}-token blocks) imply {implied:.1%} of the "
+            f"prompt tokens could be served from a prefix cache that forgets nothing; {served}")  # fmt: skip
 
 
 def evidence_caveats(calibrations: Sequence[tuple[str, Results]], slos: Sequence[SloTarget]) -> tuple[str, ...]:

@@ -127,7 +127,9 @@ def test_a_trace_profile_sweeps_its_time_scales(tmp_path: Path) -> None:
     # each level is labelled with its mean rate: half the time scale, twice the rate
     assert (slow.load.arrival, fast.load.arrival) == ("trace", "trace")
     assert fast.load.value == pytest.approx(2 * slow.load.value, rel=1e-3)
-    assert results.settings.trace == {"file": "m.jsonl", "format": "mooncake", "requests": 5, "span_s": 0.41}
+    # every request names block 1 first: all but the first request's prompt is a prefix of it (30 of 240 tokens)
+    assert results.settings.trace == {"file": "m.jsonl", "format": "mooncake", "requests": 5, "span_s": 0.41,
+                                      "block_tokens": 512, "implied_prefix_share": 0.875}  # fmt: skip
 
 
 @pytest.mark.parametrize(

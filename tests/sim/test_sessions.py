@@ -55,15 +55,18 @@ def test_the_prefix_cache_keeps_later_turns_as_fast_as_the_first() -> None:
     assert cached["3"]["p50"] < full["3"]["p50"] - 150
 
 
-def test_the_cache_remembers_a_context_with_its_answer_and_forgets_the_oldest() -> None:
-    cache = PrefixCache(capacity=2)
-    turn1 = [{"role": "user", "content": "hello"}]
-    cache.remember(turn1, "hi there", tokens=5)
-    follow_up = [*turn1, {"role": "assistant", "content": "hi there"}, {"role": "user", "content": "more"}]
-    assert cache.cached_tokens(follow_up) == 5 and cache.cached_tokens(turn1) == 0
-    cache.remember([{"role": "user", "content": "a"}], "x", 2)
-    cache.remember([{"role": "user", "content": "b"}], "y", 2)
-    assert cache.cached_tokens(follow_up) == 0  # the least recently used context went first
+def test_the_cache_finds_a_prompts_leading_blocks_and_forgets_the_least_recently_used() -> None:
+    cache = PrefixCache(capacity_blocks=3, block=2)
+    history = "hello there how are you".split()  # two full blocks, a word left over
+    cache.remember(history)
+    assert cache.cached_words([*history, "more"]) == 4 and cache.cached_words(["hello", "here", "how", "are"]) == 0
+    # a block matches only after the same prefix: the second block alone is not found
+    assert cache.cached_words(["how", "are", "you"]) == 0
+    assert cache.lookup([*history, "more"], prompt_tokens=6) == 4 and (cache.queried_tokens, cache.hit_tokens) == (6, 4)
+    assert cache.lookup(["hello", "there"], prompt_tokens=2) == 1  # the last prompt token is always prefilled
+    # two more blocks: the least recently used goes ("how are": "hello there" was found since)
+    cache.remember(["a", "b", "c", "d"])
+    assert cache.cached_words(history) == 2 and cache.cached_words(["a", "b", "c", "d"]) == 4
 
 
 @pytest.mark.parametrize("extra", [["--rate", "2"], ["--api", "completions", "--concurrency", "2"]])
