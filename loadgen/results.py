@@ -243,6 +243,9 @@ class LevelResult:
     # unless every request did
     token_events: int = 0
     usage_per_chunk: int = 0
+    # vision requests: the image tokens of the prompt tokens, over the requests whose usage said them apart
+    image_tokens: int = 0
+    image_tokens_reported: int = 0
 
     @property
     def failed(self) -> int:
@@ -428,6 +431,8 @@ class LevelResult:
             out["reasoning_tokens_mean"] = _round(self.reasoning_tokens / self.completed if self.completed else None)
             out["reasoning_tokens_from"] = "counted" if self.reasoning_counted else "usage"
             out["tool_call_turns"] = self.tool_call_turns
+        if self.image_tokens_reported:
+            out["image_tokens_mean"] = _round(self.image_tokens / self.image_tokens_reported)
         if (per_event := self.tokens_per_event) is not None and per_event > MULTI_TOKEN_EVENTS:
             out["tokens_per_event"] = _round(per_event)
             out["itl_per"] = "token" if self.itl_per_token else "event"
@@ -454,6 +459,8 @@ class LevelResult:
                 "reasoning_counted": self.reasoning_counted,
                 "events": self.token_events,
                 "usage_per_chunk": self.usage_per_chunk,
+                "image": self.image_tokens,
+                "image_reported": self.image_tokens_reported,
             },
             "tool_call_turns": self.tool_call_turns,
             "achieved_concurrency": self.achieved_concurrency,
@@ -535,6 +542,8 @@ class LevelResult:
             tool_call_turns=int(raw.get("tool_call_turns", 0)),
             token_events=int(tokens.get("events", 0)),
             usage_per_chunk=int(tokens.get("usage_per_chunk", 0)),
+            image_tokens=int(tokens.get("image", 0)),
+            image_tokens_reported=int(tokens.get("image_reported", 0)),
         )
 
 

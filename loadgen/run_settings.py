@@ -25,6 +25,7 @@ class RunSettings:
     dataset_prompts: int | None = None
     output_from_dataset: bool = False
     unique_prompts: bool | None = None
+    images: Mapping[str, Any] | None = None  # each request's images: {"count", "width", "height", "folder"}
     metric_convention: str = "text"  # files before the convention existed timed text chunks
     prompt_calibration: Mapping[str, float] | None = None  # {"overhead_tokens", "tokens_per_word"}
     start: str = "staggered"  # how closed-loop clients started
@@ -57,6 +58,7 @@ class RunSettings:
             "profile",
             "trace",
             "imported",
+            "images",
         ):
             if key in typed and not isinstance(typed[key], Mapping):
                 raise TypeError(f"settings.{key} must be an object, got {typed[key]!r}")
@@ -93,6 +95,7 @@ class RunSettings:
             "output_tokens": None if self.output_tokens is None else dict(self.output_tokens),
             "output_from_dataset": self.output_from_dataset,
             "unique_prompts": self.unique_prompts,
+            "images": None if self.images is None else dict(self.images),
             "metric_convention": self.metric_convention,
             "extra_body": None if self.extra_body is None else dict(self.extra_body),
         }

@@ -51,9 +51,10 @@ from loadgen.cli.session_flags import (
 )
 from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
+from loadgen.inputs.images import ImageSpec
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
-from loadgen.inputs.workload import DatasetFormat
 from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
+from loadgen.inputs.workload import DatasetFormat
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric, Results
@@ -227,6 +228,23 @@ def run(
         float,
         typer.Option(metavar="SECONDS", rich_help_panel=WORKLOAD, help="Mean pause between a conversation's turns."),
     ] = 0.0,
+    images: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Chat, responses: images in each request's message, generated (distinct, seeded PNGs) or from "
+            "--images-folder.",
+        ),
+    ] = 0,
+    image_size: Annotated[
+        str,
+        typer.Option(metavar="WxH", rich_help_panel=WORKLOAD, help="--images: each generated image's size in pixels."),
+    ] = "512x512",
+    images_folder: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", rich_help_panel=WORKLOAD, help="--images: send the image files of this folder."),
+    ] = None,
     extra_body: Annotated[
         str | None,
         typer.Option(
@@ -298,6 +316,7 @@ def run(
             turns=turns,
             think_time_s=think_time,
             shared_prefix=shared_prompts,
+            images=_images(images, image_size, images_folder, dataset),
         ),
         load=load,
         seed=seed,
@@ -393,6 +412,25 @@ def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
             f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
             highlight=False,
         )
+
+
+def _images(count: int, size: str, folder: Path | None, dataset: Path | None) -> ImageSpec | None:
+    """The images flags as a workload's ``images`` (None without ``--images``)."""
+    if count == 0:
+        if folder is not None or size != "512x512":
+            raise UsageError("--image-size and --images-folder shape the images of --images N; give it")
+        return None
+    if dataset is not None:
+        raise UsageError("--images go with synthetic prompts: no --dataset")
+    width, _, height = size.lower().partition("x")
+    if not (width.isdigit() and height.isdigit()):
+        raise UsageError(f"--image-size {size}: expected WIDTHxHEIGHT in pixels, e.g. 512x512")
+    if folder is not None and not folder.is_dir():
+        raise UsageError(f"--images-folder {folder}: not a folder")
+    try:
+        return ImageSpec(count, int(width), int(height), str(folder) if folder is not None else None)
+    except ValueError as exc:
+        raise UsageError(f"--images {count} --image-size {size}: {exc}") from None
 
 
 def _trace_takes_no(concurrency: int | None, rate: float | None, duration: float | None, dataset: Path | None) -> None:

@@ -24,6 +24,7 @@ import yaml
 from loadgen.api import Api
 from loadgen.engine import EngineConfig, Mode
 from loadgen.errors import ProfileError
+from loadgen.inputs.images import MAX_IMAGES, MAX_SIDE, ImageSpec
 from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
@@ -110,6 +111,7 @@ class WorkloadSpec:
     turns: int = 1  # closed-loop chat conversations: turns each, the history sent back every turn
     think_time_s: float = 0.0  # mean pause between a conversation's turns
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
+    images: ImageSpec | None = None  # images in each request (chat, responses): a vision model's workload
 
 
 class LoadMode(StrEnum):
@@ -407,6 +409,7 @@ def _workload(node: Node) -> WorkloadSpec:
         "shared_prefix",
         "turns",
         "think_time_s",
+        "images",
     )
     spec = WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
@@ -418,12 +421,29 @@ def _workload(node: Node) -> WorkloadSpec:
         shared_prefix=node.boolean("shared_prefix", False),
         turns=node.integer("turns", 1, **_integer(BOUNDS["workload.turns"])),
         think_time_s=node.number("think_time_s", 0.0, **_number(BOUNDS["workload.think_time_s"])),
+        images=_images(node.child("images")) if "images" in node.value else None,
     )
+    if spec.images is not None and spec.dataset is not None:
+        node.child("images").fail("images go with synthetic prompts: no workload.dataset")
     if spec.turns > 1 and spec.dataset is not None:
         node.child("turns").fail("conversations are synthetic: no dataset with turns > 1")
     if spec.output_from_dataset and spec.dataset is None:
         node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
     return spec
+
+
+def _images(node: Node) -> ImageSpec:
+    """``{count, width, height}`` generated images, or ``{count, folder}`` read from a folder."""
+    node.require_mapping()
+    node.known("count", "width", "height", "folder")
+    folder = node.optional_string("folder")
+    if folder is not None and not Path(folder).is_dir():
+        node.child("folder").fail(f"no such folder: {folder}")
+    if folder is not None and ("width" in node.value or "height" in node.value):
+        node.fail("images from a folder are sent as they are: no width or height")
+    count = node.integer("count", 1, minimum=1, maximum=MAX_IMAGES)
+    side = {"minimum": 1, "maximum": MAX_SIDE}
+    return ImageSpec(count, node.integer("width", 512, **side), node.integer("height", 512, **side), folder)
 
 
 def level_bound(mode: str) -> Bound:

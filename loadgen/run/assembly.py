@@ -50,6 +50,8 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
             f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat or "
             "responses)"
         )
+    if w.images is not None and not profile.api.messages:
+        raise UsageError(f"{profile.name}: workload.images go in chat messages: api chat or responses")
     trace = load_trace(Path(ld.trace), ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):
         raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")
@@ -64,6 +66,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
             lengths=tuple(zip(trace.prompt_tokens, trace.output_tokens)) if trace else None,
             prompt_blocks=trace.hash_ids if trace else None,
             block_tokens=ld.trace_block_tokens,
+            images=w.images,
             turns=w.turns,
             think_time_s=w.think_time_s,
             unique_prompts=not w.shared_prefix,
@@ -75,7 +78,11 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
     replayed = {"file": Path(ld.trace or "").name, "format": trace.format, "requests": len(trace.offsets_s),
                 "span_s": round(trace.span_s, 6)} if trace is not None else None  # fmt: skip
     if trace is not None and (implied := implied_prefix_share(trace, ld.trace_block_tokens)) is not None:
-        replayed = {**(replayed or {}), "block_tokens": ld.trace_block_tokens, "implied_prefix_share": round(implied, 4)}
+        replayed = {
+            **(replayed or {}),
+            "block_tokens": ld.trace_block_tokens,
+            "implied_prefix_share": round(implied, 4),
+        }
     settings: dict[str, Any] = {"profile": profile.to_json(), **({"trace": replayed} if replayed else {})}
     return Session(
         base_url=base_url,

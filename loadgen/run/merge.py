@@ -32,6 +32,8 @@ ADDED = (
     "tool_call_turns",
     "token_events",
     "usage_per_chunk",
+    "image_tokens",
+    "image_tokens_reported",
 )
 #: The same, where a share may not have kept the count (None): then unknown for the level.
 ADDED_WHERE_KEPT = ("good", "client_cpu_s", "offered", "cohorts", "runqueue_wait_s")

@@ -104,6 +104,8 @@ class LevelRecorder:
         self._last_due = -math.inf
         self.empty = 0  # completed requests that streamed no output token
         self.reasoning_tokens = 0  # of completed requests (``RequestRecord.reasoning_tokens``)
+        self.image_tokens = 0  # of completed requests' prompt tokens, where usage said them apart
+        self.image_tokens_reported = 0
         self.reasoning_counted = 0  # completed requests whose reasoning tokens were counted, not reported
         self.tool_call_turns = 0  # completed requests that answered with a tool call
         self.token_events = 0  # token events of completed requests (several tokens each, speculative)
@@ -199,6 +201,9 @@ class LevelRecorder:
         if record.prompt_tokens is not None:
             self.prompt_tokens += record.prompt_tokens
             self.prompt_tokens_reported += 1
+        if record.image_tokens is not None:
+            self.image_tokens += record.image_tokens
+            self.image_tokens_reported += 1
         self.output_tokens += record.output_tokens or 0
         self.tokens_estimated |= record.output_tokens_estimated
         if m.ttft_s is None or m.ttft_sent_s is None:
@@ -304,6 +309,8 @@ class LevelRecorder:
             ttft_trend=self.trend.as_tuple(),
             empty=self.empty,
             reasoning_tokens=self.reasoning_tokens,
+            image_tokens=self.image_tokens,
+            image_tokens_reported=self.image_tokens_reported,
             reasoning_counted=self.reasoning_counted,
             tool_call_turns=self.tool_call_turns,
             token_events=self.token_events,

@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from loadgen.api import Api
+from loadgen.inputs.images import ImageSource, ImageSpec
 from loadgen.inputs.workload import DatasetEntry, flatten_messages
 from loadgen.lengths import Lengths
 from loadgen.wire.sse import Convention
@@ -141,6 +142,7 @@ class Workload:
     # per request, the trace's prompt blocks (``loadgen.inputs.trace``): prompts share text where blocks are shared
     prompt_blocks: tuple[tuple[int, ...], ...] | None = None
     block_tokens: int = 512
+    images: ImageSpec | None = None  # images in each request's user message (chat, responses)
     turns: int = 1  # closed-loop chat: turns per conversation, each sending the whole history back
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
@@ -210,6 +212,7 @@ class RequestFactory:
         n = len(workload.dataset) if workload.dataset else 0
         self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
         self._deck = _Deck(np.random.default_rng([seed, 3]), VOCABULARY)
+        self._images = ImageSource(workload.images, seed) if workload.images is not None else None
         self._residual_sum = 0.0  # prompt tokens counted minus the calibration's prediction, summed
         self._residuals = 0
         self._ahead: list[PreparedRequest] = []  # built together, handed out last first (see ``next``)
@@ -281,8 +284,10 @@ class RequestFactory:
                 text, words = self._block_prompt(w.prompt_blocks[i % len(w.prompt_blocks)], prompt_tokens)
             else:
                 text, words = self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng))
-            body[w.api.prompt_field] = _prompt_field(w.api, text, history)
-            words = None if history else words  # a conversation's usage counts its history too
+            images = [self._images.next() for _ in range(w.images.count)] if self._images and w.images else []
+            body[w.api.prompt_field] = _prompt_field(w.api, text, history, images)
+            # a conversation's usage counts its history too, and a request's images: neither corrects the sizing
+            words = None if history or images else words
         return self._prepared(body, max_tokens, words)
 
     def _block_prompt(self, blocks: tuple[int, ...], tokens: int) -> tuple[str, int]:
@@ -394,5 +399,14 @@ class _Deck:
         return out
 
 
-def _prompt_field(api: Api, text: str, history: tuple[Mapping[str, Any], ...]) -> Any:
-    return [*history, {"role": "user", "content": text}] if api.messages else text
+def _prompt_field(api: Api, text: str, history: tuple[Mapping[str, Any], ...], images: Sequence[str] = ()) -> Any:
+    """The prompt as the API takes it; images (data URLs) follow the text in the user message, as content parts
+    in the API's own shape (chat: ``image_url`` objects; responses: ``input_image``)."""
+    if not api.messages:
+        return text
+    content: Any = text
+    if images and api is Api.RESPONSES:
+        content = [{"type": "input_text", "text": text}, *({"type": "input_image", "image_url": u} for u in images)]
+    elif images:
+        content = [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in images)]
+    return [*history, {"role": "user", "content": content}]

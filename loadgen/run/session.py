@@ -407,6 +407,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         else dataclasses.asdict(workload.output_tokens),
         "output_from_dataset": workload.output_from_dataset,
         "unique_prompts": workload.unique_prompts,
+        "images": dataclasses.asdict(workload.images) if workload.images is not None else None,
         "metric_convention": workload.metric_convention,
         "prompt_calibration": dataclasses.asdict(workload.calibration) if workload.calibration else None,
         "start": session.start,

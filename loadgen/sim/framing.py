@@ -68,7 +68,7 @@ def _content_words(content: Any, image_tokens: int) -> tuple[list[str], int]:
     for part in content:  # content parts: [{"type": "text", "text": ...}, {"type": "image_url", ...}]
         if not isinstance(part, dict):
             continue
-        if part.get("type") == "image_url":
+        if part.get("type") in ("image_url", "input_image"):  # chat's and the Responses API's
             url = part.get("image_url")
             url = url.get("url") if isinstance(url, dict) else url
             if not isinstance(url, str) or not url:

@@ -483,6 +483,7 @@ class _StreamState:
         "done",
         "error",
         "finish_reason",
+        "image_tokens",
         "prompt_tokens",
         "reasoning_at",
         "reasoning_tokens",
@@ -498,6 +499,7 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.completion_tokens: int | None = None
         self.prompt_tokens: int | None = None
+        self.image_tokens: int | None = None  # of the prompt's tokens, where the server's usage says them apart
         self.error: str | None = None
         self.response_id: str | None = None
         # which timed events were reasoning alone (their indices in the times): the plain-token fast
@@ -522,6 +524,8 @@ class _StreamState:
                 self.completion_tokens = chunk.completion_tokens
             if chunk.prompt_tokens is not None:
                 self.prompt_tokens = chunk.prompt_tokens
+            if chunk.image_tokens is not None:
+                self.image_tokens = chunk.image_tokens
             if chunk.finish_reason is not None:
                 self.finish_reason = chunk.finish_reason
             if chunk.reasoning_tokens is not None:
@@ -590,6 +594,7 @@ def _record(
         output_tokens=output_tokens,
         output_tokens_estimated=estimated,
         prompt_tokens=state.prompt_tokens,
+        image_tokens=state.image_tokens,
         error=error,
         http_status=status,
         error_detail=detail,

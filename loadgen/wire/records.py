@@ -56,6 +56,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     reasoning_reported: bool = False  # reasoning_tokens from usage.completion_tokens_details
     tool_call: bool = False
+    image_tokens: int | None = None  # of prompt_tokens, the images' (usage.prompt_tokens_details.image_tokens)
 
     @property
     def ok(self) -> bool:

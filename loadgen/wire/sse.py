@@ -208,6 +208,7 @@ class Chunk(NamedTuple):
     reasoning: bool = False  # a token event of reasoning alone: no answer text and no tool call in it
     tool_call: bool = False  # the delta carries a tool call (its name or arguments)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
+    image_tokens: int | None = None  # usage.prompt_tokens_details.image_tokens, where a server says them apart
 
 
 ID_CHARS = 128  # a response id longer than this is cut: it is for finding a request in logs, not storage
@@ -258,15 +259,16 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     if not isinstance(choices, list):
         raise MalformedChunk("chunk has no 'choices' list")
     usage = obj.get("usage")
-    completion = prompt = reasoning_tokens = None
+    completion = prompt = reasoning_tokens = image_tokens = None
     if isinstance(usage, dict):
         completion = _int_or_none(usage.get("completion_tokens"))
         prompt = _int_or_none(usage.get("prompt_tokens"))
         details = usage.get("completion_tokens_details")
         if isinstance(details, dict):
             reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
+        image_tokens = _image_tokens(usage.get("prompt_tokens_details"))
     if not choices:
-        return Chunk("", None, completion, prompt, id=cid, reasoning_tokens=reasoning_tokens)
+        return Chunk("", None, completion, prompt, id=cid, reasoning_tokens=reasoning_tokens, image_tokens=image_tokens)
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedChunk("chunk choice is not an object")
@@ -313,8 +315,15 @@ def _response_event(obj: dict[str, Any]) -> Chunk:
         details = usage.get("output_tokens_details")
         reasoning = _int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
         output, prompt = _int_or_none(usage.get("output_tokens")), _int_or_none(usage.get("input_tokens"))
-        return Chunk("", kind.removeprefix("response."), output, prompt, id=rid, reasoning_tokens=reasoning)
+        images = _image_tokens(usage.get("input_tokens_details"))
+        return Chunk("", kind.removeprefix("response."), output, prompt, id=rid, reasoning_tokens=reasoning,
+                     image_tokens=images)  # fmt: skip
     return Chunk("", None, None, None, id=rid)
+
+
+def _image_tokens(details: Any) -> int | None:
+    """The prompt's image tokens from usage's prompt (or input) token details, where the server sends them."""
+    return _int_or_none(details.get("image_tokens")) if isinstance(details, dict) else None
 
 
 def plain_token_text(data: bytes, api: Api) -> str | None:

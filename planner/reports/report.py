@@ -213,8 +213,14 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
                "its own max_tokens limit); a length spread's short draws count too")  # fmt: skip
     multi: list[tuple[LevelResult, float]] = []  # levels whose events carried several tokens: said once
+    images = results.settings.images
+    if images and not all(lv.image_tokens_reported for lv in results.levels if lv.completed):
+        out.append(f"each request carried {images.get('count')} image(s): the server's prompt tokens include "
+                   "theirs and it did not say them apart, so the text's own length is not checked")  # fmt: skip
     for lv in results.levels:
         realised = mean_prompt_tokens([lv])
+        if realised and images:  # the asked length is the text's: the images' tokens are said apart, or unknown
+            realised = realised - lv.image_tokens / lv.image_tokens_reported if lv.image_tokens_reported else None
         if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
             out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked:g} were asked (the "
                        "server's tokenizer); the results describe the realised length")  # fmt: skip

@@ -57,7 +57,7 @@ def test_the_prefix_cache_keeps_later_turns_as_fast_as_the_first() -> None:
 
 def test_the_cache_finds_a_prompts_leading_blocks_and_forgets_the_least_recently_used() -> None:
     cache = PrefixCache(capacity_blocks=3, block=2)
-    history = "hello there how are you".split()  # two full blocks, a word left over
+    history = ["hello", "there", "how", "are", "you"]  # two full blocks, a word left over
     cache.remember(history)
     assert cache.cached_words([*history, "more"]) == 4 and cache.cached_words(["hello", "here", "how", "are"]) == 0
     # a block matches only after the same prefix: the second block alone is not found
