@@ -14,6 +14,14 @@ The law (DESIGN.md, "The step model with lengths")::
 (a prompt token prefilled attends itself and every token before it: a prompt of P tokens is
 P * (P + 1) / 2 pairs, which is attention's share of prefill, the part that grows with P squared).
 
+Multi-LoRA serving adds ``per_adapter_ms`` per distinct adapter in the step
+(the adapter kernels' cost grows with the adapters a batch mixes) and
+``adapter_load_ms`` for each adapter a step must load first: ``adapter_slots``
+adapters are resident at once (vLLM's ``--max-loras``), the least recently
+used goes, and a waiting sequence whose adapter would make the running batch
+mix more than ``adapter_slots`` is passed over until one leaves, as vLLM's
+scheduler does.
+
 Every step decodes one token for every running sequence whose prompt is in.
 A prompt is prefilled in the step that admits it, or, with a token budget
 (``max_num_batched_tokens``: decode tokens count one each, as in vLLM's
@@ -70,6 +78,9 @@ class EngineConfig:
     # and the accepted drafts) in one event, and the law is charged once per verified step
     spec_draft_tokens: int = 0
     spec_acceptance: float = 0.0
+    adapter_slots: int = 4  # LoRA adapters resident, and mixed in one batch, at once (vLLM's --max-loras)
+    adapter_load_ms: float = 0.0  # added to a step for each adapter it loads (one not resident)
+    per_adapter_ms: float = 0.0  # added to a step for each distinct adapter among its sequences
 
     def __post_init__(self) -> None:
         terms = (self.base_ms, self.per_seq_ms, self.prefill_ms_per_token, self.per_kv_ms, self.prefill_attention_ms)
@@ -88,6 +99,8 @@ class EngineConfig:
             raise ValueError("base_ms + per_seq_ms must be > 0 (a step must take time)")
         if self.max_num_seqs < 1 or self.static_batch < 1:
             raise ValueError("max_num_seqs and static_batch must be >= 1")
+        if self.adapter_slots < 1 or self.adapter_load_ms < 0 or self.per_adapter_ms < 0:
+            raise ValueError("adapter_slots must be >= 1, adapter_load_ms and per_adapter_ms >= 0")
         if self.spec_draft_tokens < 0 or not 0.0 <= self.spec_acceptance <= 1.0:
             raise ValueError("spec_draft_tokens must be >= 0 and spec_acceptance within 0..1")
         if self.static_wait_ms < 0 or self.noise_cv < 0:
@@ -124,6 +137,9 @@ class EngineConfig:
             law += f" + {self.prefill_attention_ms:g}*prefill_token_pairs/1e6"
         if self.max_num_batched_tokens:
             law += f", {self.max_num_batched_tokens} tokens a step"
+        if self.per_adapter_ms or self.adapter_load_ms:
+            law += f" + {self.per_adapter_ms:g}*adapters + {self.adapter_load_ms:g}*adapter_loads"
+            law += f", {self.adapter_slots} adapter slots"
         if self.kv_capacity_tokens:
             law += f", KV {self.kv_capacity_tokens} tokens"
         return f"{self.mode}, {law}, max_num_seqs={self.max_num_seqs}"
@@ -149,6 +165,7 @@ class _Sequence:
     generated: int = 0
     prefilled: int = 0  # prompt tokens processed so far (chunked prefill)
     admitted_ms: float = 0.0  # the start of the step that admitted it
+    adapter: str | None = None  # the LoRA adapter it runs with (None: the base model)
 
     @property
     def reserved(self) -> int:
@@ -191,6 +208,7 @@ class EngineCounters:
     first_tokens: int = 0
     spec_draft_tokens: int = 0  # speculative decoding: draft tokens verified, and accepted
     spec_accepted_tokens: int = 0
+    adapter_loads: int = 0  # LoRA adapters loaded (each one not resident when a sequence needed it)
 
 
 @dataclass(slots=True)
@@ -202,6 +220,8 @@ class Engine:
     _waiting: deque[_Sequence] = field(default_factory=deque)
     _running: dict[int, _Sequence] = field(default_factory=dict)
     _finishing: list[int] = field(default_factory=list)  # last token in the step under way
+    _resident: dict[str, None] = field(default_factory=dict)  # loaded adapters, least recently used first
+    _loads: int = 0  # adapters loaded for the step being built
     _rng: np.random.Generator = field(init=False)
     _noise_mu: float = field(init=False)
     _noise_sigma: float = field(init=False)
@@ -221,11 +241,13 @@ class Engine:
     def num_waiting(self) -> int:
         return len(self._waiting)
 
-    def submit(self, seq_id: int, *, prompt_tokens: int, max_tokens: int, now_ms: float) -> None:
-        """Queue a sequence. It is admitted at the start of a later step."""
+    def submit(
+        self, seq_id: int, *, prompt_tokens: int, max_tokens: int, now_ms: float, adapter: str | None = None
+    ) -> None:
+        """Queue a sequence (with ``adapter``: a LoRA adapter's). It is admitted at the start of a later step."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        self._waiting.append(_Sequence(seq_id, max(prompt_tokens, 0), max_tokens, now_ms))
+        self._waiting.append(_Sequence(seq_id, max(prompt_tokens, 0), max_tokens, now_ms, adapter=adapter))
 
     def cancel(self, seq_id: int) -> bool:
         """Drop a sequence whose client went away. Returns whether it was known."""
@@ -288,7 +310,7 @@ class Engine:
                 finished.append(seq.seq_id)
         occupied = len(self._running)
         decoding = occupied if cfg.mode == "static" else len(emitting)  # static: padding slots still cost
-        duration = cfg.step_ms(decoding, prefill_tokens, kv_tokens, pairs) * self._noise()
+        duration = cfg.step_ms(decoding, prefill_tokens, kv_tokens, pairs) * self._noise() + self._adapter_ms()
         self._finishing = finished
         c = self.counters
         c.steps += 1
@@ -302,6 +324,15 @@ class Engine:
         emitted = tuple(s.seq_id for s in emitting)
         spec = tuple(counts) if cfg.spec_draft_tokens else ()
         return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied, spec)
+
+    def _adapter_ms(self) -> float:
+        """The step's adapter cost: each distinct adapter in the batch, and each one loaded for it."""
+        cfg, loads = self.config, self._loads
+        self._loads = 0
+        if not (cfg.per_adapter_ms or cfg.adapter_load_ms):
+            return 0.0
+        mixed = len({s.adapter for s in self._running.values() if s.adapter is not None})
+        return cfg.per_adapter_ms * mixed + cfg.adapter_load_ms * loads
 
     def _verified(self, seq: _Sequence) -> int:
         """Tokens a decoding sequence gets from one speculative step: its own, then each draft token in turn
@@ -328,20 +359,42 @@ class Engine:
                 bool(self._waiting) and now_ms >= self._waiting[0].arrival_ms + cfg.static_wait_ms
             )
             n = min(size, len(self._waiting)) if ready else 0
-        admitted = []
+        admitted: list[int] = []
         capacity = cfg.kv_capacity_tokens
         reserved = sum(s.reserved for s in self._running.values()) if capacity is not None else 0
-        for _ in range(n):
+        mixed = {s.adapter for s in self._running.values() if s.adapter is not None}
+        passed_over: list[_Sequence] = []  # their adapter would mix one too many: they keep their place
+        while len(admitted) < n and self._waiting:
             head = self._waiting[0]
             if capacity is not None and self._running and reserved + head.reserved > capacity:
                 break  # it waits for KV space (one too large for the cache runs alone)
             seq = self._waiting.popleft()
+            if seq.adapter is not None and seq.adapter not in mixed and len(mixed) >= cfg.adapter_slots:
+                passed_over.append(seq)
+                continue
+            if seq.adapter is not None:
+                self._load(seq.adapter, mixed)
+                mixed.add(seq.adapter)
             seq.admitted_ms = now_ms
             self.counters.queue_ms += now_ms - seq.arrival_ms
             reserved += seq.reserved
             self._running[seq.seq_id] = seq
             admitted.append(seq.seq_id)
+        self._waiting.extendleft(reversed(passed_over))
         return admitted
+
+    def _load(self, adapter: str, in_use: set[str]) -> None:
+        """Make ``adapter`` resident (most recently used); when it is not, load it in the place of the least
+        recently used adapter that no running sequence holds (there is one: the batch mixes fewer than the
+        slots when a new adapter is admitted)."""
+        if adapter in self._resident:
+            del self._resident[adapter]
+        else:
+            self._loads += 1
+            self.counters.adapter_loads += 1
+            if len(self._resident) >= self.config.adapter_slots:
+                del self._resident[next(a for a in self._resident if a not in in_use)]
+        self._resident[adapter] = None
 
     def _retire(self, finished: list[int]) -> None:
         if self.config.mode == "continuous":

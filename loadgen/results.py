@@ -9,6 +9,7 @@ never two truths.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -194,6 +195,38 @@ def empty_histograms(config: HistogramConfig = DEFAULT_CONFIG) -> dict[Metric, L
 
 
 @dataclass(frozen=True, slots=True)
+class ModelBreakdown:
+    """One model's part of a level whose requests named several (LoRA adapters behind one endpoint): its
+    requests' outcomes and the per-request latencies (``TURN_METRICS``) of those that completed."""
+
+    completed: int
+    errors: Mapping[ErrorKind, int]
+    histograms: Mapping[Metric, LatencyHistogram]
+
+    def merged(self, other: ModelBreakdown) -> ModelBreakdown:
+        hists = {m: h.copy() for m, h in self.histograms.items()}
+        for m, h in other.histograms.items():
+            hists[m].merge(h)
+        errors = {k: self.errors.get(k, 0) + other.errors.get(k, 0) for k in {*self.errors, *other.errors}}
+        return ModelBreakdown(self.completed + other.completed, errors, hists)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "completed": self.completed,
+            "errors": {k.value: v for k, v in sorted(self.errors.items())},
+            "histograms": {m.value: h.encode() for m, h in self.histograms.items()},
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], config: HistogramConfig) -> ModelBreakdown:
+        return cls(
+            int(raw["completed"]),
+            {ErrorKind(k): int(v) for k, v in raw.get("errors", {}).items()},
+            {Metric(m): LatencyHistogram.decode(h, config) for m, h in raw["histograms"].items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LevelResult:
     """One finished (or interrupted) load level."""
 
@@ -221,6 +254,7 @@ class LevelResult:
     cut: int = 0  # requests in flight when the level ended (drain limit or interrupt): no outcome, not failures
     # multi-turn sessions: per turn index (1 = first), TURN_METRICS' histograms
     by_turn: Mapping[int, Mapping[Metric, LatencyHistogram]] | None = None
+    by_model: Mapping[str, ModelBreakdown] | None = None  # requests split over several models: each one's part
     loop_lag_p99_ms: float | None = None  # p99 lateness of the generator's event loop timer (any cause)
     runqueue_wait_s: float | None = None  # time the generator's loop was runnable but had no core (Linux)
     bound_workers: tuple[str, ...] = ()  # a split level: each worker that was client-bound on its own, and why
@@ -379,6 +413,17 @@ class LevelResult:
     def mean_ms(self, metric: Metric) -> float | None:
         return self.statistic_ms(Quantity(metric, aggregate=Aggregate.MEAN))
 
+    def model_view(self, name: str) -> LevelResult:
+        """The level as one model's requests saw it (their outcomes and latencies; nothing else, so a
+        throughput read off it is absent, never the whole level's), for verdicts per model."""
+        part = (self.by_model or {})[name]
+        hists = empty_histograms(self.histograms[Metric.TTFT].config)
+        hists.update({m: h.copy() for m, h in part.histograms.items()})
+        return dataclasses.replace(
+            self, completed=part.completed, errors=dict(part.errors), histograms=hists, by_model=None, by_turn=None,
+            good=None, offered=None, cohorts=None, output_tokens=0, window_output_tokens=0.0,
+        )  # fmt: skip
+
     def absent_because(self, quantity: Quantity) -> str | None:
         """Why a statistic has no value here, in words a report can print (None: it has one)."""
         if self.synthesised and (self.given is None or quantity.key not in self.given):
@@ -436,6 +481,15 @@ class LevelResult:
         if (per_event := self.tokens_per_event) is not None and per_event > MULTI_TOKEN_EVENTS:
             out["tokens_per_event"] = _round(per_event)
             out["itl_per"] = "token" if self.itl_per_token else "event"
+        if self.by_model:
+            out["by_model"] = {
+                name: {
+                    "completed": part.completed,
+                    "failed": sum(part.errors.values()),
+                    **{f"{m.value}_ms": _metric_summary(h) for m, h in part.histograms.items()},
+                }
+                for name, part in self.by_model.items()
+            }
         if self.by_turn:
             out["by_turn"] = {
                 str(t): {f"{m.value}_ms": _metric_summary(h) for m, h in hists.items()}
@@ -478,6 +532,7 @@ class LevelResult:
             "by_turn": {str(t): {m.value: h.encode() for m, h in hs.items()} for t, hs in self.by_turn.items()}
             if self.by_turn
             else None,
+            "by_model": {name: part.to_json() for name, part in self.by_model.items()} if self.by_model else None,
             "loop_lag_p99_ms": self.loop_lag_p99_ms,
             "runqueue_wait_s": self.runqueue_wait_s,
             "bound_workers": list(self.bound_workers),
@@ -528,6 +583,9 @@ class LevelResult:
                 for t, hs in raw["by_turn"].items()
             }
             if raw.get("by_turn")
+            else None,
+            by_model={str(name): ModelBreakdown.from_json(part, config) for name, part in raw["by_model"].items()}
+            if raw.get("by_model")
             else None,
             loop_lag_p99_ms=None if raw.get("loop_lag_p99_ms") is None else float(raw["loop_lag_p99_ms"]),
             runqueue_wait_s=None if raw.get("runqueue_wait_s") is None else float(raw["runqueue_wait_s"]),

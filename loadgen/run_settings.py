@@ -26,6 +26,7 @@ class RunSettings:
     output_from_dataset: bool = False
     unique_prompts: bool | None = None
     images: Mapping[str, Any] | None = None  # each request's images: {"count", "width", "height", "folder"}
+    models: Mapping[str, float] | None = None  # requests split over model names (adapters): name -> share
     metric_convention: str = "text"  # files before the convention existed timed text chunks
     prompt_calibration: Mapping[str, float] | None = None  # {"overhead_tokens", "tokens_per_word"}
     start: str = "staggered"  # how closed-loop clients started
@@ -59,6 +60,7 @@ class RunSettings:
             "trace",
             "imported",
             "images",
+            "models",
         ):
             if key in typed and not isinstance(typed[key], Mapping):
                 raise TypeError(f"settings.{key} must be an object, got {typed[key]!r}")
@@ -96,6 +98,7 @@ class RunSettings:
             "output_from_dataset": self.output_from_dataset,
             "unique_prompts": self.unique_prompts,
             "images": None if self.images is None else dict(self.images),
+            "models": None if self.models is None else dict(self.models),
             "metric_convention": self.metric_convention,
             "extra_body": None if self.extra_body is None else dict(self.extra_body),
         }

@@ -52,13 +52,14 @@ from loadgen.cli.session_flags import (
 from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
 from loadgen.inputs.images import ImageSpec
+from loadgen.inputs.model_mix import ModelMix, parse_model_mix
 from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
 from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.results import Metric, Results
-from loadgen.run.assembly import session_from_profile
+from loadgen.run.assembly import session_from_profile, simulator_options
 from loadgen.run.launch import SIM_URL
 from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
@@ -228,6 +229,21 @@ def run(
         float,
         typer.Option(metavar="SECONDS", rich_help_panel=WORKLOAD, help="Mean pause between a conversation's turns."),
     ] = 0.0,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME[=W],...",
+            rich_help_panel=TARGET,
+            help="Split requests over several models (LoRA adapters of one endpoint): 'sql=70,chat=20,base=10' "
+            "by weight, or 'a,b,c' evenly (or ranked: --models-zipf). Results break down per model.",
+        ),
+    ] = None,
+    models_zipf: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S", rich_help_panel=TARGET, help="--models a,b,c: the k-th name gets 1/k^S of the requests."
+        ),
+    ] = None,
     images: Annotated[
         int,
         typer.Option(
@@ -299,12 +315,14 @@ def run(
         raise UsageError("--records works with one worker process only (no --workers, no --ray)")
     load = replace(load, retries=retries or 0)
     on_sim = url == SIM_URL
+    mix = _model_mix(models, models_zipf, model)
     profile = Profile(
         name="run",
         url=None if on_sim else url,
         sim=EngineConfig() if on_sim else None,
         api=api,
         model=model,
+        models=mix,
         extra_body=parse_extra_body(extra_body),
         workload=WorkloadSpec(
             prompt_tokens=Lengths(prompt_tokens, prompt_dist, prompt_spread),
@@ -340,7 +358,7 @@ def run(
     with RecordsHooks(records, progress) as hooks:
         result = execute(
             url,
-            None,
+            simulator_options(profile),
             lambda base_url: session_from_profile(profile, base_url, target, command="run"),
             hooks.for_session,
             virtual_time=virtual_time,
@@ -412,6 +430,20 @@ def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
             f"{level.histograms[Metric.LAG].max_us() or 0:,} us (p99 {late if late is not None else 0:.2f} ms)",
             highlight=False,
         )
+
+
+def _model_mix(models: str | None, zipf: float | None, model: str | None) -> ModelMix | None:
+    """``--models`` (and ``--models-zipf``) as a profile's ``models`` (None: every request names ``--model``)."""
+    if models is None:
+        if zipf is not None:
+            raise UsageError("--models-zipf ranks the names of --models; give them")
+        return None
+    if model is not None:
+        raise UsageError("--models splits requests over several models: no --model beside it")
+    try:
+        return parse_model_mix(models, zipf)
+    except ValueError as exc:
+        raise UsageError(f"--models {models}: {exc}") from None
 
 
 def _images(count: int, size: str, folder: Path | None, dataset: Path | None) -> ImageSpec | None:

@@ -79,6 +79,23 @@ def serve_sim(
             metavar="NUMBER", min=0.0, max=1.0, help="Speculative decoding: chance each draft token is accepted."
         ),
     ] = 0.0,
+    lora_modules: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAMES",
+            help="LoRA adapters served beside --model, comma-separated (as vLLM's --lora-modules names them).",
+        ),
+    ] = None,
+    max_loras: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Adapters resident, and mixed in one batch, at once.")
+    ] = 4,
+    lora_load_ms: Annotated[
+        float, typer.Option(metavar="NUMBER", min=0.0, help="Added to a step for each adapter it loads, ms.")
+    ] = 0.0,
+    per_lora_ms: Annotated[
+        float,
+        typer.Option(metavar="NUMBER", min=0.0, help="Added to a step for each distinct adapter in its batch, ms."),
+    ] = 0.0,
     merge_prob: Annotated[
         float,
         typer.Option(metavar="NUMBER", min=0.0, max=0.99, help="Chance a token is held and sent with the next one."),
@@ -159,6 +176,9 @@ def serve_sim(
                 max_num_batched_tokens=max_num_batched_tokens,
                 kv_capacity_tokens=kv_capacity_tokens,
                 prefill_attention_ms=prefill_attention_ms,
+                adapter_slots=max_loras,
+                adapter_load_ms=lora_load_ms,
+                per_adapter_ms=per_lora_ms,
             ),
             faults=FaultConfig.parse(fault or []),
             model=model,
@@ -170,6 +190,7 @@ def serve_sim(
             prefix_cache=not no_prefix_cache,
             reasoning_tokens=reasoning_tokens,
             tool_call_share=tool_call_share,
+            lora_modules=tuple(name.strip() for name in (lora_modules or "").split(",") if name.strip()),
         )
     except ValueError as exc:
         raise fail(str(exc), EXIT_USAGE) from None

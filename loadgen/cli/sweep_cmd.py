@@ -46,11 +46,10 @@ from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_LEVELS
 from loadgen.results import Results, save_atomic
-from loadgen.run.assembly import session_from_profile
+from loadgen.run.assembly import session_from_profile, simulator_options
 from loadgen.run.observe import LevelObserver
 from loadgen.run.ray_workers import Placement
 from loadgen.run.session import Scrape, SessionHooks, Start
-from loadgen.sim.openai_app import SimOptions
 from loadgen.slo_target import SloTarget
 from loadgen.wire.client import Transport
 from loadgen.wire.loops import EventLoop
@@ -209,7 +208,7 @@ def sweep(
     hooks = _hooks(prof, output, progress_observer(out.err, quiet))
     results = execute(
         url or prof.url,
-        SimOptions(engine=prof.sim, faults=prof.sim_faults) if prof.sim else None,
+        simulator_options(prof),
         lambda base_url: session_from_profile(prof, base_url, target),
         lambda _: hooks,
         virtual_time=virtual_time,

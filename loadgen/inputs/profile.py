@@ -25,6 +25,7 @@ from loadgen.api import Api
 from loadgen.engine import EngineConfig, Mode
 from loadgen.errors import ProfileError
 from loadgen.inputs.images import MAX_IMAGES, MAX_SIDE, ImageSpec
+from loadgen.inputs.model_mix import ModelMix
 from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
@@ -177,6 +178,7 @@ class Profile:
     sim_faults: FaultConfig = field(default_factory=FaultConfig)  # fault injection on the simulator target
     api: Api = Api.CHAT
     model: str | None = None  # None: first id from /models
+    models: ModelMix | None = None  # requests split over several model names (LoRA adapters); None: ``model``
     headers: Mapping[str, str] = field(default_factory=dict)
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
@@ -274,6 +276,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         "target",
         "api",
         "model",
+        "models",
         "headers",
         "extra_body",
         "workload",
@@ -289,6 +292,9 @@ def parse_profile(data: Any, source: str) -> Profile:
         root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
     url, sim, sim_faults = _target(root.child("target"))
     model = root.string("model", "auto")
+    models = _models(root.child("models")) if "models" in root.value else None
+    if models is not None and "model" in root.value:
+        root.child("models").fail("splits requests over several models: no 'model' beside it")
     load = _load(root.child("load"))
     if load.mode == "trace":
         _trace_owns(root.child("workload"), root.child("gate"))
@@ -300,6 +306,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         sim_faults=sim_faults,
         api=root.choice("api", Api.CHAT, tuple(Api)),
         model=None if model == "auto" else model,
+        models=models,
         headers=_headers(root.child("headers")),
         extra_body=_extra_body(root.child("extra_body")),
         workload=_workload(root.child("workload")),
@@ -343,6 +350,9 @@ def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
         "prefill_attention_ms",
         "spec_draft_tokens",
         "spec_acceptance",
+        "adapter_slots",
+        "adapter_load_ms",
+        "per_adapter_ms",
         "faults",
     )
     law.known(*names)
@@ -380,6 +390,9 @@ def _engine(law: Node, d: EngineConfig) -> EngineConfig:
         prefill_attention_ms=law.number("prefill_attention_ms", d.prefill_attention_ms, minimum=0),
         spec_draft_tokens=law.integer("spec_draft_tokens", d.spec_draft_tokens, minimum=0, maximum=64),
         spec_acceptance=law.number("spec_acceptance", d.spec_acceptance, minimum=0, maximum=1),
+        adapter_slots=law.integer("adapter_slots", d.adapter_slots, minimum=1, maximum=1024),
+        adapter_load_ms=law.number("adapter_load_ms", d.adapter_load_ms, minimum=0),
+        per_adapter_ms=law.number("per_adapter_ms", d.per_adapter_ms, minimum=0),
     )
 
 
@@ -430,6 +443,26 @@ def _workload(node: Node) -> WorkloadSpec:
     if spec.output_from_dataset and spec.dataset is None:
         node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
     return spec
+
+
+def _models(node: Node) -> ModelMix:
+    """``{name: weight, ...}``, or ``{zipf: S, names: [...]}`` (the k-th name weighted 1 / k^S)."""
+    node.require_mapping()
+    try:
+        if "zipf" in node.value or "names" in node.value:
+            node.known("zipf", "names")
+            names = node.value.get("names")
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                node.child("names").fail("expected a list of model names, most requested first")
+            return ModelMix.zipf(tuple(names), node.number("zipf", 1.0, minimum=0, maximum=10))
+        weights = {}
+        for key in node.value:
+            if not isinstance(key, str):
+                node.fail(f"model names are text, got {key!r}")
+            weights[key] = node.child(key).positive_number_value()
+        return ModelMix.weighted(weights)
+    except ValueError as exc:
+        node.fail(str(exc))
 
 
 def _images(node: Node) -> ImageSpec:

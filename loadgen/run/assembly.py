@@ -23,6 +23,7 @@ from loadgen.quantity import LAG_THRESHOLD_MS, PER_REQUEST
 from loadgen.run.ray_workers import RayOptions
 from loadgen.run.requests import Workload
 from loadgen.run.session import Scrape, Session, Start
+from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import HttpOptions
 from loadgen.wire.sse import Convention
 
@@ -67,6 +68,7 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
             prompt_blocks=trace.hash_ids if trace else None,
             block_tokens=ld.trace_block_tokens,
             images=w.images,
+            models=profile.models,
             turns=w.turns,
             think_time_s=w.think_time_s,
             unique_prompts=not w.shared_prefix,
@@ -100,6 +102,16 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         command=command,
         extra_settings=settings,
     )
+
+
+def simulator_options(profile: Profile) -> SimOptions | None:
+    """The built-in simulator a profile aims at (None: a URL): its law and faults, serving every model name the
+    profile's requests are split over as a LoRA adapter of its base model."""
+    if profile.sim is None:
+        return None
+    base = SimOptions().model
+    adapters = tuple(n for n in profile.models.names if n != base) if profile.models is not None else ()
+    return SimOptions(engine=profile.sim, faults=profile.sim_faults, lora_modules=adapters)
 
 
 def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list[LevelPlan]:

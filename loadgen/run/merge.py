@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
-from loadgen.results import LevelResult, Metric
+from loadgen.results import LevelResult, Metric, ModelBreakdown
 
 N = TypeVar("N", int, float)
 
@@ -67,6 +67,7 @@ def merge_levels(parts: Sequence[LevelResult]) -> LevelResult:
         **added,
         ttft_trend=None if any(t is None for t in trends) else tuple(map(sum, zip(*(t or () for t in trends)))),
         by_turn=_merge_turns(parts),
+        by_model=_merge_models(parts),
         loop_lag_p99_ms=max((p.loop_lag_p99_ms for p in parts if p.loop_lag_p99_ms is not None), default=None),
         outage_s=max((p.outage_s for p in parts if p.outage_s is not None), default=None),
         target_gone=any(p.target_gone for p in parts),
@@ -97,3 +98,12 @@ def _merge_turns(parts: Sequence[LevelResult]) -> dict[int, dict[Metric, Latency
                 else:
                     merged[m] = h.copy()
     return dict(sorted(turns.items())) or None
+
+
+def _merge_models(parts: Sequence[LevelResult]) -> dict[str, ModelBreakdown] | None:
+    """Each model's part of a split level, merged model by model."""
+    models: dict[str, ModelBreakdown] = {}
+    for part in parts:
+        for name, share in (part.by_model or {}).items():
+            models[name] = models[name].merged(share) if name in models else share
+    return dict(sorted(models.items())) or None

@@ -37,7 +37,16 @@ from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
 from loadgen.load import Load
 from loadgen.quantity import LAG_THRESHOLD_MS
-from loadgen.results import TURN_METRICS, LevelResult, Metric, ServerSample, Trend, empty_histograms, independent_share
+from loadgen.results import (
+    TURN_METRICS,
+    LevelResult,
+    Metric,
+    ModelBreakdown,
+    ServerSample,
+    Trend,
+    empty_histograms,
+    independent_share,
+)
 from loadgen.wire.records import RequestRecord
 
 COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort
@@ -114,6 +123,14 @@ class LevelRecorder:
         self.config = config
         # multi-turn sessions: TTFT, TPOT and E2E per turn index (the history grows turn by turn)
         self.by_turn: dict[int, dict[Metric, LatencyHistogram]] = {}
+        # requests split over several models (LoRA adapters): each one's outcomes and latencies
+        self.by_model: dict[str, _ModelTally] = {}
+
+    def _tally(self, model: str) -> _ModelTally:
+        tally = self.by_model.get(model)
+        if tally is None:
+            tally = self.by_model[model] = _ModelTally(self.config)
+        return tally
 
     @property
     def histograms(self) -> dict[Metric, LatencyHistogram]:
@@ -192,11 +209,16 @@ class LevelRecorder:
         self._held_n += 1
         if record.t_slot is not None:
             held[Metric.QUEUE].append(record.t_slot - record.t_intended)
+        tally = self._tally(record.model) if record.model is not None else None
         if record.error is not None:
             self.errors[record.error] = self.errors.get(record.error, 0) + 1
+            if tally is not None:
+                tally.errors[record.error] = tally.errors.get(record.error, 0) + 1
             return
         self.completed += 1
         m = request_metrics(record)
+        if tally is not None:
+            tally.add(m)
         held[Metric.E2E].append(m.e2e_s)
         if record.prompt_tokens is not None:
             self.prompt_tokens += record.prompt_tokens
@@ -316,6 +338,7 @@ class LevelRecorder:
             token_events=self.token_events,
             usage_per_chunk=self.usage_per_chunk,
             by_turn=dict(sorted(self.by_turn.items())) or None,
+            by_model={name: t.breakdown() for name, t in sorted(self.by_model.items())} or None,
         )
 
     def _advance(self, t: float) -> None:
@@ -407,3 +430,25 @@ def inter_token_gaps(records: Sequence[RequestRecord]) -> np.ndarray:
 def _gap_bin(seconds: float) -> int:
     """The due-gap histogram's bin of a gap (bin 0 holds everything under ``GAP_BINS_FROM_S``)."""
     return 0 if seconds < GAP_BINS_FROM_S else int(math.log10(seconds / GAP_BINS_FROM_S) * GAP_BINS_PER_DECADE)
+
+
+class _ModelTally:
+    """One model's requests in the window: completed, failed by kind, and TURN_METRICS' histograms."""
+
+    __slots__ = ("completed", "errors", "histograms")
+
+    def __init__(self, config: HistogramConfig) -> None:
+        self.completed = 0
+        self.errors: dict[ErrorKind, int] = {}
+        self.histograms = {k: LatencyHistogram(config) for k in TURN_METRICS}
+
+    def add(self, m: RequestMetrics) -> None:
+        self.completed += 1
+        self.histograms[Metric.E2E].record_s(m.e2e_s)
+        if m.ttft_s is not None:
+            self.histograms[Metric.TTFT].record_s(m.ttft_s)
+        if m.tpot_s is not None:
+            self.histograms[Metric.TPOT].record_s(m.tpot_s)
+
+    def breakdown(self) -> ModelBreakdown:
+        return ModelBreakdown(self.completed, dict(self.errors), self.histograms)

@@ -21,6 +21,7 @@ import orjson
 
 from loadgen.api import Api
 from loadgen.inputs.images import ImageSource, ImageSpec
+from loadgen.inputs.model_mix import ModelMix
 from loadgen.inputs.workload import DatasetEntry, flatten_messages
 from loadgen.lengths import Lengths
 from loadgen.wire.sse import Convention
@@ -143,6 +144,7 @@ class Workload:
     prompt_blocks: tuple[tuple[int, ...], ...] | None = None
     block_tokens: int = 512
     images: ImageSpec | None = None  # images in each request's user message (chat, responses)
+    models: ModelMix | None = None  # each request's model drawn from this split (LoRA adapters); None: ``model``
     turns: int = 1  # closed-loop chat: turns per conversation, each sending the whole history back
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
@@ -161,6 +163,7 @@ class PreparedRequest:
     max_tokens: int
     messages: tuple[Mapping[str, Any], ...] | None = None  # chat: what was sent (a conversation's next history)
     words: int | None = None  # a synthetic prompt's words, alone in the request: its usage corrects the sizing
+    model: str | None = None  # the model it named, where the workload splits requests over several
 
 
 class Conversation:
@@ -213,6 +216,7 @@ class RequestFactory:
         self._order = np.random.default_rng([seed, 1]).permutation(n) if n else None
         self._deck = _Deck(np.random.default_rng([seed, 3]), VOCABULARY)
         self._images = ImageSource(workload.images, seed) if workload.images is not None else None
+        self._model_rng = np.random.default_rng([seed, 9])  # its own stream: the prompts stay as they were
         self._residual_sum = 0.0  # prompt tokens counted minus the calibration's prediction, summed
         self._residuals = 0
         self._ahead: list[PreparedRequest] = []  # built together, handed out last first (see ``next``)
@@ -265,7 +269,8 @@ class RequestFactory:
         words = None
         if w.lengths:
             prompt_tokens, max_tokens = w.lengths[i % len(w.lengths)]
-        body: dict[str, Any] = {"model": w.model, w.api.max_tokens_field: max_tokens}
+        model = w.models.draw(self._model_rng) if w.models is not None else None
+        body: dict[str, Any] = {"model": model or w.model, w.api.max_tokens_field: max_tokens}
         if w.dataset is not None and self._order is not None:
             entry = w.dataset[int(self._order[i % len(w.dataset)])]
             if w.output_from_dataset and entry.answer_words:
@@ -288,7 +293,7 @@ class RequestFactory:
             body[w.api.prompt_field] = _prompt_field(w.api, text, history, images)
             # a conversation's usage counts its history too, and a request's images: neither corrects the sizing
             words = None if history or images else words
-        return self._prepared(body, max_tokens, words)
+        return self._prepared(body, max_tokens, words, model)
 
     def _block_prompt(self, blocks: tuple[int, ...], tokens: int) -> tuple[str, int]:
         """A replayed request's prompt, ``tokens`` long, block by block: a block's words are a function of its
@@ -330,7 +335,9 @@ class RequestFactory:
             self._residual_sum += prompt_tokens - self._w.calibration.tokens_for(prepared.words)
             self._residuals += 1
 
-    def _prepared(self, body: dict[str, Any], max_tokens: int, words: int | None) -> PreparedRequest:
+    def _prepared(
+        self, body: dict[str, Any], max_tokens: int, words: int | None, model: str | None = None
+    ) -> PreparedRequest:
         extra = dict(self._w.extra_body)
         body["stream"] = True
         options = {**extra.pop("stream_options", {}), "include_usage": True}
@@ -339,7 +346,7 @@ class RequestFactory:
         body.update(extra)
         field = self._w.api.prompt_field
         messages = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None
-        return PreparedRequest(orjson.dumps(body), max_tokens, messages, words)  # C: a tenth of json.dumps
+        return PreparedRequest(orjson.dumps(body), max_tokens, messages, words, model)  # C: a tenth of json.dumps
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
         calibration = self._w.calibration

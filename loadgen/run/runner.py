@@ -337,6 +337,8 @@ class _Level:
         self.factory.observe(prepared, record.prompt_tokens)
         if self._outage.seen(record) >= GONE_AFTER_S:
             self.gone.set()
+        if prepared.model is not None:
+            record = replace(record, model=prepared.model)
         if conversation is not None:
             record = replace(record, turn=conversation.turn)
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)

@@ -220,6 +220,10 @@ async def _preflight(http: Any, session: Session, shown: str) -> tuple[Workload,
     the length asked, past what the model takes."""
     model, served = await resolve_model(http, shown, session.workload.model or None)
     model = scrub(model, session.secrets)  # a /models id is the server's text: it may echo a key
+    mix = session.workload.models
+    if mix is not None and served and (unknown := [n for n in mix.names if n not in served]):
+        listed = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
+        raise EndpointError(f"{shown}: --models {', '.join(unknown)}: not served; /models lists: {listed}")
     workload = replace(session.workload, model=model)
     workload = replace(workload, calibration=await _calibrate(http, workload, session, shown, served))
     record = await _probe(http, RequestFactory(workload, seed=-1 % 2**32).next(), workload, session, shown, served)
@@ -408,6 +412,7 @@ def _settings(session: Session, workload: Workload, scrape: bool) -> dict[str, A
         "output_from_dataset": workload.output_from_dataset,
         "unique_prompts": workload.unique_prompts,
         "images": dataclasses.asdict(workload.images) if workload.images is not None else None,
+        "models": dict(zip(workload.models.names, workload.models.shares)) if workload.models is not None else None,
         "metric_convention": workload.metric_convention,
         "prompt_calibration": dataclasses.asdict(workload.calibration) if workload.calibration else None,
         "start": session.start,

@@ -50,12 +50,15 @@ class EngineDriver:
         clock = self._clock or asyncio.get_running_loop().time
         return clock() * 1000.0
 
-    def submit(self, *, prompt_tokens: int, max_tokens: int) -> tuple[int, asyncio.Queue[int]]:
-        """Queue a sequence; its queue receives 1 per generated token."""
+    def submit(
+        self, *, prompt_tokens: int, max_tokens: int, adapter: str | None = None
+    ) -> tuple[int, asyncio.Queue[int]]:
+        """Queue a sequence (a LoRA adapter's, or the base model's); its queue receives its tokens."""
         seq_id = next(self._ids)
         queue: asyncio.Queue[int] = asyncio.Queue()
         self._queues[seq_id] = queue
-        self.engine.submit(seq_id, prompt_tokens=prompt_tokens, max_tokens=max_tokens, now_ms=self._now_ms())
+        now = self._now_ms()
+        self.engine.submit(seq_id, prompt_tokens=prompt_tokens, max_tokens=max_tokens, now_ms=now, adapter=adapter)
         self._wake.set()
         return seq_id, queue
 

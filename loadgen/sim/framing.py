@@ -104,6 +104,7 @@ def parse_request(
     default_max_tokens: int,
     max_model_len: int = 131_072,
     tokenizer: Tokenizer = Tokenizer(),
+    adapters: tuple[str, ...] = (),
 ) -> SimRequest:
     """Validate a request body; raise ``BadRequest`` with an OpenAI-style message.
 
@@ -160,7 +161,7 @@ def parse_request(
     if not isinstance(options, dict):
         raise BadRequest("'stream_options' must be an object")
     model = data.get("model") or default_model
-    if model != default_model:
+    if model != default_model and model not in adapters:
         raise UnknownModel(f"The model `{model}` does not exist.")
     return SimRequest(
         api=api,

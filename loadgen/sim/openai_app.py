@@ -62,6 +62,9 @@ class SimOptions:
     # in its completion tokens as engines do, and reported in usage.completion_tokens_details
     reasoning_tokens: int = 0
     tool_call_share: float = 0.0  # an agent's traffic (chat): the share of turns answered with a tool call
+    # LoRA adapters served beside ``model`` under their own names (vLLM's --lora-modules): a request naming one
+    # runs with it (the engine's adapter slots, load and mixing costs)
+    lora_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.merge_prob < 1.0:
@@ -81,6 +84,7 @@ class SimOptions:
     def from_json(cls, raw: Mapping[str, Any]) -> SimOptions:
         engine, faults, tokenizer = raw["engine"], raw["faults"], raw["tokenizer"]
         rest = {key: value for key, value in raw.items() if key not in ("engine", "faults", "tokenizer")}
+        rest["lora_modules"] = tuple(rest.get("lora_modules", ()))  # JSON holds the tuple as a list
         return cls(
             engine=EngineConfig(**{**engine, "mode": Mode(engine["mode"])}),  # JSON holds the mode as text
             faults=FaultConfig(**faults),
@@ -131,11 +135,12 @@ async def _engine_loop(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _models(request: web.Request) -> web.Response:
-    model = request.app[OPTIONS_KEY].model
+    """The base model, then each adapter with the base as its parent (as vLLM lists LoRA modules)."""
+    options = request.app[OPTIONS_KEY]
     created = int(time.time())
-    return web.json_response(
-        {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "loadgen-sim"}]}
-    )
+    base = {"id": options.model, "object": "model", "created": created, "owned_by": "loadgen-sim", "parent": None}
+    adapters = [{**base, "id": name, "parent": options.model} for name in options.lora_modules]
+    return web.json_response({"object": "list", "data": [base, *adapters]})
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -150,6 +155,12 @@ async def _metrics(request: web.Request) -> web.Response:
         ("num_requests_running", "gauge", "Sequences in the running batch.", engine.num_running),
         ("num_requests_waiting", "gauge", "Sequences waiting for a slot.", engine.num_waiting),
         ("steps_total", "counter", "Engine steps run.", c.steps),
+        (
+            "adapter_loads_total",
+            "counter",
+            "LoRA adapters loaded (not resident when a sequence needed one).",
+            c.adapter_loads,
+        ),
         ("generation_tokens_total", "counter", "Tokens generated (useful slot-steps).", c.tokens),
         ("prompt_tokens_total", "counter", "Prompt tokens prefilled.", c.prompt_tokens),
         ("prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", cache.queried_tokens),
@@ -249,6 +260,7 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
             options.default_max_tokens,
             options.max_model_len,
             options.tokenizer,
+            options.lora_modules,
         )
     except BadRequest as exc:
         return _error(str(exc), exc.status)
@@ -267,13 +279,17 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     request_id = {Api.CHAT: "chatcmpl-", Api.COMPLETIONS: "cmpl-", Api.RESPONSES: "resp_"}[api] + base_id
     created = int(time.time())
     cache = request.app[CACHE_KEY] if options.prefix_cache else None
-    if cache is not None and (cached := cache.lookup(req.words, req.prompt_tokens, options.tokenizer.per_word)):
+    per_word = options.tokenizer.per_word
+    if cache is not None and (cached := cache.lookup(req.words, req.prompt_tokens, per_word, req.model)):
         req = dataclasses.replace(req, cached_tokens=cached)
-    seq_id, tokens = driver.submit(prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens)
+    adapter = req.model if req.model != options.model else None
+    seq_id, tokens = driver.submit(
+        prompt_tokens=req.prompt_tokens - req.cached_tokens, max_tokens=req.max_tokens, adapter=adapter
+    )
     if cache is not None:
         # the prompt's blocks, and with them the answer's (its text is a function of its length): remembered
         # before it is sent, so a client that asks its next turn the moment [DONE] arrives always finds them
-        cache.remember([*req.words, *output_text(0, req.max_tokens).split()])
+        cache.remember([*req.words, *output_text(0, req.max_tokens).split()], req.model)
     try:
         if not req.stream:
             for _ in range(req.max_tokens):

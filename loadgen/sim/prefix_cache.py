@@ -24,10 +24,11 @@ from collections.abc import Sequence
 BLOCK_TOKENS = 16  # vLLM's default block size
 
 
-def block_keys(words: Sequence[str], block: int = BLOCK_TOKENS) -> list[int]:
+def block_keys(words: Sequence[str], block: int = BLOCK_TOKENS, model: str = "") -> list[int]:
     """The names of the prompt's full blocks, each hashing its words and the block before it (a chain, so a
-    block matches only after the same prefix). Python's tuple hash: 64 bits, one call per block."""
-    keys, previous = [], 0
+    block matches only after the same prefix), starting from the model's name: a LoRA adapter's KV differs
+    from the base model's (vLLM puts the adapter in its block hashes). Python's tuple hash: 64 bits."""
+    keys, previous = [], hash(model)
     for start in range(0, len(words) - block + 1, block):
         previous = hash((previous, tuple(words[start : start + block])))
         keys.append(previous)
@@ -45,28 +46,28 @@ class PrefixCache:
         self.queried_tokens = 0
         self.hit_tokens = 0
 
-    def cached_words(self, words: Sequence[str]) -> int:
+    def cached_words(self, words: Sequence[str], model: str = "") -> int:
         """Leading words of the prompt already cached: its leading blocks that are all remembered."""
         found = 0
-        for key in block_keys(words, self.block):
+        for key in block_keys(words, self.block, model):
             if key not in self._blocks:
                 break
             self._blocks.move_to_end(key)
             found += 1
         return found * self.block
 
-    def lookup(self, words: Sequence[str], prompt_tokens: int, tokens_per_word: float = 1.0) -> int:
+    def lookup(self, words: Sequence[str], prompt_tokens: int, tokens_per_word: float = 1.0, model: str = "") -> int:
         """A request's prompt tokens found cached, counted for the server's counters (from which a client
         reads how much prefill the cache spared). At least one token is always prefilled, as in vLLM: the
         first output token needs the last prompt token's step."""
-        cached = min(round(self.cached_words(words) * tokens_per_word), max(prompt_tokens - 1, 0))
+        cached = min(round(self.cached_words(words, model) * tokens_per_word), max(prompt_tokens - 1, 0))
         self.queried_tokens += prompt_tokens
         self.hit_tokens += cached
         return cached
 
-    def remember(self, words: Sequence[str]) -> None:
+    def remember(self, words: Sequence[str], model: str = "") -> None:
         """These words' full blocks are in the cache now (a prompt once admitted; a prompt with its answer)."""
-        for key in block_keys(words, self.block):
+        for key in block_keys(words, self.block, model):
             self._blocks[key] = None
             self._blocks.move_to_end(key)
         while len(self._blocks) > self.capacity:

@@ -57,6 +57,7 @@ class RequestRecord:
     reasoning_reported: bool = False  # reasoning_tokens from usage.completion_tokens_details
     tool_call: bool = False
     image_tokens: int | None = None  # of prompt_tokens, the images' (usage.prompt_tokens_details.image_tokens)
+    model: str | None = None  # the model it named, where the workload splits requests over several (adapters)
 
     @property
     def ok(self) -> bool:
