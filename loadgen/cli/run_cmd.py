@@ -40,7 +40,7 @@ from loadgen.cli.options import (
     VirtualTimeOpt,
     WorkersOpt,
 )
-from loadgen.cli.render import level_table, throughput_table
+from loadgen.cli.render import level_table, rich_section, throughput_table
 from loadgen.cli.session_flags import (
     execute,
     http_options,
@@ -69,6 +69,7 @@ from loadgen.wire.loops import EventLoop
 from loadgen.wire.records import RecordsWriter
 from loadgen.wire.sse import Convention
 from planner.evidence.verdicts import retry_reason
+from planner.reports.per_model import model_section
 from planner.reports.report import caveats
 
 
@@ -418,6 +419,8 @@ def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
     else:
         out.out.print(level_table(level))
         out.out.print(throughput_table(level))
+        if (models := model_section(result)) is not None:
+            out.out.print(*rich_section(models))
     for line in caveats(result):
         out.err.print(f"[yellow]note:[/yellow] {line}", highlight=False)
     if time_scale is not None:

@@ -39,7 +39,7 @@ from loadgen.cli.options import (
 )
 from loadgen.cli.plan_inputs import PlanFlags, assemble
 from loadgen.cli.plan_view import render_decision
-from loadgen.cli.render import sweep_table
+from loadgen.cli.render import rich_section, sweep_table
 from loadgen.cli.session_flags import execute, http_options, progress_observer, ray_options, target_options
 from loadgen.engine import Mode
 from loadgen.errors import UsageError
@@ -59,6 +59,7 @@ from planner import plan as answer
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import retry_reason
 from planner.reports.decision import decide
+from planner.reports.per_model import model_section
 from planner.reports.report import caveats, level_verdicts
 
 
@@ -310,6 +311,8 @@ def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capaci
         typer.echo(json.dumps(doc, indent=2))
     else:
         out.out.print(sweep_table(results, slos, level_verdicts(results, capacity, slos)))
+        if (models := model_section(results, slos)) is not None:
+            out.out.print(*rich_section(models))
     if capacity is not None and not json_out:  # the decision says every caveat, its own and the evidence's
         out.out.print("[bold]plan[/bold] (loadgen plan RESULTS --explain for how it was obtained):")
         for part in render_decision(decide(capacity, caveats(results, None, slos))):

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.results import Results
+from loadgen.quantity import samples_needed
+from loadgen.results import TURN_METRICS, LevelResult, Results
 from loadgen.slo_target import SloTarget
 from planner.ci.compare import MAX_REGRESSION, Delta, compare_results
 from planner.evidence.level_values import latency_quantity, quantity_value
@@ -68,6 +69,12 @@ class CheckResult:
     value: float | None
     passed: bool  # False also when the level has no data for it
     absent: str | None = None  # why there is no value ("tpot_p95 not in the imported file")
+    model: str | None = None  # one model's requests of a level split over several (a LoRA adapter)
+
+    @property
+    def where(self) -> str:
+        """The level, and the model where the check read one model's requests."""
+        return self.level if self.model is None else f"{self.level} model {self.model}"
 
 
 Side = Literal["service", "runner"]
@@ -100,7 +107,7 @@ class GateVerdict:
         untrusted levels say."""
         untrusted = set(self.untrusted_levels)
         failed = [
-            f"{c.check.text} @{c.level}" for c in self.failed_checks if c.value is not None and c.level not in untrusted
+            f"{c.check.text} @{c.where}" for c in self.failed_checks if c.value is not None and c.level not in untrusted
         ]
         return failed + [f"{d.quantity} @{d.level}" for d in self.regressions if d.level not in untrusted]
 
@@ -152,6 +159,29 @@ class GateVerdict:
         return f"runner: {self.untrusted[0]}"
 
 
+def per_model_checks(check: Check, level: LevelResult) -> list[CheckResult]:
+    """A latency (TTFT, TPOT, E2E) or error-rate check on each model's own requests, where the level split them
+    over several (LoRA adapters behind one endpoint): one adapter's breach is a breach, named, even where the
+    level's pooled value holds. A model with too few requests for the percentile is said and not judged."""
+    quantity = latency_quantity(check.quantity)
+    per_request = check.quantity == "error_rate" or (quantity is not None and quantity.metric in TURN_METRICS)
+    if not level.by_model or not per_request:
+        return []
+    out = []
+    for name in level.by_model:
+        view = level.model_view(name)
+        if quantity is not None and quantity.percentile is not None:
+            n, need = view.independent_samples(quantity.metric), samples_needed(quantity.percentile)
+            if n < need:
+                why = f"not judged: {n:.0f} of {need} requests a p{quantity.percentile:g} needs"
+                out.append(CheckResult(check, level.load.label, None, True, why, model=name))
+                continue
+        value = quantity_value(view, check.quantity)
+        passed = value is not None and _OPS[check.op](value, check.threshold)
+        out.append(CheckResult(check, level.load.label, value, passed, None, model=name))
+    return out
+
+
 def evaluate_gate(
     current: Results,
     checks: Sequence[Check],
@@ -182,6 +212,7 @@ def evaluate_gate(
             absent = lv.absent_because(quantity) if value is None and quantity is not None else None
             passed = value is not None and _OPS[check.op](value, check.threshold)
             results.append(CheckResult(check, lv.load.label, value, passed, absent))
+            results += per_model_checks(check, lv)
     service: list[str] = []
     busy = False
     untrusted_levels: list[str] = []

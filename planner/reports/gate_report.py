@@ -56,7 +56,8 @@ def to_junit(verdict: GateVerdict) -> str:
     failures = errors = tests = 0
     for r in verdict.checks:
         tests += 1
-        case = ET.SubElement(suite, "testcase", classname=f"loadgen.gate.{r.level}", name=r.check.text)
+        name = r.check.text if r.model is None else f"{r.check.text} [model {r.model}]"
+        case = ET.SubElement(suite, "testcase", classname=f"loadgen.gate.{r.level}", name=name)
         if not r.passed:
             failures += 1
             msg = f"{r.check.quantity} = {r.absent or _value(r.check.quantity, r.value)}, required {_threshold(r)}"
@@ -92,8 +93,8 @@ def to_markdown(verdict: GateVerdict) -> str:
         out += ["| level | check | value | result |", "|---|---|---:|---|"]
         for r in verdict.checks:
             out.append(
-                f"| {md_text(r.level)} | {md_text(r.check.text)} | {r.absent or _value(r.check.quantity, r.value)} | "
-                f"{'pass' if r.passed else '**FAIL**'} |"
+                f"| {md_text(r.where)} | {md_text(r.check.text)} | {r.absent or _value(r.check.quantity, r.value)} | "
+                f"{'**FAIL**' if not r.passed else 'not judged' if r.absent else 'pass'} |"
             )
         out.append("")
     if verdict.deltas:
@@ -128,6 +129,7 @@ def to_json(verdict: GateVerdict) -> dict[str, Any]:
         "checks": [
             {
                 "level": r.level,
+                "model": r.model,
                 "check": r.check.text,
                 "quantity": r.check.quantity,
                 "op": r.check.op,

@@ -27,6 +27,7 @@ from planner.evidence.verdicts import Verdicts, judge
 from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.decision import decide, deciding_limit, weak_limits
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
+from planner.reports.per_model import model_breaches, model_section
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
 
 
@@ -251,8 +252,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         out.append(_multi_token_note(first, per_event) + also)
     elif drafted := [lv for lv in results.levels if lv.server is not None and lv.server.spec_acceptance is not None]:
         out.append(_speculation_note(drafted))
-    if (reuse := _prefix_reuse_note(results)) is not None:
-        out.append(reuse)
+    out += [note for note in (_prefix_reuse_note(results), model_breaches(results, slos)) if note is not None]
     if not results.complete:
         out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
     if plan is not None:
@@ -319,6 +319,8 @@ def build_report(
     sections = [*lead, Section("Levels", table=level_rows(results, trust, slos))]
     if (split := ttft_split_section(results)) is not None:
         sections.append(split)
+    if (models := model_section(results, slos)) is not None:
+        sections.append(models)
     verdicts = slo_verdicts(results, slos, trust)
     if verdicts is not None:
         sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from loadgen.engine import Engine, EngineConfig
 from loadgen.errors import ProfileError
 from loadgen.inputs.model_mix import ModelMix, parse_model_mix
 from loadgen.inputs.profile import parse_profile
+from loadgen.quantity import Quantity
 from loadgen.results import Metric, load
 from tests.sim.test_engine import run_to_idle, token_times
 
@@ -81,31 +83,34 @@ def test_a_profile_splits_by_weight_or_zipf() -> None:
         parse_profile({"model": "m", "models": {"a": 1}}, "p.yaml")
 
 
-def split_sweep(tmp_path: Path, slo: str = "") -> Path:
-    """A 70/20/10 split over three adapters of the simulator, in virtual time; adapter c is slow to load and
-    only two fit at once, so c's requests wait for a slot and pay for its load."""
-    profile = tmp_path / "lora.yaml"
+@pytest.fixture(scope="module")
+def split_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 76/20/4 split over three adapters of the simulator, in virtual time, with a TTFT p95 SLO of 400 ms.
+    Only two adapters fit at once and loading one costs 40 ms: the rare adapter's requests wait for a slot
+    and pay for its load, so its tail breaks the SLO while the pooled tail (mostly sql's) holds."""
+    folder = tmp_path_factory.mktemp("lora")
+    profile = folder / "lora.yaml"
     profile.write_text(
         "target: {sim: {base_ms: 10, per_seq_ms: 0.2, adapter_slots: 2, adapter_load_ms: 40, per_adapter_ms: 2}}\n"
-        "models: {sql: 70, chat: 20, rare: 10}\n"
+        "models: {sql: 76, chat: 20, rare: 4}\n"
         "workload: {prompt_tokens: 32, output_tokens: 16}\n"
-        f"load: {{levels: [8], requests: 400, warmup_s: 0}}\n{slo}"
+        "load: {levels: [8], requests: 2000, warmup_s: 0}\nslo: {ttft_p95_ms: 400}\n"
     )
-    out = tmp_path / "s.json"
+    out = folder / "s.json"
     result = runner.invoke(app, ["sweep", "--profile", str(profile), "--virtual-time", "--quiet", "-o", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
 
-def test_a_split_is_measured_per_model(tmp_path: Path) -> None:
-    results = load(split_sweep(tmp_path))
+def test_a_split_is_measured_per_model(split_run: Path) -> None:
+    results = load(split_run)
     level = results.levels[0]
-    assert results.settings.models == pytest.approx({"sql": 0.7, "chat": 0.2, "rare": 0.1})
+    assert results.settings.models == pytest.approx({"sql": 0.76, "chat": 0.2, "rare": 0.04})
     assert level.by_model is not None and set(level.by_model) == {"sql", "chat", "rare"}
     counts = {name: part.completed for name, part in level.by_model.items()}
     assert sum(counts.values()) == level.completed
-    assert counts["sql"] / level.completed == pytest.approx(0.7, abs=0.06)
-    assert counts["rare"] / level.completed == pytest.approx(0.1, abs=0.04)
+    assert counts["sql"] / level.completed == pytest.approx(0.76, abs=0.03)
+    assert counts["rare"] / level.completed == pytest.approx(0.04, abs=0.015)
     ttft = {name: part.histograms[Metric.TTFT].percentile_us(50) or 0 for name, part in level.by_model.items()}
     # the rare adapter waits for a slot and pays its load: its median TTFT is the slowest
     assert ttft["rare"] > max(ttft["sql"], ttft["chat"])
@@ -114,3 +119,16 @@ def test_a_split_is_measured_per_model(tmp_path: Path) -> None:
     assert view.completed == counts["rare"] and view.histograms[Metric.TTFT].count == counts["rare"]
     summary = level.summary()["by_model"]
     assert summary["rare"]["completed"] == counts["rare"] and summary["rare"]["failed"] == 0
+
+
+def test_the_gate_fails_the_one_adapter_that_breaks_its_slo_and_names_it(split_run: Path) -> None:
+    level = load(split_run).levels[0]
+    assert (level.statistic_ms(Quantity.parse("ttft_p95")) or 0) < 400  # the pooled tail holds
+    result = runner.invoke(app, ["gate", str(split_run), "--json"])
+    assert result.exit_code == 1, result.output
+    verdict = json.loads(result.stdout)
+    failed = [c for c in verdict["checks"] if not c["passed"]]
+    assert [(c["level"], c["model"]) for c in failed] == [("c=8", "rare")]
+    assert failed[0]["value"] > 400 and verdict["side"] == "service"
+    judged = {c["model"] for c in verdict["checks"] if c["passed"] and c["absent"] is None}
+    assert judged == {None, "sql", "chat"}
