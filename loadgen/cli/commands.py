@@ -57,6 +57,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "import_cmd", "Turn numbers from another tool into a results file that plan, report and compare read."
     ),
     "profile": LazyCommand("profiles_cmd", "List, show and validate workload profiles."),
+    "export": LazyCommand(
+        "export_cmd",
+        "Export levels or per-request records as CSV, Parquet or llm-d benchmark reports (docs/export.md).",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
-"""A results file's levels as CSV (``report -o report.csv``): one row per level, latencies in ms."""
+"""A results file's levels as a table: ``report -o report.csv`` (one row per level) and ``loadgen export``
+(also a row per model of a level split over several), latencies in ms."""
 
 from __future__ import annotations
 
@@ -24,39 +25,57 @@ CSV_COLUMNS = (
     "client_bound",
     "goodput_ratio",
 )
+STATISTICS = ("mean", "p50", "p90", "p95", "p99", "max")
+LATENCY_COLUMNS = tuple(f"{m.value}_{s}_ms" for m in Metric for s in STATISTICS)
+# a model's row holds its own requests' outcomes and latencies: the level's throughput is not split by model
+MODEL_COLUMNS = frozenset({"load_kind", "load_value", "window_s", "completed", "failed", "error_rate",
+                           *LATENCY_COLUMNS})  # fmt: skip
 
 
 def to_csv(results: Results) -> str:
     """One row per level with the summary columns (latencies in ms)."""
-    latency_cols = [f"{m.value}_{s}_ms" for m in Metric for s in ("mean", "p50", "p90", "p95", "p99", "max")]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *latency_cols])
+    writer.writerow([*CSV_COLUMNS, *LATENCY_COLUMNS])
     for lv in results.levels:
-        writer.writerow(_csv_row(lv))
+        values = level_values(lv)
+        writer.writerow(["" if values[c] is None else values[c] for c in (*CSV_COLUMNS, *LATENCY_COLUMNS)])
     return buf.getvalue()
 
 
-def _csv_row(lv: LevelResult) -> list[object]:
+def level_table(results: Results) -> list[dict[str, object]]:
+    """Every level's row (``model`` None), each followed by a row per model where its requests named several."""
+    rows: list[dict[str, object]] = []
+    for lv in results.levels:
+        rows.append({"level": lv.load.label, "model": None, **level_values(lv)})
+        for name in lv.by_model or {}:
+            values = level_values(lv.model_view(name))
+            rows.append({"level": lv.load.label, "model": name,
+                         **{k: v if k in MODEL_COLUMNS else None for k, v in values.items()}})  # fmt: skip
+    return rows
+
+
+def level_values(lv: LevelResult) -> dict[str, object]:
+    """The level's summary columns by name (None where it has no value)."""
     s = lv.summary()
-    row: list[object] = [
-        lv.load.kind,
-        lv.load.value,
-        round(lv.window_s, 3),
-        lv.completed,
-        lv.failed,
-        lv.error_rate,
-        s["achieved_concurrency"],
-        s["output_tokens_per_s"],
-        s["requests_per_s"],
-        s["offered_per_s"],
-        s["prompt_tokens_mean"],
-        s["output_tokens_mean"],
-        lv.tokens_estimated,
-        lv.client_bound,
-        lv.goodput_ratio,
-    ]
+    values: dict[str, object] = {
+        "load_kind": lv.load.kind,
+        "load_value": lv.load.value,
+        "window_s": round(lv.window_s, 3),
+        "completed": lv.completed,
+        "failed": lv.failed,
+        "error_rate": lv.error_rate,
+        "achieved_concurrency": s["achieved_concurrency"],
+        "output_tokens_per_s": s["output_tokens_per_s"],
+        "requests_per_s": s["requests_per_s"],
+        "offered_per_s": s["offered_per_s"],
+        "prompt_tokens_mean": s["prompt_tokens_mean"],
+        "output_tokens_mean": s["output_tokens_mean"],
+        "tokens_estimated": lv.tokens_estimated,
+        "client_bound": lv.client_bound,
+        "goodput_ratio": lv.goodput_ratio,
+    }
     for m in Metric:
         stats = s[f"{m.value}_ms"]
-        row += [stats[k] for k in ("mean", "p50", "p90", "p95", "p99", "max")]
-    return ["" if v is None else v for v in row]
+        values.update({f"{m.value}_{k}_ms": stats[k] for k in STATISTICS})
+    return values
