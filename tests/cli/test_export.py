@@ -62,6 +62,7 @@ def test_records_as_parquet_hold_each_requests_metrics_and_token_times(
     first = next(row for row in table if row["ok"])
     (label, record) = next((lbl, r) for lbl, r in records if r.ok)
     assert first["load"] == label == "c=4" and first["model"] in ("a", "b")
+    assert record.t_first is not None
     assert first["ttft_ms"] == pytest.approx((record.t_first - record.t_intended) * 1000, abs=1e-3)
     assert first["chunk_times"] == list(record.chunk_times) and first["token_events"] == 8
 

@@ -115,6 +115,27 @@ def test_a_rerun_with_the_same_seed_finds_none_of_its_prompts_in_vllms_prefix_ca
     assert share is not None and share < 0.1, f"{share:.0%} of the rerun's prompt tokens came from the cache"
 
 
+def test_a_replayed_trace_shares_in_vllms_prefix_cache_the_blocks_its_hash_ids_share(
+    vllm: VllmCpuServer, tmp_path: Path
+) -> None:
+    # a Mooncake-format trace whose requests share 256-token blocks (a system prompt, a document), each
+    # pattern with its own ids: vLLM's own counters read the share of prompt tokens the trace implies
+    pattern = [(0.0, 512, [1, 2]), (0.1, 700, [1, 2, 3]), (0.2, 300, [1, 4]), (0.3, 768, [1, 2, 5]), (0.4, 200, [6])]
+    rows = [{"timestamp": round((g * 0.5 + t) * 1000), "input_length": p, "output_length": 4,
+             "hash_ids": [h + 10 * g for h in ids]} for g in range(6) for t, p, ids in pattern]  # fmt: skip
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(row) for row in rows))
+    results = run(vllm, tmp_path / "replay.json", "--api", "completions", "--trace", str(trace),
+                  "--trace-block-tokens", "256", "--warmup", "0", "--scrape-metrics", "on", "--extra-body",
+                  IGNORE_EOS)  # fmt: skip
+    implied = results.settings.trace["implied_prefix_share"] if results.settings.trace else None
+    server = results.levels[0].server
+    assert implied is not None and server is not None and server.prefix_cache_queried, "counters not read"
+    measured = server.prefix_cache_hit_share
+    # vLLM caches whole blocks of its own (16 tokens here) and the window may miss a request at either end
+    assert measured == pytest.approx(implied, abs=0.06), f"implied {implied:.1%}, vLLM read {measured:.1%}"
+
+
 def test_a_closed_loop_past_the_batch_cap_is_not_called_unsteady(vllm: VllmCpuServer, tmp_path: Path) -> None:
     # Twice as many clients as vLLM runs at once, a warm-up shorter than a request's life: the first
     # wave's requests were due in the warm-up and read "queue growing" (issue 30). A closed loop's
