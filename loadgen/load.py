@@ -94,17 +94,19 @@ class Load:
     arrival: Arrival | None = None  # rate only
     burstiness: float | None = None  # rate only: gamma shape (1 = Poisson)
     max_in_flight: int | None = None  # rate only: in-flight cap
+    batch: int | None = None  # pooling APIs (embeddings, rerank): inputs per request at this level
 
     @property
     def label(self) -> str:
-        if self.kind == "concurrency":
-            return f"c={self.value:g}"
-        return f"r={self.value:g}/s"
+        shown = f"c={self.value:g}" if self.kind == "concurrency" else f"r={self.value:g}/s"
+        return shown if self.batch is None else f"{shown} b={self.batch}"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "value": self.value}
         if self.kind == "rate":
             out.update(arrival=self.arrival, burstiness=self.burstiness, max_in_flight=self.max_in_flight)
+        if self.batch is not None:
+            out["batch"] = self.batch
         return out
 
     @classmethod
@@ -118,8 +120,16 @@ class Load:
         if kind == "concurrency":
             value = int(value)
         arrival = raw.get("arrival")
+        batch = raw.get("batch")
+        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+            raise ValueError(f"load.batch must be a whole number >= 1, got {batch!r}")
         return cls(
-            kind, value, None if arrival is None else Arrival(arrival), raw.get("burstiness"), raw.get("max_in_flight")
+            kind,
+            value,
+            None if arrival is None else Arrival(arrival),
+            raw.get("burstiness"),
+            raw.get("max_in_flight"),
+            batch,
         )
 
 

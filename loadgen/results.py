@@ -280,6 +280,8 @@ class LevelResult:
     # vision requests: the image tokens of the prompt tokens, over the requests whose usage said them apart
     image_tokens: int = 0
     image_tokens_reported: int = 0
+    # pooling APIs (embeddings, rerank): the inputs (documents) the completed requests' answers accounted for
+    inputs: int = 0
 
     @property
     def failed(self) -> int:
@@ -298,6 +300,23 @@ class LevelResult:
     @property
     def requests_per_s(self) -> float | None:
         return self.completed / self.window_s if self.window_s > 0 else None
+
+    @property
+    def pooling(self) -> bool:
+        """A pooling API's level (embeddings, rerank): batches answered whole, no token stream to time."""
+        return self.inputs > 0 or self.load.batch is not None
+
+    @property
+    def inputs_per_s(self) -> float | None:
+        """Pooling: inputs answered per second in the window (requests/s times their batch)."""
+        return self.inputs / self.window_s if self.pooling and self.window_s > 0 else None
+
+    @property
+    def prompt_tokens_per_s(self) -> float | None:
+        """Prompt tokens per second in the window, over the requests whose usage counted them (None: none did)."""
+        if not self.prompt_tokens_reported or self.window_s <= 0:
+            return None
+        return self.prompt_tokens * self.completed / self.prompt_tokens_reported / self.window_s
 
     @property
     def offered_per_s(self) -> float | None:
@@ -478,6 +497,12 @@ class LevelResult:
             out["tool_call_turns"] = self.tool_call_turns
         if self.image_tokens_reported:
             out["image_tokens_mean"] = _round(self.image_tokens / self.image_tokens_reported)
+        if self.pooling:
+            out.update(
+                inputs_per_s=_round(self.inputs_per_s),
+                prompt_tokens_per_s=_round(self.prompt_tokens_per_s),
+                inputs_per_request=_round(self.inputs / self.completed if self.completed else None),
+            )
         if (per_event := self.tokens_per_event) is not None and per_event > MULTI_TOKEN_EVENTS:
             out["tokens_per_event"] = _round(per_event)
             out["itl_per"] = "token" if self.itl_per_token else "event"
@@ -515,6 +540,7 @@ class LevelResult:
                 "usage_per_chunk": self.usage_per_chunk,
                 "image": self.image_tokens,
                 "image_reported": self.image_tokens_reported,
+                "inputs": self.inputs,
             },
             "tool_call_turns": self.tool_call_turns,
             "achieved_concurrency": self.achieved_concurrency,
@@ -602,6 +628,7 @@ class LevelResult:
             usage_per_chunk=int(tokens.get("usage_per_chunk", 0)),
             image_tokens=int(tokens.get("image", 0)),
             image_tokens_reported=int(tokens.get("image_reported", 0)),
+            inputs=int(tokens.get("inputs", 0)),
         )
 
 
@@ -645,9 +672,14 @@ def duplicate_load(levels: Sequence[LevelResult]) -> str | None:
 
 
 def mean_prompt_tokens(levels: Sequence[LevelResult]) -> float | None:
-    """Mean prompt tokens per completed request that reported usage, over these levels."""
-    reported = sum(lv.prompt_tokens_reported for lv in levels)
+    """Mean prompt tokens per completed request that reported usage, over these levels (a pooling level's:
+    per input, the length asked of each text of its batches; a rerank input is the query and a document)."""
+    reported = sum(lv.prompt_tokens_reported * _inputs_per_request(lv) for lv in levels)
     return sum(lv.prompt_tokens for lv in levels) / reported if reported else None
+
+
+def _inputs_per_request(level: LevelResult) -> float:
+    return level.inputs / level.completed if level.inputs and level.completed else 1.0
 
 
 def reasoning_share(levels: Sequence[LevelResult]) -> float:
@@ -708,6 +740,11 @@ class Results:
     histogram_config: HistogramConfig = field(default=DEFAULT_CONFIG)
     notes: tuple[str, ...] = ()  # why a sweep stopped early, and similar
     retried: tuple[RetriedLevel, ...] = ()  # attempts measured again, in the order they ran
+
+    @property
+    def pooling(self) -> bool:
+        """An embeddings or rerank run: latency and inputs/s to read, nothing for the planner to size."""
+        return any(lv.pooling for lv in self.levels)
 
     def workload_fingerprint(self) -> dict[str, Any]:
         """What was measured, as far as comparability goes: API, model, lengths, convention, load mode."""

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # same engine in real time; the planner never imports the simulator or the command line).
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
+    "loadgen.api",
     "loadgen.results",
     "loadgen.slo_target",
     "loadgen.quantity",

@@ -22,6 +22,7 @@ SHIPPED = {
     "ci-gate",
     "static-vs-continuous",
     "calibration",
+    "embeddings",
 }
 
 
@@ -55,7 +56,7 @@ def test_shipped_profile_loads_and_documents_itself(path: Path) -> None:
         ({"target": "ftp://x"}, "target: expected 'sim', an http(s) URL"),
         ({"workload": {"output_tokens": {"dist": "zipf"}}}, "workload.output_tokens.dist: must be one of"),
         ({"workload": {"prompt_tokens": 0}}, "workload.prompt_tokens: must be a positive integer, got 0"),
-        ({"api": "embeddings"}, "api: must be one of chat, completions"),
+        ({"api": "images"}, "api: must be one of chat, completions, responses, embeddings, rerank"),
         ({"schema_version": 9}, "schema_version: this loadgen reads profiles up to version 1"),
         ({"plan": {"max_utilization": 1.5}}, "plan.max_utilization: must be <= 1"),
         ([1, 2], "(top level): expected a mapping"),

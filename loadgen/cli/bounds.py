@@ -55,6 +55,7 @@ FLAG_FIELDS: dict[str, str] = {
     "--dataset-max-words": "workload.dataset_max_words",
     "--turns": "workload.turns",
     "--think-time": "workload.think_time_s",
+    "--batch": "workload.batch_sizes",
 }
 
 

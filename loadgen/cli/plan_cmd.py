@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -26,8 +27,19 @@ from loadgen.cli.plan_view import render_outcome
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import DatasetFormat
 from loadgen.load import Arrival
+from loadgen.results import Results
 from planner import plan as answer
 from planner.reports.report import evidence_caveats
+
+
+def refuse_pooling(calibrations: Sequence[tuple[str, Results]]) -> None:
+    """The planner sizes generation (its step law, TTFT and TPOT): a pooling sweep is read, not planned."""
+    for name, results in calibrations:
+        if results.pooling:
+            raise UsageError(
+                f"{name}: an {results.settings.api} run: the planner sizes generation (TTFT, TPOT, output tokens); "
+                f"read its latency and inputs/s with: loadgen report {name}"
+            )
 
 
 def check_sources(flags: PlanFlags) -> None:
@@ -152,6 +164,7 @@ def plan(
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
     flags = PlanFlags(**{name: value for name, value in locals().items() if name not in ("json_out", "explain")})
     inputs = read_plan_inputs(flags, check_sources)
+    refuse_pooling(inputs.calibrations)
     outcome = answer(inputs)
     if json_out:
         typer.echo(json.dumps(outcome.to_json(), indent=2))

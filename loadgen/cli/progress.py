@@ -64,6 +64,11 @@ def _status(snap: LoadSnapshot, planned_s: float | None) -> str:
         rate = f"~{live.window_output_tokens / snap.window_s:.0f} tok/s"
     else:
         rate = "warm-up"
+    if snap.load.batch is not None:  # a pooling level: batches answered whole, their latency is the number
+        return (
+            f"{snap.elapsed_s:.0f}{total}  done {live.completed}  in flight {live.in_flight}  "
+            f"latency p50/p95 {_ms(live.e2e_p50_ms)}/{_ms(live.e2e_p95_ms)} ms  errors {live.failed}"
+        )
     return (
         f"{snap.elapsed_s:.0f}{total}  done {live.completed}  in flight {live.in_flight}  "
         f"{rate}  TTFT p50/p95 {_ms(live.ttft_p50_ms)}/{_ms(live.ttft_p95_ms)} ms  "
@@ -73,12 +78,25 @@ def _status(snap: LoadSnapshot, planned_s: float | None) -> str:
 
 def _summary(result: LevelResult, step: SweepStep | None, took_s: float) -> str:
     """A finished level in one line: its counts, TTFT and TPOT p50, tok/s, how long it took, time left."""
+    if result.pooling:
+        inputs = result.inputs_per_s
+        text = (
+            f"{_where(step, result.load)}: {result.completed} done, {result.failed} failed, latency p50 "
+            f"{_ms(result.percentile_ms(Metric.E2E, 50))} ms, {'-' if inputs is None else f'{inputs:,.1f}'} "
+            f"inputs/s ({took_s:.0f} s)"
+        )
+        return _ended(text, result, step)
     ttft, tpot = result.percentile_ms(Metric.TTFT, 50), result.percentile_ms(Metric.TPOT, 50)
     tokens = result.output_tokens_per_s
     text = (
         f"{_where(step, result.load)}: {result.completed} done, {result.failed} failed, TTFT p50 {_ms(ttft)} ms, "
         f"TPOT p50 {_ms(tpot)} ms, {'-' if tokens is None else f'{tokens:,.0f}'} tok/s ({took_s:.0f} s)"
     )
+    return _ended(text, result, step)
+
+
+def _ended(text: str, result: LevelResult, step: SweepStep | None) -> str:
+    """A finished level's line, marked interrupted, or with the time the sweep has left."""
     if not result.complete:
         return text + " (interrupted)"
     later = "" if step is None or not step.after_s else f"; about {duration_text(step.after_s)} left"

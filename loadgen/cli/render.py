@@ -13,7 +13,7 @@ from loadgen.slo_target import SloTarget
 from planner.evidence.verdicts import Verdicts
 from planner.reports.document import Report, Section
 from planner.reports.plan_text import fmt
-from planner.reports.report import goodput_rule
+from planner.reports.report import POOLED_CELLS, goodput_rule
 
 LATENCY_ROWS = (
     (Metric.TTFT, "TTFT (from intended)"),
@@ -24,6 +24,7 @@ LATENCY_ROWS = (
     (Metric.QUEUE, "slot queue"),
     (Metric.LAG, "generator lag"),
 )
+STREAM_METRICS = (Metric.TTFT, Metric.TTFT_SENT, Metric.TPOT, Metric.ITL)  # what only a token stream times
 
 
 def rich_section(section: Section) -> list[RenderableType]:
@@ -56,10 +57,13 @@ def level_table(level: LevelResult) -> Table:
     for col in ("mean", "p50", "p90", "p95", "p99", "max", "count"):
         table.add_column(col, justify="right")
     summary = level.summary()
+    # a pooling level has no token stream: its E2E is the request's latency, and nothing else is timed
+    untimed = (Metric.QUEUE, *STREAM_METRICS) if level.pooling else (Metric.QUEUE,)
     for metric, name in LATENCY_ROWS:
         s = summary[f"{metric.value}_ms"]
-        if s["count"] == 0 and metric in (Metric.QUEUE,):
+        if s["count"] == 0 and metric in untimed:
             continue
+        name = "request latency" if metric == Metric.E2E and level.pooling else name
         table.add_row(name, *(fmt(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")), str(s["count"]))
     return table
 
@@ -77,13 +81,20 @@ def throughput_table(level: LevelResult) -> Table:
             f"{level.completed} / {level.failed}" + (f" (+{level.cut} cut in flight at the end)" if level.cut else ""),
         ),
         ("error rate", "-" if rate is None else f"{rate:.2%}"),
-        ("output tokens/s", fmt(s["output_tokens_per_s"])),
+        ("inputs/s (prompt tokens/s)", f"{fmt(s['inputs_per_s'])} ({fmt(s['prompt_tokens_per_s'])})")
+        if level.pooling
+        else ("output tokens/s", fmt(s["output_tokens_per_s"])),
         # a closed loop offers what it is served: its sends are not a load asked for
         ("requests/s served / offered", f"{fmt(s['requests_per_s'], 2)} / {fmt(s['offered_per_s'], 2)}")
         if level.load.kind == "rate"
         else ("requests/s served", fmt(s["requests_per_s"], 2)),
         ("achieved concurrency", fmt(s["achieved_concurrency"], 2)),
-        ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
+        (
+            "inputs a request / prompt tokens an input",
+            f"{fmt(s['inputs_per_request'])} / {fmt(s['prompt_tokens_mean'])}",
+        )
+        if level.pooling
+        else ("prompt / output tokens (mean)", f"{fmt(s['prompt_tokens_mean'])} / {fmt(s['output_tokens_mean'])}"),
     ]
     if "by_turn" in s:
         for metric in ("ttft", "tpot"):
@@ -124,31 +135,30 @@ def throughput_table(level: LevelResult) -> Table:
     return table
 
 
+#: a sweep's latency columns: a stream's token times (a pooling batch's: ``POOLED_CELLS``)
+STREAMED_CELLS = (
+    ("TTFT p50", Metric.TTFT, 50),
+    ("TTFT p95", Metric.TTFT, 95),
+    ("TPOT p50", Metric.TPOT, 50),
+    ("TPOT p95", Metric.TPOT, 95),
+    ("ITL p99", Metric.ITL, 99),
+)
+
+
 def sweep_table(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts | None) -> Table:
     """One row per level; cells that breach an SLO in red; each level's verdict (``planner.evidence.verdicts``)."""
     table = Table(
         title="sweep", title_justify="left", caption=goodput_rule(slos) if slos else None, caption_justify="left"
     )
-    for name in (
-        "load",
-        "conc",
-        "TTFT p50",
-        "TTFT p95",
-        "TPOT p50",
-        "TPOT p95",
-        "ITL p99",
-        "tok/s",
-        "req/s",
-        "goodput",
-        "errors",
-        "flags",
-    ):
+    pooling = any(level.pooling for level in results.levels)
+    cells = POOLED_CELLS if pooling else STREAMED_CELLS
+    rates = ("req/s", "inputs/s", "prompt tok/s") if pooling else ("tok/s", "req/s")
+    for name in ("load", "conc", *(c[0] for c in cells), *rates, "goodput", "errors", "flags"):
         table.add_column(name, justify="left" if name in ("load", "flags") else "right")
-    cells = ((Metric.TTFT, 50), (Metric.TTFT, 95), (Metric.TPOT, 50), (Metric.TPOT, 95), (Metric.ITL, 99))
     for level in results.levels:
         breached = [s for s in slos if s.met_by(level) is False]
         row = [level.load.label, fmt(level.achieved_concurrency)]
-        for metric, p in cells:
+        for _, metric, p in cells:
             text = fmt(level.percentile_ms(metric, p))
             hit = any(s.metric == metric and s.percentile == p for s in breached)
             row.append(f"[bold red]{text}[/]" if hit else text)
@@ -160,12 +170,10 @@ def sweep_table(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts 
         if verdicts is not None:
             style = {"saturated": "red", "knee": "yellow", "untrusted": "yellow"}
             flags += [f"[{style[f]}]{f}[/]" for f in verdicts.of(level.load.label).flags]
-        row += [
-            fmt(level.output_tokens_per_s, 0),
-            fmt(level.requests_per_s, 2),
-            "-" if good is None else f"{good:.0%}",
-            errors,
-            ", ".join(flags),
-        ]
+        if pooling:
+            row += [fmt(level.requests_per_s, 2), fmt(level.inputs_per_s, 1), fmt(level.prompt_tokens_per_s, 0)]
+        else:
+            row += [fmt(level.output_tokens_per_s, 0), fmt(level.requests_per_s, 2)]
+        row += ["-" if good is None else f"{good:.0%}", errors, ", ".join(flags)]
         table.add_row(*row)
     return table

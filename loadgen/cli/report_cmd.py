@@ -137,7 +137,7 @@ def report(
         _write(build_fleet_report(fleet, _fleet_plots(fleet) if html_out else ()), output, json_out)
         return
     results = inputs.calibrations[0][1]
-    if len(inputs.calibrations) == 1 and not results.levels:  # a report of what ran, with nothing to plan
+    if len(inputs.calibrations) == 1 and (not results.levels or results.pooling):  # what ran, nothing to plan
         _write(build_report(results, None, inputs.request.slos, ()), output, json_out)
         return
     outcome = answer(inputs)

@@ -262,6 +262,14 @@ def run(
         Path | None,
         typer.Option(metavar="DIR", rich_help_panel=WORKLOAD, help="--images: send the image files of this folder."),
     ] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Embeddings, rerank: inputs (documents) per request, each --prompt-tokens long (default 1).",
+        ),
+    ] = None,
     extra_body: Annotated[
         str | None,
         typer.Option(
@@ -291,6 +299,7 @@ def run(
         ("--ramp-up", ramp_up), ("--prompt-tokens", prompt_tokens), ("--prompt-spread", prompt_spread),
         ("--max-tokens", max_tokens), ("--output-spread", output_spread), ("--turns", turns),
         ("--dataset-max-words", dataset_max_words), ("--think-time", think_time), ("--retries", retries),
+        ("--batch", batch),
     ):  # fmt: skip
         field_flag(flag, value)
     bounded("--lag-threshold-ms", lag_threshold_ms, minimum=0, exclusive=True)
@@ -336,6 +345,7 @@ def run(
             think_time_s=think_time,
             shared_prefix=shared_prompts,
             images=_images(images, image_size, images_folder, dataset),
+            batch_sizes=(batch,) if batch is not None else (1,),
         ),
         load=load,
         seed=seed,

@@ -44,7 +44,7 @@ from loadgen.cli.session_flags import execute, http_options, progress_observer, 
 from loadgen.engine import Mode
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
-from loadgen.limits import MAX_LEVELS
+from loadgen.limits import MAX_BATCH, MAX_LEVELS
 from loadgen.results import Results, save_atomic
 from loadgen.run.assembly import session_from_profile, simulator_options
 from loadgen.run.observe import LevelObserver
@@ -83,6 +83,19 @@ def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:
     return levels
 
 
+def parse_batch_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--batch-sizes``: whole numbers from 1 to ``MAX_BATCH``, in the order given."""
+    if text is None:
+        return None
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--batch-sizes: expected whole numbers separated by commas, got {text!r}") from None
+    if not sizes or len(sizes) > MAX_LEVELS or any(not 1 <= b <= MAX_BATCH for b in sizes):
+        raise UsageError(f"--batch-sizes: 1 to {MAX_LEVELS} sizes, each from 1 to {MAX_BATCH}, got {text!r}")
+    return tuple(dict.fromkeys(sizes))
+
+
 @friendly_errors
 def sweep(
     profile: Annotated[
@@ -105,6 +118,14 @@ def sweep(
     ] = None,
     levels: Annotated[
         str | None, typer.Option(metavar="A,B,...", rich_help_panel=LOAD, help="Override the levels, e.g. 1,2,4,8.")
+    ] = None,
+    batch_sizes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="A,B,...",
+            rich_help_panel=LOAD,
+            help="Embeddings, rerank: inputs per request; every level is measured at each, e.g. 1,8,32.",
+        ),
     ] = None,
     duration: Annotated[
         float | None,
@@ -191,6 +212,7 @@ def sweep(
         prompt_tokens=prompt_tokens,
         sim_mode=sim_mode,
         no_stop=no_stop,
+        batch_sizes=parse_batch_sizes(batch_sizes),
     )
     target = target_options(
         api_key,
@@ -237,6 +259,7 @@ def _with_flags(
     prompt_tokens: int | None,
     sim_mode: Mode | None,
     no_stop: bool,
+    batch_sizes: tuple[int, ...] | None = None,
 ) -> Profile:
     """The profile as the flags override it (each flag already within its field's bound)."""
     level_values = parse_levels(levels, prof.load.mode)
@@ -255,6 +278,8 @@ def _with_flags(
             raise UsageError(f"--prompt-tokens: profile {prof.name} takes its prompts from a dataset")
         lengths = replace(prof.workload.prompt_tokens, mean=prompt_tokens)
         prof = prof.with_overrides(workload=replace(prof.workload, prompt_tokens=lengths))
+    if batch_sizes is not None:
+        prof = prof.with_overrides(workload=replace(prof.workload, batch_sizes=batch_sizes))
     if sim_mode is not None:
         if prof.sim is None:
             raise UsageError("--sim-mode: the profile's target is not the built-in simulator")
@@ -295,7 +320,7 @@ def _hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks
 def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
     """The plan's headline, when the profile says what the sweep was for (an SLO): the question ``loadgen plan``
     asks of the saved file, from the profile stored in it (the one ``prof`` became), so the two agree."""
-    if not prof.slo or not results.levels:
+    if not prof.slo or not results.levels or results.pooling:
         return None
     return answer(assemble(PlanFlags(), [("the sweep", results)])).capacity
 

@@ -31,6 +31,7 @@ from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.limits import (
+    MAX_BATCH,
     MAX_CONCURRENCY,
     MAX_LEVELS,
     MAX_RATE_RPS,
@@ -98,6 +99,7 @@ BOUNDS: Final[dict[str, Bound]] = {
     "workload.dataset_max_words": Bound(1, maximum=MAX_TOKENS),
     "workload.turns": Bound(1, maximum=MAX_TURNS),
     "workload.think_time_s": Bound(0, maximum=MAX_THINK_TIME_S),
+    "workload.batch_sizes": Bound(1, maximum=MAX_BATCH),
 }
 
 
@@ -113,6 +115,8 @@ class WorkloadSpec:
     think_time_s: float = 0.0  # mean pause between a conversation's turns
     shared_prefix: bool = False  # False: every prompt starts with a nonce (prefix caches cannot help)
     images: ImageSpec | None = None  # images in each request (chat, responses): a vision model's workload
+    # pooling APIs (embeddings, rerank): inputs per request; each batch size is swept over every load level
+    batch_sizes: tuple[int, ...] = (1,)
 
 
 class LoadMode(StrEnum):
@@ -423,6 +427,7 @@ def _workload(node: Node) -> WorkloadSpec:
         "turns",
         "think_time_s",
         "images",
+        "batch_sizes",
     )
     spec = WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
@@ -435,6 +440,7 @@ def _workload(node: Node) -> WorkloadSpec:
         turns=node.integer("turns", 1, **_integer(BOUNDS["workload.turns"])),
         think_time_s=node.number("think_time_s", 0.0, **_number(BOUNDS["workload.think_time_s"])),
         images=_images(node.child("images")) if "images" in node.value else None,
+        batch_sizes=_batch_sizes(node.child("batch_sizes")) if "batch_sizes" in node.value else (1,),
     )
     if spec.images is not None and spec.dataset is not None:
         node.child("images").fail("images go with synthetic prompts: no workload.dataset")
@@ -443,6 +449,15 @@ def _workload(node: Node) -> WorkloadSpec:
     if spec.output_from_dataset and spec.dataset is None:
         node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
     return spec
+
+
+def _batch_sizes(node: Node) -> tuple[int, ...]:
+    """A pooling sweep's batch sizes: one number or a list (each level is measured at each)."""
+    if not isinstance(node.value, list):
+        return (node.positive_integer_value(maximum=MAX_BATCH),)
+    if not node.value or len(node.value) > MAX_LEVELS:
+        node.fail(f"expected 1 to {MAX_LEVELS} batch sizes, got {len(node.value)}")
+    return tuple(dict.fromkeys(node.item(i).positive_integer_value(maximum=MAX_BATCH) for i in range(len(node.value))))
 
 
 def _models(node: Node) -> ModelMix:

@@ -53,6 +53,12 @@ def session_from_profile(profile: Profile, base_url: str, target: TargetOptions,
         )
     if w.images is not None and not profile.api.messages:
         raise UsageError(f"{profile.name}: workload.images go in chat messages: api chat or responses")
+    if w.batch_sizes != (1,) and not profile.api.pooling:
+        raise UsageError(
+            f"{profile.name}: workload.batch_sizes (--batch, --batch-sizes) batch the inputs of api embeddings or rerank"
+        )
+    if profile.api.pooling and w.dataset is not None:
+        raise UsageError(f"{profile.name}: api {profile.api} sends synthetic inputs: no workload.dataset")
     trace = load_trace(Path(ld.trace), ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):
         raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")
@@ -120,14 +126,16 @@ def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list
     floor = ld.min_requests or max((s.samples_needed for s in profile.slo if s.metric in PER_REQUEST), default=None)
     goodput = tuple((s.metric, s.limit) for s in profile.slo if s.metric is not None)
     plans = []
-    for i, value in enumerate(ld.levels):
+    # a pooling API's levels: every load level at each batch size (the batch is part of the level)
+    batches: tuple[int | None, ...] = profile.workload.batch_sizes if profile.api.pooling else (None,)
+    for i, (batch, value) in enumerate((b, v) for b in batches for v in ld.levels):
         replay = trace.scaled(value) if trace else None
         if replay is not None:
-            load = Load("rate", float(f"{replay.mean_rate:.4g}"), Arrival.TRACE, None, ld.max_in_flight)
+            load = Load("rate", float(f"{replay.mean_rate:.4g}"), Arrival.TRACE, None, ld.max_in_flight, batch)
         elif ld.mode == "closed":
-            load = Load("concurrency", int(value))
+            load = Load("concurrency", int(value), batch=batch)
         else:
-            load = Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight)
+            load = Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight, batch)
         try:
             plans.append(
                 LevelPlan(

@@ -34,6 +34,7 @@ ADDED = (
     "usage_per_chunk",
     "image_tokens",
     "image_tokens_reported",
+    "inputs",
 )
 #: The same, where a share may not have kept the count (None): then unknown for the level.
 ADDED_WHERE_KEPT = ("good", "client_cpu_s", "offered", "cohorts", "runqueue_wait_s")

@@ -69,6 +69,8 @@ class LiveSnapshot:
     tpot_p50_ms: float | None
     tpot_p95_ms: float | None
     window_output_tokens: float = 0.0  # inside the measured window (warm-up excluded), as the result counts
+    e2e_p50_ms: float | None = None  # a pooling level's request latency (it has no token stream to time)
+    e2e_p95_ms: float | None = None
 
 
 class LevelRecorder:
@@ -115,6 +117,7 @@ class LevelRecorder:
         self.reasoning_tokens = 0  # of completed requests (``RequestRecord.reasoning_tokens``)
         self.image_tokens = 0  # of completed requests' prompt tokens, where usage said them apart
         self.image_tokens_reported = 0
+        self.inputs = 0  # pooling requests: the inputs their answers accounted for
         self.reasoning_counted = 0  # completed requests whose reasoning tokens were counted, not reported
         self.tool_call_turns = 0  # completed requests that answered with a tool call
         self.token_events = 0  # token events of completed requests (several tokens each, speculative)
@@ -220,14 +223,12 @@ class LevelRecorder:
         if tally is not None:
             tally.add(m)
         held[Metric.E2E].append(m.e2e_s)
-        if record.prompt_tokens is not None:
-            self.prompt_tokens += record.prompt_tokens
-            self.prompt_tokens_reported += 1
-        if record.image_tokens is not None:
-            self.image_tokens += record.image_tokens
-            self.image_tokens_reported += 1
-        self.output_tokens += record.output_tokens or 0
-        self.tokens_estimated |= record.output_tokens_estimated
+        self._count_tokens(record)
+        if record.inputs:  # a pooling batch: its latency is all there is to time
+            self.inputs += record.inputs
+            if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
+                self.good += 1
+            return
         if m.ttft_s is None or m.ttft_sent_s is None:
             self.empty += 1  # a success with nothing to time: counted, and said in the caveats
             return
@@ -258,6 +259,17 @@ class LevelRecorder:
             self._held_n += len(record.chunk_times)
         if self._held_n >= HELD_BATCH:
             self._record_held()
+
+    def _count_tokens(self, record: RequestRecord) -> None:
+        """A completed request's prompt (and image) tokens as its usage said them, and its output tokens."""
+        if record.prompt_tokens is not None:
+            self.prompt_tokens += record.prompt_tokens
+            self.prompt_tokens_reported += 1
+        if record.image_tokens is not None:
+            self.image_tokens += record.image_tokens
+            self.image_tokens_reported += 1
+        self.output_tokens += record.output_tokens or 0
+        self.tokens_estimated |= record.output_tokens_estimated
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times
@@ -302,6 +314,8 @@ class LevelRecorder:
             ms(Metric.TPOT, 50),
             ms(Metric.TPOT, 95),
             self.window_output_tokens,
+            ms(Metric.E2E, 50) if self.inputs else None,
+            ms(Metric.E2E, 95) if self.inputs else None,
         )
 
     def finish(self, t_end: float, *, server: ServerSample | None = None, complete: bool = True) -> LevelResult:
@@ -333,6 +347,7 @@ class LevelRecorder:
             reasoning_tokens=self.reasoning_tokens,
             image_tokens=self.image_tokens,
             image_tokens_reported=self.image_tokens_reported,
+            inputs=self.inputs,
             reasoning_counted=self.reasoning_counted,
             tool_call_turns=self.tool_call_turns,
             token_events=self.token_events,

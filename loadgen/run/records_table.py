@@ -22,7 +22,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(RequestRecord)}
 TIMES = ("t_intended", "t_sent", "t_done")  # every record has them
 COLUMNS = (
     "load", "model", "turn", "ok", "error", "http_status", "t_intended", "t_sent", "t_first", "t_last", "t_done",
-    "ttft_ms", "ttft_sent_ms", "ttfo_ms", "tpot_ms", "e2e_ms", "prompt_tokens", "image_tokens", "output_tokens",
+    "ttft_ms", "ttft_sent_ms", "ttfo_ms", "tpot_ms", "e2e_ms", "inputs", "prompt_tokens", "image_tokens", "output_tokens",
     "output_tokens_estimated", "reasoning_tokens", "token_events", "request_id", "response_id", "chunk_times",
 )  # fmt: skip
 
@@ -71,7 +71,7 @@ def record_row(load: str | None, record: RequestRecord) -> dict[str, Any]:
         "ttft_ms": ms(m.ttft_s) if m else None, "ttft_sent_ms": ms(m.ttft_sent_s) if m else None,
         "ttfo_ms": ms(m.ttfo_s) if m else None, "tpot_ms": ms(m.tpot_s) if m else None,
         "e2e_ms": ms(m.e2e_s) if m else None,
-        "prompt_tokens": record.prompt_tokens, "image_tokens": record.image_tokens,
+        "inputs": record.inputs, "prompt_tokens": record.prompt_tokens, "image_tokens": record.image_tokens,
         "output_tokens": record.output_tokens, "output_tokens_estimated": record.output_tokens_estimated,
         "reasoning_tokens": record.reasoning_tokens, "token_events": len(record.chunk_times),
         "request_id": record.request_id, "response_id": record.response_id,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from loadgen.api import Api
+from loadgen.api import RERANK_QUERY_TOKENS, Api
 from loadgen.inputs.images import ImageSource, ImageSpec
 from loadgen.inputs.model_mix import ModelMix
 from loadgen.inputs.workload import DatasetEntry, flatten_messages
@@ -145,6 +145,7 @@ class Workload:
     block_tokens: int = 512
     images: ImageSpec | None = None  # images in each request's user message (chat, responses)
     models: ModelMix | None = None  # each request's model drawn from this split (LoRA adapters); None: ``model``
+    batch: int = 1  # pooling APIs (embeddings, rerank): inputs (documents) per request, each prompt_tokens long
     turns: int = 1  # closed-loop chat: turns per conversation, each sending the whole history back
     think_time_s: float = 0.0  # mean pause (exponential) between a conversation's turns
     unique_prompts: bool = True
@@ -164,6 +165,7 @@ class PreparedRequest:
     messages: tuple[Mapping[str, Any], ...] | None = None  # chat: what was sent (a conversation's next history)
     words: int | None = None  # a synthetic prompt's words, alone in the request: its usage corrects the sizing
     model: str | None = None  # the model it named, where the workload splits requests over several
+    inputs: int = 0  # a pooling request's inputs (embeddings: texts; rerank: documents); 0 for generation
 
 
 class Conversation:
@@ -270,6 +272,8 @@ class RequestFactory:
         if w.lengths:
             prompt_tokens, max_tokens = w.lengths[i % len(w.lengths)]
         model = w.models.draw(self._model_rng) if w.models is not None else None
+        if w.api.pooling:
+            return self._pooled(model, prompt_tokens)
         body: dict[str, Any] = {"model": model or w.model, w.api.max_tokens_field: max_tokens}
         if w.dataset is not None and self._order is not None:
             entry = w.dataset[int(self._order[i % len(w.dataset)])]
@@ -294,6 +298,25 @@ class RequestFactory:
             # a conversation's usage counts its history too, and a request's images: neither corrects the sizing
             words = None if history or images else words
         return self._prepared(body, max_tokens, words, model)
+
+    def _pooled(self, model: str | None, prompt_tokens: int | None) -> PreparedRequest:
+        """A pooling request: ``batch`` distinct synthetic texts (their lengths drawn from the prompt
+        lengths), as embeddings' ``input`` or as the documents a rerank scores against a query of
+        ``RERANK_QUERY_TOKENS``. Usage counts the batch's tokens together, so it corrects no sizing
+        beyond a batch of one."""
+        w, rng = self._w, self._rng
+        texts = [self._synthetic_prompt(prompt_tokens or w.prompt_tokens.draw(rng)) for _ in range(w.batch)]
+        body: dict[str, Any] = {"model": model or w.model}
+        if w.api is Api.RERANK:
+            body["query"] = self._synthetic_prompt(RERANK_QUERY_TOKENS)[0]
+            body["documents"] = [text for text, _ in texts]
+        else:
+            body["input"] = [text for text, _ in texts]
+            body["encoding_format"] = "base64"  # a quarter of float text's bytes, the same vectors
+        words = texts[0][1] if w.batch == 1 and w.api is Api.EMBEDDINGS else None
+        prepared = self._prepared(body, 0, words, model)
+        prepared.inputs = w.batch
+        return prepared
 
     def _block_prompt(self, blocks: tuple[int, ...], tokens: int) -> tuple[str, int]:
         """A replayed request's prompt, ``tokens`` long, block by block: a block's words are a function of its
@@ -325,9 +348,18 @@ class RequestFactory:
         (a sample of random words would carry its own draw into every run; see ``PromptCalibration``)."""
         first = self._nonce() if self._w.unique_prompts else VOCABULARY[0]
         words = [VOCABULARY[j] for _ in range(copies) for j in self._rng.permutation(len(VOCABULARY))]
-        body: dict[str, Any] = {"model": self._w.model, self._w.api.max_tokens_field: 1}
-        body[self._w.api.prompt_field] = _prompt_field(self._w.api, " ".join([first, *words]), ())
-        return self._prepared(body, 1, 1 + len(words))
+        text = " ".join([first, *words])
+        api = self._w.api
+        body: dict[str, Any] = {"model": self._w.model}
+        if api is Api.RERANK:  # the query's tokens are in both counts: the difference is the document's
+            body.update(query=VOCABULARY[0], documents=[text])
+        elif api.pooling:
+            body.update(input=[text], encoding_format="base64")
+        else:
+            body.update({api.max_tokens_field: 1, api.prompt_field: _prompt_field(api, text, ())})
+        prepared = self._prepared(body, 1, 1 + len(words))
+        prepared.inputs = 1 if api.pooling else 0
+        return prepared
 
     def observe(self, prepared: PreparedRequest, prompt_tokens: int | None) -> None:
         """A completed request's prompt tokens as the server counted them (its usage)."""
@@ -339,6 +371,9 @@ class RequestFactory:
         self, body: dict[str, Any], max_tokens: int, words: int | None, model: str | None = None
     ) -> PreparedRequest:
         extra = dict(self._w.extra_body)
+        if self._w.api.pooling:  # one JSON answer: nothing to stream, usage always in it
+            body.update(extra)
+            return PreparedRequest(orjson.dumps(body), max_tokens, None, words, model)
         body["stream"] = True
         options = {**extra.pop("stream_options", {}), "include_usage": True}
         if self._w.api is not Api.RESPONSES:  # the Responses API reports usage in response.completed, always

@@ -37,8 +37,8 @@ from loadgen.run.metrics import LevelRecorder
 from loadgen.run.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.run.requests import Conversation, RequestFactory, Workload
 from loadgen.run.scrape import MetricsScraper
-from loadgen.wire.client import stream_request
 from loadgen.wire.records import Clock, RequestRecord
+from loadgen.wire.send import send_request
 
 PROGRESS_INTERVAL_S = 0.5
 LOOP_PROBE_INTERVAL_S = 0.05  # the loop-lag probe's timer: 20 wake-ups a second; an idle loop's wake-up costs ~150 us
@@ -119,7 +119,8 @@ class _Level:
         self.api = workload.api
         self.convention = workload.metric_convention
         self.path = workload.path
-        self.factory = RequestFactory(workload, plan.seed)
+        batch = plan.load.batch  # a pooling sweep's levels each send their own batch size
+        self.factory = RequestFactory(workload if batch is None else replace(workload, batch=batch), plan.seed)
         self.t0 = clock() if t0 is None else t0
         self.t_stop = math.inf if plan.duration_s is None else self.t0 + plan.warmup_s + plan.duration_s
         self.recorder = LevelRecorder(
@@ -313,11 +314,12 @@ class _Level:
         answer: list[str] | None = [] if conversation is not None else None
         self.recorder.started(self.clock())
         try:
-            record = await stream_request(
+            record = await send_request(
                 self.http,
                 self.path,
                 prepared.body,
                 self.api,
+                prepared.inputs,
                 t_intended=t_intended,
                 t_slot=t_slot,
                 clock=self.clock,

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from loadgen import __version__
+from loadgen.api import Api
 from loadgen.errors import EndpointError
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
@@ -36,11 +37,12 @@ from loadgen.run.scrape import metrics_url, probe
 from loadgen.run.split import SplitTarget
 from loadgen.run.workers import InWorkerProcesses
 from loadgen.run_settings import RunSettings
-from loadgen.wire.client import HttpOptions, make_http_client, stream_request
+from loadgen.wire.client import HttpOptions, make_http_client
 from loadgen.wire.loops import loop_name, running_loop_name
 from loadgen.wire.native import READ_PATH
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.secrets import scrub
+from loadgen.wire.send import send_request
 from loadgen.wire.target import redact_headers, redact_url, resolve_model, url_secrets
 
 
@@ -167,7 +169,10 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         if stopped_early:
             return results(complete=False)
 
+        ended: list[int | None] = []  # the batch sizes whose series a stop ended (pooling sweeps)
         for index, plan in enumerate(session.levels, 1):
+            if ended and plan.load.batch in ended:
+                continue
             if session.start == "burst":
                 plan = replace(plan, ramp_up_s=0.0)
             elif session.auto_ramp and plan.load.kind == "concurrency":
@@ -201,7 +206,9 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
             reason = hooks.stop_policy(done) if hooks.stop_policy else None
             if reason:
                 hooks.notes.append(reason)
-                break
+                if all(p.load.batch == plan.load.batch for p in session.levels[index:]):
+                    break
+                ended.append(plan.load.batch)  # the next batch size's series starts afresh
         complete = bool(done) and all(level.complete for level in done) and not stop.is_set()
         return results(complete)
 
@@ -271,11 +278,12 @@ async def _probe(
     clock = session.clock()
     for attempt in range(1, PROBE_ATTEMPTS + 1):
         t = clock()
-        record = await stream_request(
+        record = await send_request(
             http,
             workload.path,
             prepared.body,
             workload.api,
+            prepared.inputs,
             t_intended=t,
             clock=clock,
             timeout_s=session.http.timeout_s,
@@ -378,7 +386,10 @@ async def _calibrate(
         if record.prompt_tokens is None:
             return None
         counts.append(record.prompt_tokens)
-    return PromptCalibration.from_probes(*counts)
+    calibration = PromptCalibration.from_probes(*counts)
+    if calibration is not None and workload.api is Api.RERANK:  # the probes' one-word query is no document's
+        calibration = replace(calibration, overhead_tokens=calibration.overhead_tokens - calibration.tokens_per_word)
+    return calibration
 
 
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:

@@ -97,6 +97,19 @@ class Tokenizer:
         return round(self.per_word * words) + (self.template if api == "chat" else 0)
 
 
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body as the JSON object it must be, or ``BadRequest`` saying what it is instead."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object")
+    return data
+
+
 def parse_request(
     body: bytes,
     api: Api,
@@ -111,14 +124,7 @@ def parse_request(
     Like a real engine, a request whose prompt and output exceed ``max_model_len`` is refused
     (otherwise ``max_tokens: 10**12`` would hold a slot forever).
     """
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadRequest("request body is not valid JSON") from None
-    except RecursionError:
-        raise BadRequest("request body is nested too deeply") from None
-    if not isinstance(data, dict):
-        raise BadRequest("request body must be a JSON object")
+    data = json_object(body)
     messages: tuple[Mapping[str, Any], ...] = ()
     images = image_words = 0
     if api == "responses" and isinstance(data.get("input"), str):

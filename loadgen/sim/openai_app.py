@@ -1,8 +1,9 @@
 """The simulator's OpenAI-compatible routes, on aiohttp.web.
 
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions``,
-``POST /v1/completions`` (streaming and not), ``GET /metrics`` (Prometheus
-text) and ``GET /health``.
+``POST /v1/completions``, ``POST /v1/responses`` (streaming and not),
+``POST /v1/embeddings`` and ``POST /v1/rerank`` (``loadgen.sim.pooling``),
+``GET /metrics`` (Prometheus text) and ``GET /health``.
 
 aiohttp serves the simulator because the client side already depends on it
 (httpx's API over aiohttp's transport): one well-kept HTTP stack, no extra
@@ -38,6 +39,7 @@ from loadgen.sim.framing import (
     output_text,
     parse_request,
 )
+from loadgen.sim.pooling import parse_pooling, pooling_body
 from loadgen.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 
 METRIC_PREFIX = "loadgen_sim:"
@@ -110,6 +112,8 @@ def build_app(options: SimOptions) -> web.Application:
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
     app.router.add_post("/v1/responses", _responses)
+    app.router.add_post("/v1/embeddings", _embeddings)
+    app.router.add_post("/v1/rerank", _rerank)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/health", _health)
     app.cleanup_ctx.append(_engine_loop)
@@ -240,17 +244,69 @@ async def _responses(request: web.Request) -> web.StreamResponse:
     return await _complete(request, Api.RESPONSES)
 
 
+async def _embeddings(request: web.Request) -> web.StreamResponse:
+    return await _pool(request, Api.EMBEDDINGS)
+
+
+async def _rerank(request: web.Request) -> web.StreamResponse:
+    return await _pool(request, Api.RERANK)
+
+
+async def _pool(request: web.Request, api: Api) -> web.StreamResponse:
+    """A pooling batch (``loadgen.sim.pooling``): each input a prefill-only sequence, answered when all are done."""
+    options = request.app[OPTIONS_KEY]
+    body = await _body(request)
+    if body is None:
+        return web.Response()
+    try:
+        req = parse_pooling(body, api, options.model, options.max_model_len, options.tokenizer, options.lora_modules)
+    except BadRequest as exc:
+        return _error(str(exc), exc.status)
+    if (rejected := _rejected(request, options.faults.draw(request.app[RNG_KEY]))) is not None:
+        return rejected
+    driver = request.app[DRIVER_KEY]
+    adapter = req.model if req.model != options.model else None
+    submitted = [driver.submit(prompt_tokens=t, max_tokens=1, adapter=adapter) for t in req.input_tokens]
+    try:
+        for _, pooled in submitted:
+            await pooled.get()
+    finally:
+        for seq_id, _ in submitted:
+            driver.release(seq_id)
+    base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
+    prefix = "embd-" if api is Api.EMBEDDINGS else "rerank-"
+    return web.json_response(pooling_body(req, prefix + base_id, int(time.time())))
+
+
+async def _body(request: web.Request) -> bytes | None:
+    """The request's body; None when the client left before it arrived: nothing to answer, nothing to log (a
+    load tester's clients are cut off all the time; aiohttp would print a traceback)."""
+    try:
+        return await request.read()
+    except ConnectionResetError:
+        return None
+
+
+def _rejected(request: web.Request, fault: Fault | None) -> web.Response | None:
+    """A fault that answers instead of the model (an HTTP error, or the connection reset before any byte)."""
+    if fault in REJECTIONS:
+        message, status, headers = REJECTIONS[fault]
+        return _error(message, status, headers)
+    if fault is Fault.RESET:
+        assert request.transport is not None
+        request.transport.abort()
+        return web.Response()
+    return None
+
+
 def _error(message: str, status: int, headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response(error_body(message, status), status=status, headers=headers)
 
 
 async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     options = request.app[OPTIONS_KEY]
-    try:
-        body = await request.read()
-    except ConnectionResetError:
-        # The client left before its body arrived: nothing to answer, nothing to log (a load
-        # tester's clients are cut off all the time; aiohttp would print a traceback).
+    body = await _body(request)
+    if body is None:
         return web.Response()
     try:
         req = parse_request(
@@ -266,13 +322,8 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
         return _error(str(exc), exc.status)
     rng = request.app[RNG_KEY]
     fault = options.faults.draw(rng)
-    if fault in REJECTIONS:
-        message, status, headers = REJECTIONS[fault]
-        return _error(message, status, headers)
-    if fault is Fault.RESET:
-        assert request.transport is not None
-        request.transport.abort()  # before any byte of a response
-        return web.Response()
+    if (rejected := _rejected(request, fault)) is not None:
+        return rejected
     driver = request.app[DRIVER_KEY]
     # as vLLM does: the client's X-Request-Id, when sent, becomes the response's id
     base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex

@@ -230,10 +230,10 @@ async def _server_reason(response: httpx.Response) -> str:
                 break
     except (httpx.HTTPError, aiohttp.ClientError, OSError):
         pass
-    return _reason(head)
+    return failure_reason(head)
 
 
-def _reason(head: bytes) -> str:
+def failure_reason(head: bytes) -> str:
     text = head[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
     try:
         parsed = orjson.loads(text)
@@ -285,7 +285,7 @@ async def stream_request(
             if await http.wire.post(wire_bytes, exchange, timeout_s):
                 status, (error, detail) = exchange.status, exchange.outcome()
             else:
-                status, error, detail = exchange.status, ErrorKind.TIMEOUT, _timed_out(timeout_s)
+                status, error, detail = exchange.status, ErrorKind.TIMEOUT, timed_out(timeout_s)
         else:
             headers = {"content-type": "application/json"}
             if tag:
@@ -349,7 +349,7 @@ async def _over_httpx(
             finally:
                 await response.aclose()
     except TimeoutError:
-        error, detail = ErrorKind.TIMEOUT, _timed_out(timeout_s)
+        error, detail = ErrorKind.TIMEOUT, timed_out(timeout_s)
     except _READ_TIMEOUTS as exc:
         error, detail = ErrorKind.TIMEOUT, type(exc).__name__
     except (SSEError, MalformedChunk) as exc:
@@ -374,7 +374,7 @@ async def _over_httpx(
     return status, error, detail
 
 
-def _timed_out(timeout_s: float) -> str:
+def timed_out(timeout_s: float) -> str:
     return f"no complete response within {timeout_s:g} s"
 
 
@@ -468,7 +468,9 @@ class _WireExchange:
 
     def outcome(self) -> tuple[ErrorKind | None, str | None]:
         if self.status is not None and self.status >= 400:
-            return error_kind_for_status(self.status), f"HTTP {self.status}{_reason(bytes(self.error_body or b''))}"
+            return error_kind_for_status(
+                self.status
+            ), f"HTTP {self.status}{failure_reason(bytes(self.error_body or b''))}"
         if self.failure is not None:
             return self.failure
         return self.state.outcome()

@@ -58,6 +58,7 @@ class RequestRecord:
     tool_call: bool = False
     image_tokens: int | None = None  # of prompt_tokens, the images' (usage.prompt_tokens_details.image_tokens)
     model: str | None = None  # the model it named, where the workload splits requests over several (adapters)
+    inputs: int = 0  # a pooling request's inputs its answer accounted for (embeddings, rerank); 0: generation
 
     @property
     def ok(self) -> bool:

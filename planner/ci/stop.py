@@ -34,10 +34,12 @@ def stop_reason(
     stop_on_saturation: bool = True,
     min_throughput_gain: float | None = None,
 ) -> str | None:
-    """Why the sweep should stop after its last level, or None to go on."""
+    """Why the sweep should stop after its last level, or None to go on (a pooling sweep: go on to the next
+    batch size; ``loadgen.run.session`` skips the rest of this one's levels)."""
     if not levels:
         return None
     last = levels[-1]
+    levels = [lv for lv in levels if lv.load.batch == last.load.batch]  # its own series (pooling batch sizes)
     if slo_breach_factor is not None:
         for slo in slos:
             value = slo.value(last)

@@ -132,7 +132,7 @@ def _observe_level(lv: LevelResult, source: BatchSource) -> tuple[LevelObservati
         completed=lv.completed,
         error_rate=lv.error_rate,
         requests_per_s=lv.requests_per_s,
-        tokens_per_s=lv.output_tokens_per_s,
+        tokens_per_s=lv.prompt_tokens_per_s if lv.pooling else lv.output_tokens_per_s,  # pooling: prompts served
         tpot_mean_ms=_mean_ms(lv, Metric.TPOT),
         tpot_p50_ms=lv.percentile_ms(Metric.TPOT, 50),
         tpot_p95_ms=lv.percentile_ms(Metric.TPOT, 95),

@@ -79,7 +79,7 @@ def judge(
 ) -> Verdicts:
     """Verdicts for ``levels``; ``asked``: the percentiles some SLO or check will read."""
     obs = observe(levels)
-    saturation = classify(obs.levels, batch_is_concurrency=obs.batch_source == "concurrency")
+    saturation = _classified(obs)
     wanted = tuple(dict.fromkeys(q for q in asked if q.percentile is not None and q.metric in PER_REQUEST))
     out = []
     for lv, state, signals in zip(obs.results, saturation.states, saturation.signals):
@@ -89,6 +89,25 @@ def judge(
         window = tuple(text for text, side in found if side == "window")
         out.append(LevelVerdict(lv.load.label, state, signals, problems, service, window))
     return Verdicts(obs, saturation, tuple(out))
+
+
+def _classified(obs: Observations) -> Saturation:
+    """Each series of levels classified on its own: a pooling sweep's batch sizes are separate curves (a
+    batch of 16 at 1 client is not the next level after a batch of 1 at 8), the rest one series."""
+    by_concurrency = obs.batch_source == "concurrency"
+    keys = [lv.load.batch for lv in obs.results]
+    if len(set(keys)) <= 1:
+        return classify(obs.levels, batch_is_concurrency=by_concurrency)
+    states: list[State] = ["unsaturated"] * len(keys)
+    signals: list[tuple[str, ...]] = [()] * len(keys)
+    agreed: list[str] = []
+    for key in dict.fromkeys(keys):
+        where = [i for i, k in enumerate(keys) if k == key]
+        part = classify(tuple(obs.levels[i] for i in where), batch_is_concurrency=by_concurrency)
+        for j, i in enumerate(where):
+            states[i], signals[i] = part.states[j], part.signals[j]
+        agreed += part.agreed
+    return Saturation(tuple(states), tuple(signals), None, tuple(dict.fromkeys(agreed)))
 
 
 def retry_reason(

@@ -24,6 +24,9 @@ CSV_COLUMNS = (
     "tokens_estimated",
     "client_bound",
     "goodput_ratio",
+    "batch",  # pooling APIs (embeddings, rerank): inputs per request, and what the level served
+    "inputs_per_s",
+    "prompt_tokens_per_s",
 )
 STATISTICS = ("mean", "p50", "p90", "p95", "p99", "max")
 LATENCY_COLUMNS = tuple(f"{m.value}_{s}_ms" for m in Metric for s in STATISTICS)
@@ -74,6 +77,9 @@ def level_values(lv: LevelResult) -> dict[str, object]:
         "tokens_estimated": lv.tokens_estimated,
         "client_bound": lv.client_bound,
         "goodput_ratio": lv.goodput_ratio,
+        "batch": lv.load.batch,
+        "inputs_per_s": s.get("inputs_per_s"),
+        "prompt_tokens_per_s": s.get("prompt_tokens_per_s"),
     }
     for m in Metric:
         stats = s[f"{m.value}_ms"]

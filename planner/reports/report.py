@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.api import RERANK_QUERY_TOKENS, Api
 from loadgen.results import (
     CORE_SHARED,
     MULTI_TOKEN_EVENTS,
@@ -30,9 +31,14 @@ from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.per_model import model_breaches, model_section
 from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
 
+#: a pooling API's (embeddings, rerank) latency columns: its request latency, as no token stream is timed
+POOLED_CELLS = (("latency p50", Metric.E2E, 50), ("latency p95", Metric.E2E, 95), ("latency p99", Metric.E2E, 99))
+
 
 def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget] = ()) -> Table:
     """One row per level, its flags as the sweep's table words them (``SLO breach``, the state, ``untrusted``)."""
+    if any(lv.pooling for lv in results.levels):
+        return _pooled_rows(results, verdicts, slos)
     rows = []
     reasoning = any(lv.reasoning_tokens for lv in results.levels)  # a reasoning model: its answer's start too
     for lv in results.levels:
@@ -80,6 +86,30 @@ def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTa
         ),
         tuple(rows),
     )
+
+
+def _pooled_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget]) -> Table:
+    """A pooling sweep's levels: request latency, and requests, inputs and prompt tokens served per second."""
+    rows = []
+    for lv in results.levels:
+        flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
+        flags += verdicts.of(lv.load.label).flags if verdicts else ()
+        rate, good = lv.error_rate, lv.goodput_ratio
+        rows.append(
+            (
+                lv.load.label,
+                fmt(lv.achieved_concurrency),
+                *(fmt(lv.percentile_ms(metric, p)) for _, metric, p in POOLED_CELLS),
+                fmt(lv.requests_per_s, 2),
+                fmt(lv.inputs_per_s, 1),
+                fmt(lv.prompt_tokens_per_s, 0),
+                "-" if good is None else f"{good:.1%}",
+                "-" if rate is None else f"{rate:.2%}",
+                ", ".join(flags),
+            )
+        )
+    columns = ("load", "conc", *(f"{name} ms" for name, _, _ in POOLED_CELLS), "req/s", "inputs/s", "prompt tok/s")
+    return Table((*columns, "goodput", "errors", "flags"), tuple(rows))
 
 
 def residual_section(residual: TtftResidual) -> Section:
@@ -208,7 +238,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     verdicts = level_verdicts(results, plan, slos)
     if verdicts is not None:
         out += verdicts.problems
-    asked, asked_out = results.settings.prompt_mean, results.settings.output_mean
+    asked, asked_out = _asked_prompt(results), results.settings.output_mean
     sent_ignore_eos = bool((results.settings.extra_body or {}).get("ignore_eos"))
     stopped = "the server stopped early (end of sequence); for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang)"
     ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
@@ -258,6 +288,14 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if plan is not None:
         out += plan_caveats(plan)
     return tuple(dict.fromkeys(out))
+
+
+def _asked_prompt(results: Results) -> float | None:
+    """The prompt length asked of each request (of each input: a rerank input is the query and a document)."""
+    asked = results.settings.prompt_mean
+    if asked and results.settings.api == Api.RERANK:
+        return asked + RERANK_QUERY_TOKENS
+    return asked
 
 
 def _prefix_reuse_note(results: Results) -> str | None:
@@ -411,12 +449,30 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
     """One sentence: the deciding batch and replica count when there is a plan, and whether to trust them."""
     parts = plan_answer(plan) if plan is not None else []
     verdicts = level_verdicts(results, plan, slos)
+    if results.pooling and (best := _most_inputs(results, slos, verdicts)) is not None:
+        p95 = best.percentile_ms(Metric.E2E, 95)
+        within = " within every SLO" if slos else ""
+        parts.append(
+            f"most inputs/s{within}: {best.inputs_per_s:,.1f} at {best.load.label} (latency p95 {fmt(p95)} ms)"
+        )
     untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
     n = len(results.levels)
     trust = f"{n} level(s), {untrusted} untrusted" if untrusted else f"{n} level(s), all trusted"
     if not results.complete:
         trust += ", run incomplete"
     return "; ".join([*parts, trust]) + "."
+
+
+def _most_inputs(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts | None) -> LevelResult | None:
+    """A pooling sweep's answer: the trusted level serving the most inputs/s that meets every SLO."""
+    meeting = [
+        lv
+        for lv in results.levels
+        if lv.inputs_per_s
+        and all(s.met_by(lv) is not False for s in slos)
+        and (verdicts is None or verdicts.of(lv.load.label).trusted)
+    ]
+    return max(meeting, key=lambda lv: lv.inputs_per_s or 0.0, default=None)
 
 
 def _tokens_per_event(level: LevelResult) -> float | None:

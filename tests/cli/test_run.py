@@ -167,7 +167,7 @@ def test_unreachable_url_is_one_line_exit_3(tmp_path: Path) -> None:
         (["--concurrency", "1"], "--duration"),
         (["--concurrency", "1", "--requests", "1", "--extra-body", "[1]"], "--extra-body"),
         (["--concurrency", "1", "--requests", "1", "--header", "novalue"], "--header"),
-        (["--concurrency", "1", "--requests", "1", "--api", "embeddings"], "--api"),
+        (["--concurrency", "1", "--requests", "1", "--api", "images"], "--api"),
         (["--concurrency", "1", "--requests", "1", "--url", "ftp://x"], "--url"),
     ],
 )
