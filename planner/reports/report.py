@@ -238,7 +238,7 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     verdicts = level_verdicts(results, plan, slos)
     if verdicts is not None:
         out += verdicts.problems
-    asked, asked_out = _asked_prompt(results), results.settings.output_mean
+    asked, asked_out = results.settings.prompt_mean, results.settings.output_mean
     sent_ignore_eos = bool((results.settings.extra_body or {}).get("ignore_eos"))
     stopped = "the server stopped early (end of sequence); for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang)"
     ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
@@ -252,8 +252,10 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         realised = mean_prompt_tokens([lv])
         if realised and images:  # the asked length is the text's: the images' tokens are said apart, or unknown
             realised = realised - lv.image_tokens / lv.image_tokens_reported if lv.image_tokens_reported else None
-        if asked and realised and abs(realised / asked - 1) > PROMPT_TOLERANCE:
-            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {asked:g} were asked (the "
+        low, high = _asked_prompt(results, lv) if asked else (0.0, 0.0)
+        if asked and realised and not low * (1 - PROMPT_TOLERANCE) <= realised <= high * (1 + PROMPT_TOLERANCE):
+            shown = f"{low:g}" if low == high else f"{low:.0f} to {high:.0f}"
+            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {shown} were asked (the "
                        "server's tokenizer); the results describe the realised length")  # fmt: skip
         answered = mean_output_tokens([lv])
         if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
@@ -290,12 +292,13 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     return tuple(dict.fromkeys(out))
 
 
-def _asked_prompt(results: Results) -> float | None:
-    """The prompt length asked of each request (of each input: a rerank input is the query and a document)."""
-    asked = results.settings.prompt_mean
-    if asked and results.settings.api == Api.RERANK:
-        return asked + RERANK_QUERY_TOKENS
-    return asked
+def _asked_prompt(results: Results, level: LevelResult) -> tuple[float, float]:
+    """The prompt tokens asked of each request (or input), as a range: a rerank input is a document and the query,
+    which a cross-encoder reads once a document and a bi-encoder once a request (the usage counts what it read)."""
+    asked = results.settings.prompt_mean or 0.0
+    if results.settings.api != Api.RERANK:
+        return asked, asked
+    return asked + RERANK_QUERY_TOKENS / (level.load.batch or 1), asked + RERANK_QUERY_TOKENS
 
 
 def _prefix_reuse_note(results: Results) -> str | None:
