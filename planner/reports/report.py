@@ -249,14 +249,8 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
         out.append(f"each request carried {images.get('count')} image(s): the server's prompt tokens include "
                    "theirs and it did not say them apart, so the text's own length is not checked")  # fmt: skip
     for lv in results.levels:
-        realised = mean_prompt_tokens([lv])
-        if realised and images:  # the asked length is the text's: the images' tokens are said apart, or unknown
-            realised = realised - lv.image_tokens / lv.image_tokens_reported if lv.image_tokens_reported else None
-        low, high = _asked_prompt(results, lv) if asked else (0.0, 0.0)
-        if asked and realised and not low * (1 - PROMPT_TOLERANCE) <= realised <= high * (1 + PROMPT_TOLERANCE):
-            shown = f"{low:g}" if low == high else f"{low:.0f} to {high:.0f}"
-            out.append(f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {shown} were asked (the "
-                       "server's tokenizer); the results describe the realised length")  # fmt: skip
+        if asked and (note := _prompt_length_note(results, lv)) is not None:
+            out.append(note)
         answered = mean_output_tokens([lv])
         if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
             out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out:g} were asked: "
@@ -290,6 +284,19 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
     if plan is not None:
         out += plan_caveats(plan)
     return tuple(dict.fromkeys(out))
+
+
+def _prompt_length_note(results: Results, lv: LevelResult) -> str | None:
+    """A level whose prompts came out another length than asked (the server's tokenizer), said."""
+    realised = mean_prompt_tokens([lv])
+    if realised and results.settings.images:  # the text's length: the images' tokens said apart, or unknown
+        realised = realised - lv.image_tokens / lv.image_tokens_reported if lv.image_tokens_reported else None
+    low, high = _asked_prompt(results, lv)
+    if not realised or low * (1 - PROMPT_TOLERANCE) <= realised <= high * (1 + PROMPT_TOLERANCE):
+        return None
+    shown = f"{low:g}" if low == high else f"{low:.0f} to {high:.0f}"
+    return (f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {shown} were asked (the server's "
+            "tokenizer); the results describe the realised length")  # fmt: skip
 
 
 def _asked_prompt(results: Results, level: LevelResult) -> tuple[float, float]:
