@@ -56,6 +56,14 @@ COMPARED: tuple[tuple[str, Direction], ...] = (
     ("requests_per_s", "higher"),
     ("error_rate", "lower"),
 )
+#: a pooling API's level (embeddings, rerank): no token stream, its request latency and rate (inputs/s is the
+#: rate times the level's fixed batch)
+POOLED_COMPARED: tuple[tuple[str, Direction], ...] = (
+    ("e2e_p50", "lower"),
+    ("e2e_p95", "lower"),
+    ("requests_per_s", "higher"),
+    ("error_rate", "lower"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +176,8 @@ def compare_level(
     # a reasoning model's answer starts after its thinking: the time to first output token is compared too
     reasoning = (("ttfo_p95", "lower"),) if any(b.reasoning_tokens for b in bases) or cand.reasoning_tokens else ()
     compared: tuple[tuple[str, Direction], ...] = (*COMPARED[:1], *reasoning, *COMPARED[1:])
+    if cand.pooling:
+        compared = POOLED_COMPARED
     label, runs = bases[0].load.label, len(bases)
     for quantity, better in compared:
         found = [v for lv in bases if (v := quantity_value(lv, quantity)) is not None]

@@ -196,3 +196,20 @@ def test_a_pooling_answer_counts_only_when_it_answers_the_whole_batch(
     assert detail is None or (record.error_detail is not None and detail in record.error_detail), record
     if error is None:
         assert record.inputs == 2 and record.prompt_tokens == 4 and record.output_tokens == 0 and not record.chunk_times
+
+
+def test_the_gate_compares_a_pooling_runs_latency_and_rate_and_catches_a_slower_server(tmp_path: Path) -> None:
+    runs = {}
+    for name, prefill in (("base", 1.0), ("slow", 1.15)):  # 15% more prefill per token: each batch is slower
+        profile = tmp_path / f"{name}.yaml"
+        profile.write_text(f"target: {{sim: {{base_ms: 10, per_seq_ms: 0, prefill_ms_per_token: {prefill}}}}}\n"
+                           "api: embeddings\nworkload: {prompt_tokens: 50, batch_sizes: [4]}\n"
+                           "load: {levels: [2], requests: 60, warmup_s: 0}\n")  # fmt: skip
+        runs[name] = tmp_path / f"{name}.json"
+        args = ["sweep", "--profile", str(profile), "--virtual-time", "--quiet", "-o", str(runs[name])]
+        assert runner.invoke(app, args).exit_code == 0
+    same = runner.invoke(app, ["gate", str(runs["base"]), "--baseline", str(runs["base"])])
+    assert same.exit_code == 0, same.output
+    assert "e2e_p50" in same.output and "ttft_p95" not in same.output  # no token stream: nothing of one compared
+    slower = runner.invoke(app, ["gate", str(runs["slow"]), "--baseline", str(runs["base"])])
+    assert slower.exit_code == 1 and "e2e_p95" in slower.output, slower.output
