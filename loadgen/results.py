@@ -304,7 +304,7 @@ class LevelResult:
     @property
     def pooling(self) -> bool:
         """A pooling API's level (embeddings, rerank): batches answered whole, no token stream to time."""
-        return self.inputs > 0 or self.load.batch is not None
+        return self.load.batch is not None
 
     @property
     def inputs_per_s(self) -> float | None:

