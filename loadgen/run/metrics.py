@@ -198,8 +198,9 @@ class LevelRecorder:
         self._advance(t_sent)
         self.in_flight += 1
 
-    def add(self, record: RequestRecord) -> None:
-        """Fold in one finished request (call it when the request ends)."""
+    def add(self, record: RequestRecord, *, sampled: bool = True) -> None:
+        """Fold in one finished request (call it when the request ends). One not ``sampled`` (a closed
+        loop's ramp round) counts toward the window's outcomes, rates and goodput, not its latencies."""
         self._advance(record.t_done)
         self.in_flight -= 1
         if record.error is None and record.chunk_times:
@@ -220,20 +221,20 @@ class LevelRecorder:
             return
         self.completed += 1
         m = request_metrics(record)
-        if tally is not None:
-            tally.add(m)
-        held[Metric.E2E].append(m.e2e_s)
         self._count_tokens(record)
-        if record.inputs:  # a pooling batch: its latency is all there is to time
-            self.inputs += record.inputs
-            if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
-                self.good += 1
-            return
-        if m.ttft_s is None or m.ttft_sent_s is None:
+        timed = bool(record.inputs) or (m.ttft_s is not None and m.ttft_sent_s is not None)
+        if timed and self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
+            self.good += 1
+        self.inputs += record.inputs or 0
+        if tally is not None:
+            tally.add(m, sampled=sampled)
+        if sampled:
+            held[Metric.E2E].append(m.e2e_s)
+        if not timed:
             self.empty += 1  # a success with nothing to time: counted, and said in the caveats
             return
-        if self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
-            self.good += 1
+        if record.inputs or not sampled or m.ttft_s is None or m.ttft_sent_s is None:  # pooling: latency alone
+            return
         if record.t_intended >= self.window_start:  # one due in the warm-up waited behind the start's burst
             self.trend.add(record.t_intended - self.window_start, m.ttft_s)
         held[Metric.TTFT].append(m.ttft_s)
@@ -457,8 +458,10 @@ class _ModelTally:
         self.errors: dict[ErrorKind, int] = {}
         self.histograms = {k: LatencyHistogram(config) for k in TURN_METRICS}
 
-    def add(self, m: RequestMetrics) -> None:
+    def add(self, m: RequestMetrics, *, sampled: bool = True) -> None:
         self.completed += 1
+        if not sampled:
+            return
         self.histograms[Metric.E2E].record_s(m.e2e_s)
         if m.ttft_s is not None:
             self.histograms[Metric.TTFT].record_s(m.ttft_s)

@@ -14,6 +14,13 @@ stops admitting; the measured window ends) … drain (in-flight requests may
 finish, up to ``drain_s``, then are cancelled; they are outside the window).
 With a request budget and no duration, the window ends at the last
 completion instead, so every request after the warm-up counts.
+
+A closed loop's first round (each client's first request) is sent while the
+ramp is still starting clients: its prefills crowd each other in a batch not
+yet at its concurrency. With a warm-up, that round is warm-up wherever it
+ends: its completions and tokens count toward the window's rates, its
+latencies are not sampled (a warm-up shorter than one loaded request read a
+TTFT p95 1.5x the steady level's from them).
 """
 
 from __future__ import annotations
@@ -271,10 +278,12 @@ class _Level:
         backoff = 0.0
         conversation = Conversation(self.factory.turns) if self.factory.turns > 1 else None
         think = np.random.default_rng([self.plan.seed, 2, k])
+        ramp_round = self.plan.warmup_s > 0  # this client's first request is warm-up (module docstring)
         while not self.stopping() and self.take_ticket():
             t_intended = self.clock()
             self.recorder.due(t_intended)
-            record = await self._one(t_intended, None, conversation=conversation)
+            record = await self._one(t_intended, None, conversation=conversation, sampled=not ramp_round)
+            ramp_round = False
             if record.error is ErrorKind.CONNECT:
                 backoff = min(max(2 * backoff, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
                 await asyncio.sleep(backoff)
@@ -309,6 +318,7 @@ class _Level:
         cap: asyncio.Semaphore | None = None,
         *,
         conversation: Conversation | None = None,
+        sampled: bool = True,
     ) -> RequestRecord:
         prepared = self.factory.next(conversation.history if conversation else ())
         answer: list[str] | None = [] if conversation is not None else None
@@ -346,7 +356,7 @@ class _Level:
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
         if record.t_done >= self.t_stop:
             self.stopping()  # the request floor decides whether the window still takes it
-        self.recorder.add(record)
+        self.recorder.add(record, sampled=sampled)
         if self.on_record is not None:
             self.on_record(record)
         return record

@@ -10,7 +10,7 @@ Trust problems, each a sentence naming the level:
 - client-bound: the numbers measure the load generator;
 - interrupted: a partial level;
 - errors above the untrusted rate: the latencies describe a biased subset;
-- nothing completed in the window;
+- nothing completed in the window, or only a closed loop's first round (not timed);
 - too few samples for a percentile asked (``loadgen.quantity.samples_needed``);
 - a window shorter than ``WINDOW_LIFETIMES`` mean request lifetimes: counts
   and throughput are quantised by whole requests.
@@ -168,6 +168,14 @@ def _trust_findings(
         out.append((text, "service"))
     if level.completed == 0:
         out.append((f"{label}: no request completed in the measured window; lengthen the duration", "window"))
+        return out
+    if not any(level.histograms[m].count for m in (Metric.E2E, Metric.TTFT, Metric.TPOT)):  # a closed loop's
+        # first round (untimed) was all that completed
+        text = (
+            f"{label}: only the clients' first requests (the ramp's round, not timed) completed in the measured "
+            "window; lengthen the duration"
+        )
+        out.append((text, "window"))
         return out
     return out + _sample_findings(level, asked) + _steadiness_findings(level)
 

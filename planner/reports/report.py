@@ -491,9 +491,12 @@ def _most_inputs(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts
 
 def _tokens_per_event(level: LevelResult) -> float | None:
     """Output tokens per token event: counted where the run counted its events, else from the ITL gaps (a file
-    written before the count: each request's events are its gaps plus its first)."""
+    written before the count: each request's events are its gaps plus its first); None for a table imported from
+    another tool, whose levels carry no gaps to count (200 tokens an event read off a means-only table before)."""
     if level.tokens_per_event is not None:
         return level.tokens_per_event
+    if level.synthesised or not level.histograms[Metric.ITL].count:
+        return None
     events = level.histograms[Metric.ITL].count + level.completed - level.empty
     return level.output_tokens / events if events else None
 

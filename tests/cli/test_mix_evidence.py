@@ -85,6 +85,9 @@ def test_a_means_only_mix_plan_runs_and_names_the_percentiles_it_cannot_answer(
     assert all(p["ttft_mean_ms"] > 0 and p["tpot_mean_ms"] > 0 and p["tpot_p95_ms"] is None for p in predicted)
     text = " ".join(runner.invoke(app, [*args[:-1], "--predict-levels", "1,8"]).stdout.split())
     assert "TTFT mean ms" in text and "The calibration gave means only" in text
+    # a table has no token events to count: no 'several tokens an event' caveat read off its request count
+    single = " ".join(runner.invoke(app, ["plan", imported[0], "--slo", "tpot_mean<60ms"]).stdout.split())
+    assert "tokens an event" not in single and "all 4 trusted" in single
 
 
 def test_the_kv_cache_size_comes_from_the_servers_metrics(calibration: list[Path]) -> None:

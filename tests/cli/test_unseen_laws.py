@@ -57,11 +57,6 @@ LAWS = {
         kv_capacity_tokens=90_000,
     ),
 }
-# A prompt of four chunks at c=8: the sweep over HTTP reads TTFT p95 434 ms where the closed loop the plan runs
-# reads 288 (the true law's own closed loop too, within 0.5%: the engine is fitted right). A few requests of
-# the sweep are sent in the same step as another's and wait out its chunks; the planner's closed loop keeps
-# the clients staggered. Left open in issue 54's closing note, not hidden: the p50 there still holds.
-KNOWN_TAIL_MISSES = {("tight-budget", 8, 95)}
 TPOT_SLO, TTFT_SLO = SloTarget(Metric.TPOT, 95, 45.0), SloTarget(Metric.TTFT, 95, 1500.0)
 
 
@@ -107,8 +102,6 @@ def test_an_unseen_law_is_predicted_at_a_longer_prompt_and_sized_on_the_safe_sid
     for level in _sweep(law, ASKED, [1, 4, 8], seed=9).levels:
         p = predicted[round(level.load.value)]
         for q in (50, 95):
-            if (name, round(level.load.value), q) in KNOWN_TAIL_MISSES:
-                continue
             measured = level.percentile_ms(Metric.TTFT, q)
             assert p[f"ttft_p{q}_ms"] == pytest.approx(measured, rel=0.10), (name, level.load.value, q)
     batch, replicas, budget = plan["max_batch"], plan["replicas"], plan["mix"]["max_num_batched_tokens"]

@@ -21,12 +21,14 @@ from planner import PlanRequest, plan_from_results
 runner = CliRunner()
 
 
-def sweep(tmp_path: Path, sim: str, levels: str, output_tokens: int = 16, prompt_tokens: int = 8) -> Path:
+def sweep(
+    tmp_path: Path, sim: str, levels: str, output_tokens: int = 16, prompt_tokens: int = 8, duration_s: float = 2
+) -> Path:
     profile = tmp_path / "p.yaml"
     profile.write_text(
         f"target: {{sim: {sim}}}\napi: completions\n"
         f"workload: {{output_tokens: {output_tokens}, prompt_tokens: {prompt_tokens}}}\n"
-        f"load: {{levels: [{levels}], duration_s: 2, warmup_s: 0.5}}\nstop: {{stop_on_saturation: false}}\n"
+        f"load: {{levels: [{levels}], duration_s: {duration_s}, warmup_s: 0.5}}\nstop: {{stop_on_saturation: false}}\n"
     )
     out = tmp_path / "s.json"
     result = runner.invoke(app, ["sweep", "--profile", str(profile), "-o", str(out), "--quiet", "--virtual-time"])
@@ -59,6 +61,7 @@ def test_every_level_under_the_slo_is_capped_by_the_max_batch(tmp_path: Path) ->
 
 
 def test_prefill_cost_raises_the_mix_warning(tmp_path: Path) -> None:
-    out = sweep(tmp_path, "{prefill_ms_per_token: 0.05}", "2, 8, 16, 32", output_tokens=16, prompt_tokens=400)
+    # 4 s: the upper levels' requests live ~1 s, and each client's first (ramp) request is not timed
+    out = sweep(tmp_path, "{prefill_ms_per_token: 0.05}", "2, 8, 16, 32", 16, prompt_tokens=400, duration_s=4)
     plan = plan_from_results(load(out), PlanRequest())
     assert any("prefill cost is mixed into the slope" in w for w in plan.warnings)
