@@ -29,6 +29,7 @@ from planner.laws.lengthmodel import (
     tpot_features,
     ttft_idle_features,
 )
+from planner.laws.slope_split import slope_range
 from planner.laws.stepmodel import StepModel, fit_statistic, prompt_pairs
 from planner.laws.ttft_residual import TtftResidual
 
@@ -302,8 +303,8 @@ def forecast_mix(
         if slo.percentile not in fitted:
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
         limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
-    if note := below_zero_note(model):
-        warnings.append(note)
+    split = slope_range(model, mix)
+    warnings += [note for note in (below_zero_note(model), split and split_note(split, law)) if note]
     engine: EngineConfig | None = _engine({c.name: c.value for c in model.coefficients})
     # the replicates at either end of a request's E2E at the largest calibrated batch: its prefill and its
     # decode steps together (by idle TTFT alone, the high end once read KV low, and sized a replica short)
@@ -367,6 +368,8 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     law = model.at_mix(mix)
     if law is None:
         return BatchLimit(slo, None, None, None, None, "insufficient range", note=model.separation_note())
+    split = slope_range(model, mix)
+    extra = 0.0 if split is None else max(split[1] - law.per_seq_ms, 0.0)  # ms a sequence beyond the fitted slope
     point = law.max_batch(slo.limit)
     if point is None and law.meets(1, slo.limit):  # a law that does not grow with the batch bounds no batch
         note = (
@@ -377,17 +380,29 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     if point is None:
         return BatchLimit(slo, None, None, None, None, "below the floor", model=law, note=floor_note(law, slo))
     batch = point
-    while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None and p.high_ms > slo.limit:
+    while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None:
+        if p.high_ms + extra * batch <= slo.limit:
+            break
         batch -= 1
     note = (
         f"predicted for {mix.label} (not measured); the law's own answer is {point}, the upper end of its "
-        f"95% interval allows {batch}"
+        f"{'range' if split else '95% interval'} allows {max(batch, 0)}"
         if batch != point
         else f"predicted for {mix.label} (not measured)"
-    )
+    ) + (f"; {split_note(split, law)}" if split else "")
     if batch < 1:
         return BatchLimit(slo, None, None, point, None, "below the floor", model=law, note=note)
     return BatchLimit(slo, None, None, point, batch, "predicted", model=law, note=note)
+
+
+def split_note(split: tuple[float, float], law: StepModel) -> str:
+    """Where the mix's slope rests on the idle engine's prefill (``planner.laws.slope_split``): its range."""
+    return (
+        f"the slope at the mix ({law.per_seq_ms:.3g} ms a sequence) splits the calibrated mixes' slopes into KV and prefill "
+        f"by the prefill an idle server showed, which a step of decodes need not cost: any split allows "
+        f"{split[0]:.3g}..{split[1]:.3g} ms a sequence here, and the batch is sized on the high end; a sweep at this mix, "
+        "or at another whose prompt and output lengths are off the calibrated mixes' line, pins it"
+    )
 
 
 def recommended_budget(

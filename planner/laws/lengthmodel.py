@@ -104,6 +104,15 @@ def tpot_features(batch: float, mix: Mix) -> np.ndarray:
     return np.array([1.0, batch, batch * mix.context_tokens / 1000.0, others * q, pairs, 0.0])
 
 
+def slope_features(mix: Mix) -> np.ndarray:
+    """What one more decoding sequence adds to a step at ``mix`` (one per ``TERMS``): the law at the mix is
+    linear in the batch, with the prompts the others admit, (b - 1) * P / O, continued below b = 1."""
+    q = mix.prompt_tokens / mix.output_tokens
+    return np.array(
+        [0.0, 1.0, mix.context_tokens / 1000.0, q, prompt_pairs(mix.prompt_tokens) / mix.output_tokens / 1e6, 0.0]
+    )
+
+
 def ttft_idle_features(mix: Mix, budget: int | None) -> np.ndarray:
     """What TTFT holds at an idle engine: the prompt's prefill steps (chunked by ``budget``) and the overhead."""
     p = mix.prompt_tokens
@@ -199,11 +208,8 @@ class LengthModel:
     def at_mix(self, mix: Mix) -> StepModel | None:
         """The one-variable law this model predicts for ``mix`` (mean step = base + per_seq * b), or None
         when the calibration cannot answer for that mix. Its intervals are the bootstrap's."""
-        at0, at1 = tpot_features(0.0, mix), tpot_features(1.0, mix)
-        at0[3] = -mix.prompt_tokens / mix.output_tokens  # (b - 1) * P / O, continued linearly below b = 1
-        at0[ATTENTION] = -prompt_pairs(mix.prompt_tokens) / mix.output_tokens / 1e6
-        slope = at1 - at0
-        base, per_seq = self.predict(at0), self.predict(slope)
+        slope = slope_features(mix)
+        base, per_seq = self.predict(tpot_features(1.0, mix) - slope), self.predict(slope)
         if base is None or per_seq is None:
             return None
         batches = [p.batch for p in self.points if p.kind == "tpot"]

@@ -2,12 +2,15 @@
 
 ``tests/data/nim_llama33_70b_2xh100_fp8.csv``: NVIDIA NIM 1.8.0, Llama-3.3-70B on 2x H100 FP8 TP2,
 5,000 prompt / 500 output tokens per request, as published: concurrency, mean TTFT, mean ITL and
-output tok/s; no requests/s, no E2E, no percentile.
+output tok/s; no requests/s, no E2E, no percentile. ``..._mixes.csv``: the same deployment's whole table,
+five prompt/output mixes (zivbeker42/llm-guesstimator, tested_benchmarks/).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +103,51 @@ def test_the_sources_figures_are_carried_exactly_and_its_c1_level_gives_the_pref
     plan = plan_from_results(results, PlanRequest(qps=2, output_tokens=500))
     assert plan.prefill is not None and plan.prefill.source == "fitted from TTFT at c=1"
     assert plan.decode is not None and 0 < plan.decode.per_seq_ms < plan.fit.per_seq_ms  # type: ignore[union-attr]
+
+
+MIXES = Path(__file__).parents[1] / "data" / "nim_llama33_70b_2xh100_fp8_mixes.csv"
+
+
+def _mix_files(tmp_path: Path, *mixes: tuple[int, int]) -> list[str]:
+    """One imported file per published mix, as a user splits the table."""
+    rows = list(csv.DictReader(MIXES.open()))
+    paths = []
+    for prompt, output in mixes:
+        table = tmp_path / f"m{prompt}_{output}.csv"
+        mine = [r for r in rows if (int(r["prompt_tokens"]), int(r["output_tokens"])) == (prompt, output)]
+        with table.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(mine)
+        out = tmp_path / f"m{prompt}_{output}.json"
+        assert runner.invoke(app, ["import", str(table), "-o", str(out)]).exit_code == 0
+        paths.append(str(out))
+    return paths
+
+
+def _published_max_batch(limit_ms: float) -> int:
+    """The largest concurrency whose mean ITL the 1,000/1,000 rows put under the limit (linear between rows)."""
+    rows = [r for r in csv.DictReader(MIXES.open()) if (r["prompt_tokens"], r["output_tokens"]) == ("1000", "1000")]
+    points = [(float(r["concurrency"]), float(r["itl_mean_ms"])) for r in rows]
+    for (c0, t0), (c1, t1) in itertools.pairwise(points):
+        if t1 > limit_ms >= t0:
+            return int(c0 + (c1 - c0) * (limit_ms - t0) / (t1 - t0))
+    raise AssertionError("the limit is outside the table")
+
+
+def test_an_output_length_not_calibrated_is_sized_on_the_safe_end_of_the_slopes_range(tmp_path: Path) -> None:
+    # Calibrated at 200/200 and 5,000/500, asked 1,000/1,000: the fit splits the two slopes into KV and
+    # prefill by the prefill a lone prompt cost (TTFT at c=1), and read a max batch of 83 where the published
+    # rows give 74. Any split into non-negative terms is as good: the plan sizes on the slope's high end.
+    truth = _published_max_batch(30.0)
+    assert truth == 74
+    ask = ["--prompt-tokens", "1000", "--output-tokens", "1000", "--slo", "tpot_mean<30ms", "--no-simulate"]
+    two = runner.invoke(app, ["plan", *_mix_files(tmp_path, (200, 200), (5000, 500)), *ask, "--json"])
+    assert two.exit_code == 0, two.output
+    plan = json.loads(two.stdout)
+    assert 1 <= plan["max_batch"] <= truth
+    assert any("any split allows" in w for w in plan["warnings"])
+    # a third mix off the line of the first two narrows the range: still safe, and close
+    three = _mix_files(tmp_path, (200, 200), (5000, 500), (500, 2000))
+    narrowed = json.loads(runner.invoke(app, ["plan", *three, *ask, "--json"]).stdout)["max_batch"]
+    assert plan["max_batch"] < narrowed <= truth and narrowed >= 0.85 * truth

@@ -163,8 +163,11 @@ def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_bat
     true_batch = math.floor((60.0 - (truth.base_ms - truth.prefill_ms_per_token * 1024 / 128)) / slope)
     (limit,) = plan.limits
     assert limit.model_batch is not None and abs(limit.model_batch - true_batch) <= 1  # the law's own answer
-    # the batch acted on is the upper end of the prediction's interval: never above the truth, never far below
-    assert plan.max_batch is not None and true_batch - 3 <= plan.max_batch <= true_batch
+    # the batch acted on is the upper end of the slope's range: an output length not calibrated leaves the split
+    # of the slopes into KV and prefill to the idle server's prefill, which a real engine's steps need not
+    # cost (planner.laws.slope_split); never above the truth, and within 20% of it where the law is the model's
+    assert plan.max_batch is not None and 0.8 * true_batch <= plan.max_batch <= true_batch
+    assert any("any split allows" in w for w in plan.mix.warnings)
     assert plan.mix.extrapolation  # 1024 prompt tokens leave the calibrated 64..256, and it says so
 
 
