@@ -174,7 +174,7 @@ class LengthModel:
     def estimable(self, features: np.ndarray) -> bool:
         """Whether the calibration determines ``features . coefficients`` (whatever the inseparable split)."""
         x = np.asarray(features, dtype=np.float64) * self._mask / np.asarray(self._scale)
-        return _in_row_space(np.asarray(self._basis), x)
+        return in_row_space(np.asarray(self._basis), x)
 
     def predict(self, features: np.ndarray) -> Prediction | None:
         """``features . coefficients`` with its 95% bootstrap interval; None when not estimable."""
@@ -316,7 +316,7 @@ def fit_length_model(
     scale[scale == 0] = 1.0
     xs = x / scale
     _, s, vt = np.linalg.svd(xs, full_matrices=False)
-    basis = vt[: _rank(s)]
+    basis = vt[: design_rank(s)]
     beta, weights = _huber(xs, y)
     fitted = xs @ beta
     rel = (y - fitted) / y
@@ -349,7 +349,7 @@ def _coefficients(
         if not mask[j]:
             coefficients.append(Coefficient(name, None, None, ATTENTION_NOTE))
             continue
-        if not _in_row_space(basis, np.eye(len(TERMS))[j]):
+        if not in_row_space(basis, np.eye(len(TERMS))[j]):
             coefficients.append(Coefficient(name, None, None))
             continue
         ci = None
@@ -380,12 +380,12 @@ def _distinct(prompts: Iterable[float]) -> int:
     return len(set(prompt_group(prompts).values()))
 
 
-def _rank(singular_values: np.ndarray) -> int:
+def design_rank(singular_values: np.ndarray) -> int:
     """Directions the design sees: singular values above ``RANK_TOL`` of the largest."""
     return int(np.sum(singular_values > RANK_TOL * singular_values[0]))
 
 
-def _in_row_space(basis: np.ndarray, x: np.ndarray) -> bool:
+def in_row_space(basis: np.ndarray, x: np.ndarray) -> bool:
     """Whether ``x`` (scaled units) lies in the row space spanned by the orthonormal rows of ``basis``."""
     norm = float(np.linalg.norm(x))
     rest = x - basis.T @ (basis @ x)
@@ -433,14 +433,14 @@ def _bootstrap(
     for i, p in enumerate(rows):
         rows_of.setdefault(p.group, {}).setdefault(p.kind, []).append(i)
     strata = _strata(rows)
-    full_rank = _rank(np.linalg.svd(xs, compute_uv=False))
+    full_rank = design_rank(np.linalg.svd(xs, compute_uv=False))
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         drawn = [sweeps[k] for sweeps in strata for k in rng.integers(len(sweeps), size=len(sweeps))]
         pick = np.concatenate([rng.choice(idx, size=len(idx)) for group in drawn for idx in rows_of[group].values()])
         sub = xs[pick]
-        if _rank(np.linalg.svd(sub, compute_uv=False)) < full_rank:
+        if design_rank(np.linalg.svd(sub, compute_uv=False)) < full_rank:
             continue
         out.append(_huber(sub, y[pick])[0])
     return out

@@ -21,11 +21,9 @@ import itertools
 
 import numpy as np
 
-from planner.laws.lengthmodel import TERMS, LengthModel, Mix, slope_features
+from planner.laws.lengthmodel import TERMS, LengthModel, Mix, design_rank, in_row_space, slope_features
 
 SLOPE_TERMS = ("per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "prefill_attention_ms")
-RANK_TOL = 1e-8  # singular values below this share of the largest: a direction the mixes do not see
-SPAN_TOL = 1e-6  # an asked vector this far (relative) outside the calibrated mixes' span is not determined
 EXACT_TOL = 1e-6  # a vertex reproduces every calibrated slope within this share
 
 
@@ -47,10 +45,10 @@ def slope_range(model: LengthModel, mix: Mix) -> tuple[float, float] | None:
     scale = np.max(np.abs(np.vstack([calibrated, asked])), axis=0)
     scale[scale == 0] = 1.0
     g, a = calibrated / scale, asked / scale
-    if _in_span(g, a):
+    _, singular, vt = np.linalg.svd(g)
+    rank = design_rank(singular)
+    if in_row_space(vt[:rank], a):  # the asked terms combine the calibrated mixes': their slopes determine it
         return None
-    singular = np.linalg.svd(g, compute_uv=False)
-    rank = int(np.sum(singular > RANK_TOL * singular[0]))
     values = [float(asked @ theta), *_vertices(g, a, g @ (theta * scale), rank)]
     return min(values), max(values)
 
@@ -65,9 +63,3 @@ def _vertices(g: np.ndarray, a: np.ndarray, slopes: np.ndarray, rank: int) -> li
         if exact and np.all(solution >= -EXACT_TOL * float(np.max(np.abs(solution), initial=1.0))):
             out.append(float(a[list(subset)] @ solution))
     return out
-
-
-def _in_span(g: np.ndarray, a: np.ndarray) -> bool:
-    """Whether ``a`` is a linear combination of ``g``'s rows (scaled units)."""
-    coef, *_ = np.linalg.lstsq(g.T, a, rcond=None)
-    return float(np.linalg.norm(g.T @ coef - a)) <= SPAN_TOL * float(np.linalg.norm(a))
