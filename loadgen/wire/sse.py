@@ -196,12 +196,16 @@ class SSEDecoder:
 
 
 class Chunk(NamedTuple):
-    """What one OpenAI streaming chunk tells us (a NamedTuple for the same reason as SSEEvent)."""
+    """What one OpenAI streaming chunk tells us (a NamedTuple for the same reason as SSEEvent).
 
-    text: str  # output text carried (content, or reasoning deltas); "" if none
-    finish_reason: str | None
-    completion_tokens: int | None  # usage.completion_tokens, when the chunk has usage
-    prompt_tokens: int | None
+    Built by name only: every field has a default, so a chunk says only what it carries, and a field
+    added later cannot be dropped by a positional call that stops one short (``image_tokens`` once was).
+    """
+
+    text: str = ""  # output text carried (content, or reasoning deltas); "" if none
+    finish_reason: str | None = None
+    completion_tokens: int | None = None  # usage.completion_tokens, when the chunk has usage
+    prompt_tokens: int | None = None
     error: str | None = None  # an in-stream {"error": ...} object
     token: bool = False  # a token event: a delta for an output token, even one with empty text
     id: str | None = None  # the response's id (chatcmpl-...), to find the request in the server's logs
@@ -253,7 +257,7 @@ def parse_chunk(data: str, api: Api) -> Chunk:
     if api is Api.RESPONSES:
         return _response_event(obj)
     if "choices" not in obj and "error" in obj:
-        return Chunk("", None, None, None, error=error_message(obj)[:200])
+        return Chunk(error=error_message(obj)[:200])
     cid = _chunk_id(obj)
     choices = obj.get("choices")
     if not isinstance(choices, list):
@@ -268,14 +272,31 @@ def parse_chunk(data: str, api: Api) -> Chunk:
             reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
         image_tokens = _image_tokens(usage.get("prompt_tokens_details"))
     if not choices:
-        return Chunk("", None, completion, prompt, id=cid, reasoning_tokens=reasoning_tokens, image_tokens=image_tokens)
+        return Chunk(
+            completion_tokens=completion,
+            prompt_tokens=prompt,
+            id=cid,
+            reasoning_tokens=reasoning_tokens,
+            image_tokens=image_tokens,
+        )
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedChunk("chunk choice is not an object")
     text, token, reasoning, tool = _choice_text(choice, api)
     finish = choice.get("finish_reason")
     finish = finish if isinstance(finish, str) else None
-    return Chunk(text, finish, completion, prompt, None, token, cid, reasoning, tool, reasoning_tokens)
+    return Chunk(
+        text=text,
+        finish_reason=finish,
+        completion_tokens=completion,
+        prompt_tokens=prompt,
+        token=token,
+        id=cid,
+        reasoning=reasoning,
+        tool_call=tool,
+        reasoning_tokens=reasoning_tokens,
+        image_tokens=image_tokens,
+    )
 
 
 RESPONSE_TEXT = "response.output_text.delta"
@@ -296,11 +317,11 @@ def _response_event(obj: dict[str, Any]) -> Chunk:
     delta = obj.get("delta")
     text = delta if type(delta) is str else ""
     if kind == RESPONSE_TEXT:
-        return Chunk(text, None, None, None, token=True)
+        return Chunk(text=text, token=True)
     if kind in RESPONSE_REASONING:
-        return Chunk(text, None, None, None, token=True, reasoning=True)
+        return Chunk(text=text, token=True, reasoning=True)
     if kind == RESPONSE_TOOL:
-        return Chunk("", None, None, None, token=True, tool_call=True)
+        return Chunk(token=True, tool_call=True)
     response = obj.get("response")
     response = response if isinstance(response, dict) else {}
     rid = response.get("id")
@@ -308,7 +329,7 @@ def _response_event(obj: dict[str, Any]) -> Chunk:
     if kind in RESPONSE_FAILS:
         failure = response.get("error") if kind == "response.failed" else obj
         message = failure.get("message") if isinstance(failure, dict) else None
-        return Chunk("", None, None, None, error=str(message or kind)[:200], id=rid)
+        return Chunk(error=str(message or kind)[:200], id=rid)
     if kind in RESPONSE_ENDS:
         usage = response.get("usage")
         usage = usage if isinstance(usage, dict) else {}
@@ -316,9 +337,15 @@ def _response_event(obj: dict[str, Any]) -> Chunk:
         reasoning = _int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
         output, prompt = _int_or_none(usage.get("output_tokens")), _int_or_none(usage.get("input_tokens"))
         images = _image_tokens(usage.get("input_tokens_details"))
-        return Chunk("", kind.removeprefix("response."), output, prompt, id=rid, reasoning_tokens=reasoning,
-                     image_tokens=images)  # fmt: skip
-    return Chunk("", None, None, None, id=rid)
+        return Chunk(
+            finish_reason=kind.removeprefix("response."),
+            completion_tokens=output,
+            prompt_tokens=prompt,
+            id=rid,
+            reasoning_tokens=reasoning,
+            image_tokens=images,
+        )
+    return Chunk(id=rid)
 
 
 def _image_tokens(details: Any) -> int | None:

@@ -164,8 +164,15 @@ def test_parse_chat_content_reasoning_and_finish() -> None:
 
 def test_parse_usage_chunk_and_completions_text() -> None:
     usage = parse_chunk('{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 9}}', Api.CHAT)
-    assert usage == Chunk("", None, 9, 3)
+    assert usage == Chunk(completion_tokens=9, prompt_tokens=3)
     assert parse_chunk('{"choices": [{"text": "ab", "finish_reason": null}]}', Api.COMPLETIONS).text == "ab"
+
+
+@pytest.mark.parametrize("choices", ["[]", '[{"delta": {"content": "hi"}, "finish_reason": "stop"}]'])
+def test_image_tokens_are_kept_whether_the_usage_comes_alone_or_with_the_last_choice(choices: str) -> None:
+    usage = '{"prompt_tokens": 600, "completion_tokens": 5, "prompt_tokens_details": {"image_tokens": 576}}'
+    chunk = parse_chunk(f'{{"id": "x", "choices": {choices}, "usage": {usage}}}', Api.CHAT)
+    assert (chunk.image_tokens, chunk.prompt_tokens, chunk.completion_tokens) == (576, 600, 5)
 
 
 def test_in_stream_error_object_is_reported() -> None:
