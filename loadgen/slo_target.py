@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from loadgen.quantity import Aggregate, Quantity, samples_needed
-from loadgen.results import LevelResult, Metric
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Aggregate, Metric, Quantity, samples_needed
 
 #: The latencies an SLO may promise.
 SLO_METRICS: Final = (Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT, Metric.ITL, Metric.E2E)

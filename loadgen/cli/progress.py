@@ -12,8 +12,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from loadgen.level.result import LevelResult
 from loadgen.load import Load
-from loadgen.results import LevelResult, Metric
+from loadgen.quantity import Metric
 from loadgen.run.observe import LoadSnapshot, SweepStep
 
 HEARTBEAT_S = 60.0  # a log line this often while one level runs long, so a CI job never looks hung

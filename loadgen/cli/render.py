@@ -8,7 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.evidence.verdicts import Verdicts
 from planner.reports.document import Report, Section

@@ -58,7 +58,8 @@ from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat
 from loadgen.lengths import LengthDist, Lengths
 from loadgen.load import DRAWN_ARRIVALS, Arrival
-from loadgen.results import Metric, Results
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.run.assembly import session_from_profile, simulator_options
 from loadgen.run.launch import SIM_URL
 from loadgen.run.observe import LevelObserver

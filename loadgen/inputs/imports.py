@@ -45,10 +45,12 @@ from loadgen import __version__
 from loadgen.errors import UsageError, parse_json
 from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.inputs.textfiles import logical_suffix, read_text
+from loadgen.level.result import LevelResult
+from loadgen.level.server_sample import ServerSample
 from loadgen.limits import MAX_CONCURRENCY, MAX_FILE_LEVELS, MAX_RATE_RPS, MAX_TOKENS
 from loadgen.load import Arrival, Load
 from loadgen.quantity import Aggregate, Metric, Quantity
-from loadgen.results import LevelResult, Results, RunInfo, ServerSample, Target
+from loadgen.results import Results, RunInfo, Target
 from loadgen.run_settings import RunSettings
 
 IMPORTED_METRICS = (Metric.TTFT, Metric.TPOT, Metric.ITL, Metric.E2E)
@@ -573,7 +575,11 @@ def _level(lv: ImportedLevel) -> tuple[LevelResult, list[str]]:
     for histogram in histograms.values():
         histogram.freeze()  # recorded buckets only: a 3,000-row table once held 4 GB of dense arrays
     concurrency = lv.load.value if lv.load.kind == "concurrency" else _littles(lv, rps)
-    server = ServerSample("imported", 1, lv.running_batch, None) if lv.running_batch is not None else None
+    server = (
+        ServerSample(source="imported", samples=1, running_mean=lv.running_batch, waiting_mean=None)
+        if lv.running_batch is not None
+        else None
+    )
     prompt = round((lv.prompt_tokens or 0.0) * completed)
     level = LevelResult(
         load=lv.load,

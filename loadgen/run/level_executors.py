@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
-from loadgen.results import LevelResult
 from loadgen.run.observe import LevelObserver
 from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level

@@ -35,18 +35,12 @@ import numpy as np
 
 from loadgen.errors import ErrorKind
 from loadgen.histogram import DEFAULT_CONFIG, HistogramConfig, LatencyHistogram
+from loadgen.level.breakdown import TURN_METRICS, ModelBreakdown, Trend, empty_histograms
+from loadgen.level.independence import independent_share
+from loadgen.level.result import LevelResult
+from loadgen.level.server_sample import ServerSample
 from loadgen.load import Load
-from loadgen.quantity import LAG_THRESHOLD_MS
-from loadgen.results import (
-    TURN_METRICS,
-    LevelResult,
-    Metric,
-    ModelBreakdown,
-    ServerSample,
-    Trend,
-    empty_histograms,
-    independent_share,
-)
+from loadgen.quantity import LAG_THRESHOLD_MS, Metric
 from loadgen.wire.records import RequestRecord
 
 COHORT_STEPS = 4  # sends further apart than this many engine steps are never one cohort

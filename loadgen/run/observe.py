@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from loadgen.level.result import LevelResult
 from loadgen.load import Load
-from loadgen.results import LevelResult
 from loadgen.run.metrics import LiveSnapshot
 
 

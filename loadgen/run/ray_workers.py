@@ -34,8 +34,8 @@ from typing import Any
 
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan, Load
-from loadgen.results import LevelResult
 from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.metrics import LiveSnapshot
 from loadgen.run.observe import LevelObserver, LoadSnapshot, SweepStep

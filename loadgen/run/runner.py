@@ -38,8 +38,9 @@ import numpy as np
 
 from loadgen.errors import ErrorKind
 from loadgen.histogram import LatencyHistogram
+from loadgen.level.result import WINDOW_LIFETIMES, LevelResult
 from loadgen.load import LevelPlan, open_loop_offsets
-from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
+from loadgen.quantity import Metric
 from loadgen.run.metrics import LevelRecorder
 from loadgen.run.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.run.requests import Conversation, RequestFactory, Workload

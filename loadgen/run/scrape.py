@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from loadgen.results import ServerSample
+from loadgen.level.server_sample import ServerSample
 from loadgen.run.promtext import Timed, read_gauges
 from loadgen.wire.control import OversizedBody, get_capped
 from loadgen.wire.target import split_endpoint

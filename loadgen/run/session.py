@@ -25,8 +25,9 @@ from typing import Any
 
 from loadgen import __version__
 from loadgen.errors import EndpointError
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
-from loadgen.results import LevelResult, Results, RetriedLevel, RunInfo, Target
+from loadgen.results import Results, RetriedLevel, RunInfo, Target
 from loadgen.run.level_executors import InProcess, LevelExecutor
 from loadgen.run.observe import LevelObserver, NullObserver, SweepStep
 from loadgen.run.ray_workers import OnRayActors, RayOptions

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from loadgen.errors import LoadgenError
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan, split_plan
-from loadgen.results import LevelResult
 from loadgen.run.merge import merge_levels
 from loadgen.run.observe import LevelObserver
 from loadgen.run.requests import Workload

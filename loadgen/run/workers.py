@@ -27,8 +27,8 @@ from typing import Any
 
 from loadgen.errors import LoadgenError
 from loadgen.histogram import DEFAULT_CONFIG
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
-from loadgen.results import LevelResult
 from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.observe import LevelObserver
 from loadgen.run.requests import Workload

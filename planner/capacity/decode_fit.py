@@ -22,7 +22,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from loadgen.engine import EngineConfig
-from loadgen.results import LevelResult, Metric
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
 from planner.laws.lengthsample import LengthSample
 from planner.laws.stepmodel import StepModel
 from planner.simulation.closed_loop import run_closed_loop

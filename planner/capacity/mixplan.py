@@ -15,7 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.slo import BatchLimit, floor_note
 from planner.laws.lengthmodel import (

@@ -17,7 +17,9 @@ import statistics
 from dataclasses import dataclass
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, Results, mean_output_tokens, mean_prompt_tokens, reasoning_share
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens, reasoning_share
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.decode_fit import PREFILL_MATTERS, decode_by_simulation
 from planner.capacity.diagnose import Finding, Situation, diagnose

@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Results, reasoning_share
+from loadgen.level.aggregates import reasoning_share
+from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import (
     MixForecast,

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric, Results
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from planner.capacity.mixplan import MixForecast, PredictedLevel, PredictedSweep
 from planner.laws.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
 from planner.laws.lengthsample import LengthSample, shape_of

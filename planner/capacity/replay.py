@@ -32,8 +32,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from loadgen.engine import EngineConfig
-from loadgen.quantity import LAG_THRESHOLD_MS
-from loadgen.results import Metric
+from loadgen.quantity import LAG_THRESHOLD_MS, Metric
 from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import QUEUEING_METRICS, slo_statistic
 from planner.simulation.replica_sim import simulate

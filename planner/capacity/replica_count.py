@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from planner.capacity.prefill import Prefill
 from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import (

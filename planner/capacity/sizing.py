@@ -28,7 +28,7 @@ import numpy as np
 
 from loadgen.engine import EngineConfig
 from loadgen.load import Arrival, arrival_offsets
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner.evidence.observations import Z95
 from planner.laws.exact import exact

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner.capacity.mixplan import recommended_budget
 from planner.laws.stepmodel import StepModel

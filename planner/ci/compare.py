@@ -33,8 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loadgen.quantity import samples_needed
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric, samples_needed
+from loadgen.results import Results
 from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.observations import Z95, percentile_ci_ms
 

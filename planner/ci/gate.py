@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from loadgen.level.breakdown import TURN_METRICS
+from loadgen.level.result import LevelResult
 from loadgen.quantity import samples_needed
-from loadgen.results import TURN_METRICS, LevelResult, Results
+from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.ci.compare import MAX_REGRESSION, Delta, compare_results
 from planner.evidence.level_values import latency_quantity, quantity_value

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.results import LevelResult
+from loadgen.level.result import LevelResult
 from loadgen.slo_target import SloTarget
 from planner.evidence.verdicts import judge
 

@@ -6,8 +6,8 @@ means the same thing in both. Latency names are ``loadgen.quantity``'s.
 
 from __future__ import annotations
 
+from loadgen.level.result import LevelResult
 from loadgen.quantity import Quantity
-from loadgen.results import LevelResult
 
 RATIOS = ("error_rate", "goodput_ratio")
 RATES = ("output_tokens_per_s", "requests_per_s", "achieved_concurrency")

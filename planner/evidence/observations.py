@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 
 BatchSource = Literal["server", "littles_law", "concurrency"]
 LITTLE_TOLERANCE = 0.05

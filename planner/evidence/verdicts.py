@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.quantity import PER_REQUEST, Quantity, samples_needed
-from loadgen.results import WINDOW_LIFETIMES, LevelResult, Metric
+from loadgen.level.result import WINDOW_LIFETIMES, LevelResult
+from loadgen.quantity import PER_REQUEST, Metric, Quantity, samples_needed
 from planner.evidence.knee import Saturation, State, classify
 from planner.evidence.observations import Observations, observe, queue_growth_s
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import slo_statistic
 from planner.fleet.demand import Demand

@@ -37,7 +37,10 @@ from typing import Any, Literal
 import numpy as np
 
 from loadgen.lengths import LengthDist
-from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from planner.evidence.observations import LevelObservation
 from planner.evidence.verdicts import judge
 from planner.laws.stepmodel import StepModel, context_tokens, prompt_pairs

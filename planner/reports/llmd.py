@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.histogram import LatencyHistogram
-from loadgen.results import LevelResult, Metric, Results, mean_output_tokens, mean_prompt_tokens
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 
 VERSION = "0.1"
 PERCENTILES = {"p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90, "p95": 95, "p99": 99,

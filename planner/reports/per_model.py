@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.results import Metric, Results
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.ci.gate import check_from_slo, per_model_checks
 from planner.reports.document import Section, Table

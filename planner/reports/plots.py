@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.slo import model_name
 from planner.fleet.fleet_plan import FleetPlan

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 
-from loadgen.results import LevelResult, Metric, Results
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
+from loadgen.results import Results
 
 CSV_COLUMNS = (
     "load_kind",

@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen.api import RERANK_QUERY_TOKENS, Api
-from loadgen.results import (
-    CORE_SHARED,
-    MULTI_TOKEN_EVENTS,
-    LevelResult,
-    Metric,
-    Results,
-    mean_output_tokens,
-    mean_prompt_tokens,
-)
+from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
+from loadgen.level.client_health import CORE_SHARED
+from loadgen.level.result import LevelResult
+from loadgen.level.summary import MULTI_TOKEN_EVENTS
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep

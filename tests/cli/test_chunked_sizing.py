@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, save_atomic
+from loadgen.quantity import Metric
+from loadgen.results import save_atomic
 from loadgen.sim.openai_app import SimOptions
 from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import Traffic, simulate_replicas

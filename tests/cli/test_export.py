@@ -13,7 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from loadgen.run.records_table import read_records
 
 runner = CliRunner()

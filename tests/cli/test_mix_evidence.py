@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, load, save_atomic
+from loadgen.quantity import Metric
+from loadgen.results import Results, load, save_atomic
 from loadgen.sim.openai_app import SimOptions
 from tests.virtual import run_virtual
 

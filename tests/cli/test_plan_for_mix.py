@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, load, mean_prompt_tokens, save_atomic
+from loadgen.level.aggregates import mean_prompt_tokens
+from loadgen.quantity import Metric
+from loadgen.results import Results, load, save_atomic
 from loadgen.sim.openai_app import SimOptions
 from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import Traffic, max_rate_per_replica

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.histogram import LatencyHistogram
-from loadgen.results import Metric, load, save_atomic
+from loadgen.quantity import Metric
+from loadgen.results import load, save_atomic
 
 runner = CliRunner()
 

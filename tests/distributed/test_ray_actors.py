@@ -21,7 +21,8 @@ from loadgen.cli.session_flags import local_ray_environment
 from loadgen.histogram import LatencyHistogram
 from loadgen.lengths import Lengths
 from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from loadgen.run.observe import NullObserver
 from loadgen.run.ray_workers import RayOptions, connect, require_ray, run_level_on_ray
 from loadgen.run.requests import Workload

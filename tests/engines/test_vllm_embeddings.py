@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from planner.reports.report import caveats
 from tests.engines.vllm_cpu import VllmCpuServer, required_engine_python
 

@@ -18,8 +18,10 @@ from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
 from loadgen.lengths import Lengths
+from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan, Load
-from loadgen.results import LevelResult, Metric, Results, RunInfo, Target, load, save_atomic
+from loadgen.quantity import Metric
+from loadgen.results import Results, RunInfo, Target, load, save_atomic
 from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.run_settings import RunSettings

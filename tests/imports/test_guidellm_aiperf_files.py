@@ -20,7 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from planner import PlanRequest, plan_from_results
 
 runner = CliRunner()

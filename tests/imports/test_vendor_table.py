@@ -18,7 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from planner import PlanRequest, plan_from_results
 from planner.ci.gate import evaluate_gate, parse_check
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind
 from loadgen.load import Load
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.run.metrics import LevelRecorder, inter_token_gaps
 from loadgen.wire.records import RequestRecord
 

@@ -20,7 +20,8 @@ from loadgen.errors import ErrorKind
 from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.lengths import Lengths
 from loadgen.load import Load
-from loadgen.results import Metric, Results, load
+from loadgen.quantity import Metric
+from loadgen.results import Results, load
 from loadgen.run.requests import RequestFactory, Workload
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import HttpOptions, Transport, make_http_client

@@ -15,7 +15,8 @@ from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, save_atomic
+from loadgen.quantity import Metric
+from loadgen.results import save_atomic
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.sse import parse_chunk
 from tests.virtual import run_virtual

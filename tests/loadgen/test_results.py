@@ -12,17 +12,10 @@ from hypothesis import strategies as st
 
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, LatencyHistogram
+from loadgen.level.result import LevelResult
 from loadgen.load import Arrival, Load
-from loadgen.results import (
-    SCHEMA_VERSION,
-    LevelResult,
-    Metric,
-    Results,
-    RunInfo,
-    Target,
-    load,
-    save_atomic,
-)
+from loadgen.quantity import Metric
+from loadgen.results import SCHEMA_VERSION, Results, RunInfo, Target, load, save_atomic
 from loadgen.run.merge import merge_levels
 from loadgen.run_settings import RunSettings
 from planner.reports.report import caveats

@@ -7,8 +7,11 @@ from dataclasses import replace
 import numpy as np
 
 from loadgen.histogram import LatencyHistogram
+from loadgen.level.result import LevelResult
+from loadgen.level.server_sample import ServerSample
 from loadgen.load import Load
-from loadgen.results import LevelResult, Metric, Results, RunInfo, ServerSample, Target
+from loadgen.quantity import Metric
+from loadgen.results import Results, RunInfo, Target
 from loadgen.run_settings import RunSettings
 
 
@@ -39,7 +42,7 @@ def closed_level(
         tokens_estimated=False,
         achieved_concurrency=float(concurrency),
         histograms=hists,
-        server=ServerSample("loadgen_sim", 100, float(concurrency), waiting),
+        server=ServerSample(source="loadgen_sim", samples=100, running_mean=float(concurrency), waiting_mean=waiting),
     )
 
 
@@ -94,7 +97,9 @@ def law_sweep(
                 completed=completed,
                 output_tokens=completed * output_tokens,
                 window_output_tokens=float(completed * output_tokens),
-                server=ServerSample("loadgen_sim", 100, float(batch), float(c - batch)),
+                server=ServerSample(
+                    source="loadgen_sim", samples=100, running_mean=float(batch), waiting_mean=float(c - batch)
+                ),
             )
         )
     return tuple(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, batch_utilization, plan_from_law, replicas_for
 

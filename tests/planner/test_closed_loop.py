@@ -7,7 +7,7 @@ import pytest
 
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.sim.openai_app import SimOptions
 from planner import Mix
 from planner.laws.lengthsample import LengthSample

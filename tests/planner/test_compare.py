@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.results import LevelResult, Metric
+from loadgen.level.result import LevelResult
+from loadgen.quantity import Metric
 from planner.ci.compare import Delta, compare_level
 from tests.planner.synthetic import closed_level
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from loadgen.inputs.trace import load_trace
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law
 from planner.fleet.demand import demand_from_arrivals

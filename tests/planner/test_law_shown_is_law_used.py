@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, plan_from_results
 from planner.reports.plan_text import plan_lines

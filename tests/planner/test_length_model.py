@@ -11,7 +11,9 @@ import pytest
 
 from loadgen.engine import EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results, ServerSample
+from loadgen.level.server_sample import ServerSample
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.sim.openai_app import SimOptions
 from loadgen.slo_target import SloTarget
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
@@ -284,7 +286,14 @@ def test_a_calibration_whose_prompts_the_prefix_cache_served_is_said() -> None:
     assert prefix_cache_note(calibrations) == ""
     name, results = calibrations[1]
     first, *rest = results.levels
-    cached = ServerSample("vllm", 20, 1.0, 0.0, prefix_cache_queried=25_600, prefix_cache_hits=24_000)
+    cached = ServerSample(
+        source="vllm",
+        samples=20,
+        running_mean=1.0,
+        waiting_mean=0.0,
+        prefix_cache_queried=25_600,
+        prefix_cache_hits=24_000,
+    )
     calibrations[1] = (name, replace(results, levels=(replace(first, server=cached), *rest)))
     note = prefix_cache_note(calibrations)
     assert "calib-256.json c=1 (94%)" in note and "calib-64" not in note

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import Mix
 from planner.capacity.sizing import Traffic, simulate_replicas

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.reports.plan_text import plan_lines

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from loadgen.engine import Engine, EngineConfig
 from loadgen.load import arrival_offsets
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, simulate, simulate_replicas
 from planner.capacity.sizing import Traffic, replicas_for, t975

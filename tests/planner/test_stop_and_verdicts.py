@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from loadgen.level.breakdown import Trend
+from loadgen.level.result import LevelResult
 from loadgen.load import Load
-from loadgen.quantity import Quantity
-from loadgen.results import LevelResult, Metric, Trend
+from loadgen.quantity import Metric, Quantity
 from loadgen.slo_target import SloTarget
 from planner.ci.stop import stop_reason
 from planner.evidence.verdicts import judge

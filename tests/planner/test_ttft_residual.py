@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.engine import EngineConfig
-from loadgen.results import Metric
+from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, plan_from_results
 from planner.capacity.sizing import Traffic, max_rate_per_replica, simulate_replicas

@@ -15,8 +15,8 @@ from loadgen.engine import Engine, EngineConfig
 from loadgen.errors import ProfileError
 from loadgen.inputs.model_mix import ModelMix, parse_model_mix
 from loadgen.inputs.profile import parse_profile
-from loadgen.quantity import Quantity
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric, Quantity
+from loadgen.results import load
 from tests.sim.test_engine import run_to_idle, token_times
 
 runner = CliRunner()

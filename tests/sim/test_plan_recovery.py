@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, plan_from_results
 

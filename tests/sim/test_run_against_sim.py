@@ -18,8 +18,9 @@ from loadgen.api import Api
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
 from loadgen.lengths import Lengths
+from loadgen.level.result import LevelResult
 from loadgen.load import Arrival, LevelPlan, Load
-from loadgen.results import LevelResult, Metric
+from loadgen.quantity import Metric
 from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
 from loadgen.sim.faults import FaultConfig

@@ -11,7 +11,8 @@ import pytest
 
 from loadgen.engine import Engine, EngineConfig
 from loadgen.inputs.profile import parse_profile
-from loadgen.results import Metric, Results
+from loadgen.quantity import Metric
+from loadgen.results import Results
 from loadgen.sim.openai_app import SimOptions
 from planner.reports.report import caveats
 from tests.virtual import run_virtual

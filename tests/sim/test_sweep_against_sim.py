@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from loadgen.results import Metric, load
+from loadgen.quantity import Metric
+from loadgen.results import load
 from planner.evidence.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[2]

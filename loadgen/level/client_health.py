@@ -1,0 +1,63 @@
+"""Whether a level's numbers measure the server or the load generator: the client-health policy.
+
+A busy generator reads chunks late, and the lateness lands in the latencies as if the server had
+caused it. These bounds say when a level's generator could not keep up (``bound_causes``); the
+verdicts then refuse to trust the level, and the caveats say why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from loadgen.quantity import Metric
+
+if TYPE_CHECKING:
+    from loadgen.level.result import LevelResult
+
+CLIENT_CPU_BOUND: Final = 0.9  # a generator process busy 90% of the window cannot read on time
+# Another process (a noisy neighbour, a hypervisor's steal) holds the generator's core when it waited
+# for it more than this share of the time it was ready to run (wait / (wait + run)): it got less than
+# 40% of a core each time it woke, i.e. at least two competitors. The share of the *window* it waited
+# is no measure of that: a client that needs little CPU (the native wire) waits little in total even
+# when every wake-up is late. Seen here at c=64 with the native wire, the simulator on the other core:
+# 1% quiet; 44-47% with one CPU-bound process pinned to its core or one on each core (ITL p99 within
+# ~20%, TTFT p50 within 2 ms); 75% with three pinned to its core (ITL p99 ~250 ms against ~90-120).
+CLIENT_WAIT_BOUND: Final = 0.6
+CLIENT_WAIT_FLOOR: Final = 0.05  # ...and it waited at least this share of the window (not a few wake-ups)
+# One competitor is a fair half of the core, which a light generator can spare; a generator that wanted
+# more than CLIENT_CPU_BOUND of its core (ran + waited for it) was behind all along, whoever held the
+# core. Seen here at c=256 beside one CPU hog on its core: ran 49%, waited ~49%, TTFT p99 +75 ms (quiet:
+# +7 ms); at c=64 beside the same hog: ran 26%, waited ~26%, within 1 ms of quiet.
+# Below the bounds above, a level is trusted, but one whose generator waited at least this share of its
+# ready time for a core shared it with another process: each wake-up can then be a scheduler slice late,
+# which shows in the tail (c=256 beside one hog with the compiled reader: ready 88%, TTFT p99 +19.8 ms
+# against +2-5 quiet, the median within 1 ms). Its timer-lateness caveat says so: the tail is an upper bound.
+CORE_SHARED: Final = 0.25
+
+
+def bound_causes(level: LevelResult) -> tuple[str, ...]:
+    """Why the numbers measure the client, not the server (empty: they do not).
+
+    p99 generator lag above the threshold (open loop); the generator's CPU
+    saturated (closed loop, where lag cannot grow: a busy client reads
+    late instead); or another process holding the generator's core (a
+    noisy neighbour, CPU steal), which its own CPU time cannot show. A
+    level split across workers is bound when any one worker was: the
+    merged averages would hide one saturated worker among idle ones.
+    """
+    out = []
+    p99 = level.histograms[Metric.LAG].percentile_us(99)
+    if p99 is not None and p99 > level.lag_threshold_ms * 1000:
+        out.append(f"send lag p99 {p99 / 1000:.1f} ms > {level.lag_threshold_ms:g} ms")
+    cpu = level.client_cpu_utilization
+    if cpu is not None and cpu > CLIENT_CPU_BOUND:
+        out.append(f"generator CPU {cpu:.0%} busy")
+    steal, wait = level.steal_share, level.core_wait_ratio
+    if steal is not None and wait is not None and wait > CLIENT_WAIT_BOUND and steal > CLIENT_WAIT_FLOOR:
+        out.append(f"its core taken by another process: it waited {wait:.0%} of the time it was ready to run")
+    elif cpu is not None and steal is not None and cpu <= CLIENT_CPU_BOUND < cpu + steal:
+        out.append(
+            f"generator ready to run {cpu + steal:.0%} of the window (it ran {cpu:.0%}, and waited "
+            f"{steal:.0%} for a core another process held)"
+        )
+    return tuple(out) + level.bound_workers
