@@ -241,12 +241,6 @@ class LevelRecorder:
         held[Metric.TTFT_SENT].append(m.ttft_sent_s)
         if m.ttfo_s is not None:
             held[Metric.TTFO].append(m.ttfo_s)
-        if record.reasoning_tokens:
-            self.reasoning_tokens += record.reasoning_tokens
-            self.reasoning_counted += not record.reasoning_reported
-        self.tool_call_turns += record.tool_call
-        self.token_events += len(record.chunk_times)
-        self.usage_per_chunk += record.chunk_tokens is not None
         if m.tpot_s is not None:
             held[Metric.TPOT].append(m.tpot_s)
         if len(record.chunk_times) >= 2:  # its gaps are computed with many others' (one array op for all)
@@ -256,7 +250,8 @@ class LevelRecorder:
             self._record_held()
 
     def _count_tokens(self, record: RequestRecord) -> None:
-        """A completed request's prompt (and image) tokens as its usage said them, and its output tokens."""
+        """A completed request's prompt (and image) tokens as its usage said them, its output tokens, token
+        events, reasoning tokens and tool calls: every completed request, sampled or not."""
         if record.prompt_tokens is not None:
             self.prompt_tokens += record.prompt_tokens
             self.prompt_tokens_reported += 1
@@ -265,6 +260,14 @@ class LevelRecorder:
             self.image_tokens_reported += 1
         self.output_tokens += record.output_tokens or 0
         self.tokens_estimated |= record.output_tokens_estimated
+        # counted over the same requests as the output tokens (a closed loop's unsampled first round too):
+        # their ratios (tokens an event, the reasoning share) are of like with like
+        self.token_events += len(record.chunk_times)
+        self.usage_per_chunk += record.chunk_tokens is not None
+        if record.reasoning_tokens:
+            self.reasoning_tokens += record.reasoning_tokens
+            self.reasoning_counted += not record.reasoning_reported
+        self.tool_call_turns += record.tool_call
 
     def _tokens_in_window(self, record: RequestRecord) -> float:
         times = record.chunk_times

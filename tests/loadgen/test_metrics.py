@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -207,3 +208,20 @@ def test_an_open_loop_counts_every_request() -> None:
         rec.started(k * 0.0001)
         rec.add(record(k * 0.0001, k * 0.0001, (k * 0.0001 + 0.1, k * 0.0001 + 0.5)))
     assert rec.cohorts() is None and rec.finish(100.0).independent_samples(Metric.TTFT) == 100
+
+
+def test_unsampled_requests_count_their_token_events_and_reasoning_like_their_output_tokens() -> None:
+    """A closed loop's first round is not sampled for latency, but its output tokens count; its token
+    events and reasoning tokens must count too, or a one-token-a-chunk server reads as several tokens
+    an event and the reasoning share reads low (issue 69)."""
+    rec = LevelRecorder(Load("concurrency", 2), window_start=0.0)
+    for sampled in (False, True):
+        rec.started(10.0)
+        one = record(chunks=(10.1, 10.2, 10.3, 10.4), chunk_tokens=(1, 1, 1, 1))
+        rec.add(replace(one, reasoning_tokens=2, reasoning_reported=True), sampled=sampled)
+    level = rec.finish(20.0)
+    assert level.completed == 2 and level.output_tokens == 8
+    assert level.token_events == 8 and level.tokens_per_event == 1.0
+    assert level.itl_per_token  # every completed request said each chunk's tokens
+    assert level.reasoning_tokens == 4
+    assert level.histograms[Metric.TTFT].count == 1  # the latencies stay the sampled request's
