@@ -52,12 +52,31 @@ def bound_causes(level: LevelResult) -> tuple[str, ...]:
     cpu = level.client_cpu_utilization
     if cpu is not None and cpu > CLIENT_CPU_BOUND:
         out.append(f"generator CPU {cpu:.0%} busy")
-    steal, wait = level.steal_share, level.core_wait_ratio
+    if (taken := _core_taken(level)) is not None:
+        out.append(taken)
+    return tuple(out) + level.bound_workers
+
+
+def _core_taken(level: LevelResult) -> str | None:
+    """Another process held the generator's core: it waited most of the time it was ready to run, or it
+    would have been busy past the bound had it had the core."""
+    cpu, steal, wait = level.client_cpu_utilization, level.steal_share, level.core_wait_ratio
     if steal is not None and wait is not None and wait > CLIENT_WAIT_BOUND and steal > CLIENT_WAIT_FLOOR:
-        out.append(f"its core taken by another process: it waited {wait:.0%} of the time it was ready to run")
-    elif cpu is not None and steal is not None and cpu <= CLIENT_CPU_BOUND < cpu + steal:
-        out.append(
+        return f"its core taken by another process: it waited {wait:.0%} of the time it was ready to run"
+    if cpu is not None and steal is not None and cpu <= CLIENT_CPU_BOUND < cpu + steal:
+        return (
             f"generator ready to run {cpu + steal:.0%} of the window (it ran {cpu:.0%}, and waited "
             f"{steal:.0%} for a core another process held)"
         )
-    return tuple(out) + level.bound_workers
+    return None
+
+
+def remedy(level: LevelResult) -> str:
+    """What would let a bound generator keep up, by its cause: more generator processes help a busy one
+    with cores to spare, never one whose core another process held (with several workers on too few
+    cores, each other)."""
+    if _core_taken(level) is not None:
+        return "a quieter machine, or no more generator processes than free cores"
+    if level.workers > 1:
+        return f"more workers than its {level.workers}, each on a free core, or a quieter machine"
+    return "more workers (one process each, on free cores), or a quieter machine"

@@ -104,6 +104,9 @@ class LevelResult:
     # how many completed requests reported prompt usage (a file before it was counted: all of them)
     prompt_tokens_reported: int = counter("tokens.prompt_reported", absent=lambda raw: raw["completed"])
     output_tokens: int = counter("tokens.output")  # of completed requests
+    # the max_tokens those requests asked for, each its own draw of a length spread (None: an older or
+    # imported file, which did not keep it)
+    asked_output_tokens: int | None = kept_counter("tokens.output_asked")
     # output tokens that arrived inside the window (successful requests)
     window_output_tokens: float = declare("tokens.output_in_window", read=non_negative, combine=added)
     tokens_estimated: bool = declare("tokens.estimated", read=flag, combine=any_share)  # some counted from chunks

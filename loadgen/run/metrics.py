@@ -92,8 +92,10 @@ class LevelRecorder:
         self._held_streams: list[RequestRecord] = []  # whose inter-token gaps are still to be recorded
         self._held_n = 0
         self.completed = 0
+        self.timed = 0  # of those, the ones sampled for latency (a closed loop's first round is not)
         self.errors: dict[ErrorKind, int] = {}
         self.output_tokens = 0
+        self.asked_output_tokens = 0  # the max_tokens the completed requests asked for
         self.window_output_tokens = 0.0
         self.prompt_tokens = 0
         self.prompt_tokens_reported = 0
@@ -179,9 +181,10 @@ class LevelRecorder:
         return 1 + int(self._due_gaps[_gap_bin(threshold_s) + 1 :].sum())
 
     @property
-    def independent_completed(self) -> float:
-        """Completed requests in the window, a cohort counted once (``LevelResult.independent_samples``)."""
-        return self.completed * independent_share(self.load, self.cohorts(), self.offered)
+    def independent_samples(self) -> float:
+        """Completed requests in the window sampled for latency, a cohort counted once: what the trust
+        verdict counts (``LevelResult.independent_samples``), so a request floor met is a verdict met."""
+        return self.timed * independent_share(self.load, self.cohorts(), self.offered)
 
     def close_window(self, t: float) -> None:
         """The level stops admitting at ``t``: the measured window ends there."""
@@ -192,9 +195,10 @@ class LevelRecorder:
         self._advance(t_sent)
         self.in_flight += 1
 
-    def add(self, record: RequestRecord, *, sampled: bool = True) -> None:
+    def add(self, record: RequestRecord, *, sampled: bool = True, asked_tokens: int = 0) -> None:
         """Fold in one finished request (call it when the request ends). One not ``sampled`` (a closed
-        loop's ramp round) counts toward the window's outcomes, rates and goodput, not its latencies."""
+        loop's ramp round) counts toward the window's outcomes, rates and goodput, not its latencies.
+        ``asked_tokens``: the max_tokens it asked for (its own draw of a length spread)."""
         self._advance(record.t_done)
         self.in_flight -= 1
         if record.error is None and record.chunk_times:
@@ -216,6 +220,7 @@ class LevelRecorder:
         self.completed += 1
         m = request_metrics(record)
         self._count_tokens(record)
+        self.asked_output_tokens += asked_tokens
         timed = bool(record.inputs) or (m.ttft_s is not None and m.ttft_sent_s is not None)
         if timed and self.goodput_limits_ms is not None and m.meets(self.goodput_limits_ms):
             self.good += 1
@@ -224,6 +229,7 @@ class LevelRecorder:
             tally.add(m, sampled=sampled)
         if sampled:
             held[Metric.E2E].append(m.e2e_s)
+            self.timed += 1
         if not timed:
             self.empty += 1  # a success with nothing to time: counted, and said in the caveats
             return
@@ -349,6 +355,7 @@ class LevelRecorder:
             reasoning_counted=self.reasoning_counted,
             tool_call_turns=self.tool_call_turns,
             token_events=self.token_events,
+            asked_output_tokens=self.asked_output_tokens,
             usage_per_chunk=self.usage_per_chunk,
             by_turn=dict(sorted(self.by_turn.items())) or None,
             by_model={name: t.breakdown() for name, t in sorted(self.by_model.items())} or None,

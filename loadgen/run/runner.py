@@ -156,8 +156,8 @@ class _Level:
         return now >= self.t_stop and not self._extend_for_floor(now)
 
     def _extend_for_floor(self, now: float) -> bool:
-        """At the planned end, keep the window open until ``min_requests`` completed in it (a cohort
-        of requests due together counted once) and it spans ``WINDOW_LIFETIMES`` mean request lifetimes.
+        """At the planned end, keep the window open until ``min_requests`` completed in it and were timed
+        (a cohort of requests due together counted once; the first round of a closed loop is not timed) and it spans ``WINDOW_LIFETIMES`` mean request lifetimes.
 
         A percentile needs a sample count, not a duration, and a window of one
         or two lifetimes quantises counts and throughput by whole requests. Checked
@@ -172,7 +172,7 @@ class _Level:
         floor = self.plan.min_requests
         if not floor or self.plan.load.kind != "concurrency" or not math.isfinite(self.t_stop):
             return False
-        done, elapsed = self.recorder.independent_completed, now - self.recorder.window_start
+        done, elapsed = self.recorder.independent_samples, now - self.recorder.window_start
         e2e_us = self.recorder.histograms[Metric.E2E].mean_us()
         lifetimes_s = WINDOW_LIFETIMES * e2e_us / 1e6 if e2e_us else 0.0
         if (done >= floor and elapsed >= lifetimes_s) or elapsed >= MAX_FLOOR_S:
@@ -357,7 +357,7 @@ class _Level:
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
         if record.t_done >= self.t_stop:
             self.stopping()  # the request floor decides whether the window still takes it
-        self.recorder.add(record, sampled=sampled)
+        self.recorder.add(record, sampled=sampled, asked_tokens=prepared.max_tokens)
         if self.on_record is not None:
             self.on_record(record)
         return record

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from loadgen.level import client_health
 from loadgen.level.result import WINDOW_LIFETIMES, LevelResult
 from loadgen.quantity import PER_REQUEST, Metric, Quantity, samples_needed
 from planner.evidence.knee import Saturation, State, classify
@@ -142,7 +143,7 @@ def _trust_findings(
     if level.client_bound:
         text = (
             f"{label}: client-bound ({'; '.join(level.client_bound_causes)}): its latencies measure the load "
-            "generator; try --workers, or a quieter machine"
+            f"generator; try {client_health.remedy(level)}"
         )
         out.append((text, "client"))
     if level.target_gone:
@@ -190,7 +191,7 @@ def _sample_findings(level: LevelResult, asked: Sequence[Quantity]) -> list[tupl
             what = "engine steps' worth of ITL samples" if q.metric == Metric.ITL else f"{q.metric.value} samples"
             text = (
                 f"{level.load.label}: {n:.0f} {what} cannot bound a p{q.percentile:g} (needs at least "
-                f"{need}); run the level longer or give it a request floor"
+                f"{need}); run the level longer"
             )
             out.append((text, "window"))
     return out

@@ -11,13 +11,13 @@ diagnosis's prose) stays behind ``--explain``. The terminal, Markdown and HTML a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import Estimate, SimOutcome
 from planner.capacity.slo import BatchLimit
+from planner.evidence.said_once import said_once
 from planner.reports.document import Section, Table
 from planner.reports.plan_text import batch_text, replicas_text
 
@@ -26,7 +26,6 @@ WEAK_QUALITIES = ("extrapolated", "unresolved", "insufficient range", "lower bou
 # findings about what runs now (--current-batch, --replicas): actions of their own ("slo_below_floor" is the
 # batch action itself)
 NOW_FINDINGS = ("latency_breach", "batch_headroom", "capacity_shortfall")
-_LEVEL_PREFIX = re.compile(r"^((?:c|r)=[0-9.]+(?:/s)?): (.+)$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,25 +188,9 @@ def ranked_caveats(plan: CapacityPlan, notes: Sequence[str] = ()) -> tuple[str, 
     sentence for several levels is said once, naming them."""
     weak = weak_limits(plan)
     untrusted = [p for v in plan.verdicts.levels for p in v.problems] if plan.verdicts is not None else []
-    return tuple(grouped([*weak, *untrusted, *plan.warnings, *notes]))
+    return tuple(said_once([*weak, *untrusted, *plan.warnings, *notes]))
 
 
 def weak_limits(plan: CapacityPlan) -> list[str]:
     """Each SLO's batch that is not a measured answer (extrapolated, a lower bound, unresolved), said so."""
     return [f"{lim.slo.key}: {lim.quality}{_note(lim)}" for lim in plan.limits if lim.quality in WEAK_QUALITIES]
-
-
-def grouped(caveats: Iterable[str]) -> list[str]:
-    """``c=32: X`` and ``c=48: X`` become ``c=32, c=48: X``; exact repeats go; the first place is kept."""
-    order: dict[str, list[str]] = {}
-    for text in caveats:
-        match = _LEVEL_PREFIX.match(text)
-        label, body = (match.group(1), match.group(2)) if match else ("", text)
-        labels = order.setdefault(body, [])
-        if label not in labels:
-            labels.append(label)
-    out = []
-    for body, labels in order.items():
-        named = [lb for lb in labels if lb]
-        out.append(f"{', '.join(named)}: {body}" if named and len(named) == len(labels) else body)
-    return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.evidence.said_once import said_once
 from planner.fleet.demand import ONE_HOUR_S
 from planner.fleet.fleet_plan import Fleet, FleetPlan
 from planner.reports.document import Plot, Report, Section, Table
@@ -173,7 +174,7 @@ def caveats(plan: FleetPlan) -> list[str]:
     is said once, naming them all."""
     named: dict[str, list[str]] = {}
     for c in plan.capacities:
-        for warning in c.variant.plan.warnings:
+        for warning in said_once(c.variant.plan.warnings):
             names = named.setdefault(warning, [])
             if c.name not in names:
                 names.append(c.name)

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.api import RERANK_QUERY_TOKENS, Api
-from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
-from loadgen.level.client_health import CORE_SHARED
 from loadgen.level.result import LevelResult
-from loadgen.level.summary import MULTI_TOKEN_EVENTS
 from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mixplan import PredictedSweep
+from planner.evidence.caveats import measurement_caveats
+from planner.evidence.said_once import said_once
 from planner.evidence.verdicts import Verdicts, judge
 from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.decision import decide, deciding_limit, weak_limits
@@ -219,10 +217,6 @@ def slo_verdicts(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts
     return Table(("load", *[f"{s.key} <= {s.limit:g}" for s in slos]), tuple(rows))
 
 
-PROMPT_TOLERANCE = 0.10  # realised prompt tokens this far from the request: said out loud
-SHORT_ANSWERS = 0.90  # answers shorter than this share of max_tokens on average: the server stopped early
-
-
 def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarget]) -> Verdicts | None:
     """The plan's verdicts when there is a plan, else the same judgement for these SLOs' percentiles."""
     if plan is not None and plan.verdicts is not None:
@@ -231,99 +225,16 @@ def level_verdicts(results: Results, plan: CapacityPlan | None, slos: Sequence[S
 
 
 def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[SloTarget] = ()) -> tuple[str, ...]:
-    """Things the numbers do not say by themselves (terminal notes and the report's Caveats)."""
-    out = list(results.notes)
-    if results.settings.virtual_time:
-        out.append("measured in virtual time (--virtual-time): the simulator's law, exactly, with no client cost "
-                   "and no network; a real endpoint's numbers need a real run")  # fmt: skip
+    """Things the numbers do not say by themselves (terminal notes and the report's Caveats): the run's own
+    notes, why levels are untrusted, the evidence's caveat rules (``planner.evidence.caveats``), models
+    that break an SLO and the plan's weak answers, each said once (``said_once``)."""
     verdicts = level_verdicts(results, plan, slos)
-    if verdicts is not None:
-        out += verdicts.problems
-    asked, asked_out = results.settings.prompt_mean, results.settings.output_mean
-    sent_ignore_eos = bool((results.settings.extra_body or {}).get("ignore_eos"))
-    stopped = "the server stopped early (end of sequence); for fixed lengths pass --extra-body '{\"ignore_eos\": true}' (vLLM, SGLang)"
-    ignored = ("ignore_eos was sent, so the server either does not honour it or caps the answers (max_model_len, "
-               "its own max_tokens limit); a length spread's short draws count too")  # fmt: skip
-    multi: list[tuple[LevelResult, float]] = []  # levels whose events carried several tokens: said once
-    images = results.settings.images
-    if images and not all(lv.image_tokens_reported for lv in results.levels if lv.completed):
-        out.append(f"each request carried {images.get('count')} image(s): the server's prompt tokens include "
-                   "theirs and it did not say them apart, so the text's own length is not checked")  # fmt: skip
-    for lv in results.levels:
-        if asked and (note := _prompt_length_note(results, lv)) is not None:
-            out.append(note)
-        answered = mean_output_tokens([lv])
-        if asked_out and answered and answered < SHORT_ANSWERS * asked_out:
-            out.append(f"{lv.load.label}: answers averaged {answered:.0f} tokens where up to {asked_out:g} were asked: "
-                       + (ignored if sent_ignore_eos else stopped))  # fmt: skip
-        if lv.tokens_estimated:
-            out.append(f"{lv.load.label}: output tokens were counted from chunks (no usage from the server)")
-        elif (per_event := _tokens_per_event(lv)) is not None and per_event > MULTI_TOKEN_EVENTS:
-            multi.append((lv, per_event))
-        if lv.loop_lag_p99_ms is not None and lv.loop_lag_p99_ms > lv.lag_threshold_ms and not lv.client_bound:
-            wait = lv.core_wait_ratio
-            shared = (f", as it shared its core (it waited {wait:.0%} of the time it was ready to run for a core "
-                      "another process held)" if wait is not None and wait >= CORE_SHARED else "")  # fmt: skip
-            out.append(f"{lv.load.label}: the generator's event loop ran timers {lv.loop_lag_p99_ms:.0f} ms late "
-                       f"at p99{shared}: chunk timestamps can be that late in bursts (tail percentiles are upper "
-                       "bounds; the medians and the throughput hold)")  # fmt: skip
-        if lv.empty:
-            out.append(f"{lv.load.label}: {lv.empty} requests succeeded without streaming any output token: they "
-                       "count as completed but are in no TTFT, TPOT or ITL (check ignore_eos or the prompt)")  # fmt: skip
-        if lv.failed:
-            kinds = ", ".join(f"{k.value} {n}" for k, n in sorted(lv.errors.items()))
-            out.append(f"{lv.load.label}: {lv.failed} failed requests ({kinds})")
-    if multi:
-        first, per_event = multi[0]
-        also = f" (likewise at {', '.join(lv.load.label for lv, _ in multi[1:])})" if len(multi) > 1 else ""
-        out.append(_multi_token_note(first, per_event) + also)
-    elif drafted := [lv for lv in results.levels if lv.server is not None and lv.server.spec_acceptance is not None]:
-        out.append(_speculation_note(drafted))
-    out += [note for note in (_prefix_reuse_note(results), model_breaches(results, slos)) if note is not None]
-    if not results.complete:
-        out.append("the run is incomplete: it was interrupted, the levels shown are the ones that finished")
+    out = [*results.notes, *(verdicts.problems if verdicts is not None else ()), *measurement_caveats(results)]
+    if (breaches := model_breaches(results, slos)) is not None:
+        out.append(breaches)
     if plan is not None:
         out += plan_caveats(plan)
-    return tuple(dict.fromkeys(out))
-
-
-def _prompt_length_note(results: Results, lv: LevelResult) -> str | None:
-    """A level whose prompts came out another length than asked (the server's tokenizer), said."""
-    realised = mean_prompt_tokens([lv])
-    if realised and results.settings.images:  # the text's length: the images' tokens said apart, or unknown
-        realised = realised - lv.image_tokens / lv.image_tokens_reported if lv.image_tokens_reported else None
-    low, high = _asked_prompt(results, lv)
-    if not realised or low * (1 - PROMPT_TOLERANCE) <= realised <= high * (1 + PROMPT_TOLERANCE):
-        return None
-    shown = f"{low:g}" if low == high else f"{low:.0f} to {high:.0f}"
-    return (f"{lv.load.label}: prompts averaged {realised:.0f} tokens where {shown} were asked (the server's "
-            "tokenizer); the results describe the realised length")  # fmt: skip
-
-
-def _asked_prompt(results: Results, level: LevelResult) -> tuple[float, float]:
-    """The prompt tokens asked of each request (or input), as a range: a rerank input is a document and the query,
-    which a cross-encoder reads once a document and a bi-encoder once a request (the usage counts what it read)."""
-    asked = results.settings.prompt_mean or 0.0
-    if results.settings.api != Api.RERANK:
-        return asked, asked
-    return asked + RERANK_QUERY_TOKENS / (level.load.batch or 1), asked + RERANK_QUERY_TOKENS
-
-
-def _prefix_reuse_note(results: Results) -> str | None:
-    """A replayed trace's prefix reuse: what its hash_ids imply beside what the server's counters read."""
-    replayed = results.settings.trace or {}
-    implied = replayed.get("implied_prefix_share")
-    if implied is None:
-        return None
-    said = [f"{lv.load.label} {share:.1%}" for lv in results.levels
-            if lv.server is not None and (share := lv.server.prefix_cache_hit_share) is not None]  # fmt: skip
-    served = (
-        f"the server's prefix-cache counters read {', '.join(said)}"
-        if said
-        else "the server exported no prefix-cache counters to compare (vLLM and SGLang do: --scrape-metrics on)"
-    )
-    return (f"trace prefix reuse: its hash_ids ({replayed['block_tokens']}-token blocks) imply {implied:.1%} of the "
-            f"prompt tokens could be served from a prefix cache that forgets nothing; {served}")  # fmt: skip
+    return tuple(said_once(out))
 
 
 def evidence_caveats(calibrations: Sequence[tuple[str, Results]], slos: Sequence[SloTarget]) -> tuple[str, ...]:
@@ -484,55 +395,3 @@ def _most_inputs(results: Results, slos: Sequence[SloTarget], verdicts: Verdicts
         and (verdicts is None or verdicts.of(lv.load.label).trusted)
     ]
     return max(meeting, key=lambda lv: lv.inputs_per_s or 0.0, default=None)
-
-
-def _tokens_per_event(level: LevelResult) -> float | None:
-    """Output tokens per token event: counted where the run counted its events, else from the ITL gaps (a file
-    written before the count: each request's events are its gaps plus its first); None for a table imported from
-    another tool, whose levels carry no gaps to count (200 tokens an event read off a means-only table before)."""
-    if level.tokens_per_event is not None:
-        return level.tokens_per_event
-    if level.synthesised or not level.histograms[Metric.ITL].count:
-        return None
-    events = level.histograms[Metric.ITL].count + level.completed - level.empty
-    return level.output_tokens / events if events else None
-
-
-def _multi_token_note(level: LevelResult, per_event: float) -> str:
-    """What a level whose events carried several tokens each measured: ITL per event or per token, the other
-    one, and the step per event (speculative decoding's verified step)."""
-    itl = level.percentile_ms(Metric.ITL, 50)
-    tpot = level.mean_ms(Metric.TPOT)
-    if level.itl_per_token:
-        itl_text = (f"ITL is per token (each chunk's usage said its tokens){'' if itl is None else f', p50 {itl:.1f} ms'}"
-                    f"; per event it is about {per_event:.2f}x that")  # fmt: skip
-    else:
-        itl_text = (f"ITL is per event{'' if itl is None else f' (p50 {itl:.1f} ms)'}; per token it is about "
-                    f"{'' if itl is None else f'{itl / per_event:.1f} ms, '}the event's gap over its "
-                    f"{per_event:.2f} tokens, and never more than the event's gap: ask for per-chunk usage where the "
-                    "API has it (vLLM chat: stream_options.continuous_usage_stats)")  # fmt: skip
-    step = (
-        ""
-        if tpot is None
-        else f"; a step that verifies them takes about {tpot * per_event:.1f} ms (TPOT x tokens an event)"
-    )
-    acceptance = level.server.spec_acceptance if level.server is not None else None
-    if acceptance is not None:
-        step += f"; the server accepted {acceptance:.0%} of its draft tokens (its speculative-decoding counters)"
-    return (f"{level.load.label}: {per_event:.2f} output tokens an event (speculative decoding, or a server that "
-            f"sends several tokens a chunk): {itl_text}{step}")  # fmt: skip
-
-
-def _speculation_note(levels: Sequence[LevelResult]) -> str:
-    """A speculative-decoding server whose drafts were seldom accepted: its events still carry about one token
-    each, and its counters say how often a draft paid off."""
-    parts = []
-    for lv in levels:
-        assert lv.server is not None and lv.server.spec_acceptance is not None
-        parts.append(f"{lv.load.label} {lv.server.spec_acceptance:.1%} of {lv.server.spec_draft_tokens:,.0f}")
-    return (
-        "the server ran speculative decoding and accepted few of its draft tokens ("
-        + ", ".join(parts)
-        + "): its events carry about one token each, so ITL is per token as with plain decoding, and each step "
-        "also paid for verifying the drafts it threw away"
-    )

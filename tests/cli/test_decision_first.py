@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
-from planner.reports.decision import grouped
+from planner.evidence.said_once import said_once
 
 runner = CliRunner()
 
@@ -67,7 +67,7 @@ def test_the_same_caveat_for_several_levels_is_said_once_naming_them() -> None:
         "virtual time",
         "virtual time",
     ]
-    assert grouped(notes) == ["c=32, c=48: client-bound (lag)", "r=2.5/s: 3 failed", "virtual time"]
+    assert said_once(notes) == ["c=32, c=48: client-bound (lag)", "r=2.5/s: 3 failed", "virtual time"]
 
 
 def test_a_batch_the_sweep_never_bounded_says_to_sweep_higher(quickstart: tuple[Path, str]) -> None:

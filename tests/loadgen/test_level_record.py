@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,8 +31,13 @@ CASES = {
 }
 
 
-def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True)
+#: keys declared after the golden files were written (their old files read them as absent)
+ADDED_SINCE = ("output_asked",)
+
+
+def canonical(value: dict[str, Any]) -> str:
+    tokens = {k: v for k, v in value.get("tokens", {}).items() if k not in ADDED_SINCE}
+    return json.dumps({**value, "tokens": tokens}, sort_keys=True)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
