@@ -54,7 +54,7 @@ class Mode(StrEnum):
     STATIC = "static"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
     """The simulated engine's law and limits. Defaults are the chapter's."""
 
@@ -156,7 +156,7 @@ class EngineConfig:
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Sequence:
     seq_id: int
     prompt_tokens: int
@@ -173,7 +173,7 @@ class _Sequence:
         return self.prompt_tokens + self.max_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One engine step: when it starts, how long it lasts, who gets a token."""
 
@@ -190,7 +190,7 @@ class Step:
         return self.start_ms + self.duration_ms
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class EngineCounters:
     """Cumulative engine statistics, exported on ``/metrics``."""
 
@@ -211,7 +211,7 @@ class EngineCounters:
     adapter_loads: int = 0  # LoRA adapters loaded (each one not resident when a sequence needed it)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Engine:
     """The batching state machine. Drive it with ``submit`` and ``next_step``."""
 
@@ -247,7 +247,15 @@ class Engine:
         """Queue a sequence (with ``adapter``: a LoRA adapter's). It is admitted at the start of a later step."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        self._waiting.append(_Sequence(seq_id, max(prompt_tokens, 0), max_tokens, now_ms, adapter=adapter))
+        self._waiting.append(
+            _Sequence(
+                seq_id=seq_id,
+                prompt_tokens=max(prompt_tokens, 0),
+                max_tokens=max_tokens,
+                arrival_ms=now_ms,
+                adapter=adapter,
+            )
+        )
 
     def cancel(self, seq_id: int) -> bool:
         """Drop a sequence whose client went away. Returns whether it was known."""
@@ -323,7 +331,15 @@ class Engine:
         c.prefill_ms += sum(now_ms + duration - s.admitted_ms for s in first)
         emitted = tuple(s.seq_id for s in emitting)
         spec = tuple(counts) if cfg.spec_draft_tokens else ()
-        return Step(now_ms, duration, tuple(admitted), emitted, tuple(finished), occupied, spec)
+        return Step(
+            start_ms=now_ms,
+            duration_ms=duration,
+            admitted=tuple(admitted),
+            emitted=emitted,
+            finished=tuple(finished),
+            running=occupied,
+            counts=spec,
+        )
 
     def _adapter_ms(self) -> float:
         """The step's adapter cost: each distinct adapter in the batch, and each one loaded for it."""

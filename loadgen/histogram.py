@@ -22,7 +22,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HistogramConfig:
     """Range and precision shared by every histogram in a results file."""
 
@@ -64,7 +64,7 @@ def _layout(config: HistogramConfig) -> _Layout:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Frozen:
     """A decoded histogram's recorded buckets only: its dense counts array is ~24k int64s
     (190 KB), which a results file of thousands of levels cannot hold seven times a level."""
@@ -207,8 +207,8 @@ class LatencyHistogram:
             return
         index, counts = self._nonzero()
         h = self._hdr
-        self._frozen = _Frozen(index, counts.copy(), int(h.get_total_count()), int(h.get_min_value()),
-                               int(h.get_max_value()), None) if len(index) else _EMPTY  # fmt: skip
+        self._frozen = _Frozen(index=index, counts=counts.copy(), total=int(h.get_total_count()), min_value=int(h.get_min_value()),
+                               max_value=int(h.get_max_value()), text=None) if len(index) else _EMPTY  # fmt: skip
         self._hdr = None
 
     def merge(self, other: LatencyHistogram) -> None:
@@ -266,8 +266,8 @@ class LatencyHistogram:
             if total != int(counts[index].sum()):
                 raise ValueError("corrupt histogram encoding (its total does not match its buckets)")
             layout = _layout(config)  # the extremes as a dense histogram reports them: their buckets' bounds
-            hist._frozen = _Frozen(index, counts[index].astype(np.int64), total, int(layout.lowest[index[0]]),
-                                   int(layout.highest[index[-1]]), text)  # fmt: skip
+            hist._frozen = _Frozen(index=index, counts=counts[index].astype(np.int64), total=total, min_value=int(layout.lowest[index[0]]),
+                                   max_value=int(layout.highest[index[-1]]), text=text)  # fmt: skip
         return hist
 
     def __eq__(self, other: object) -> bool:
@@ -299,7 +299,9 @@ def _thaw(frozen: _Frozen, config: HistogramConfig) -> HdrHistogram:
     return h
 
 
-_EMPTY: Final = _Frozen(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0, 0, 0, "")
+_EMPTY: Final = _Frozen(
+    index=np.zeros(0, dtype=np.int64), counts=np.zeros(0, dtype=np.int64), total=0, min_value=0, max_value=0, text=""
+)
 
 
 @functools.cache

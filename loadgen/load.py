@@ -85,7 +85,7 @@ def offsets_within(
         n *= 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Load:
     """One load level: a closed-loop concurrency or an open-loop rate."""
 
@@ -124,16 +124,16 @@ class Load:
         if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
             raise ValueError(f"load.batch must be a whole number >= 1, got {batch!r}")
         return cls(
-            kind,
-            value,
-            None if arrival is None else Arrival(arrival),
-            raw.get("burstiness"),
-            raw.get("max_in_flight"),
-            batch,
+            kind=kind,
+            value=value,
+            arrival=None if arrival is None else Arrival(arrival),
+            burstiness=raw.get("burstiness"),
+            max_in_flight=raw.get("max_in_flight"),
+            batch=batch,
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LevelPlan:
     """Everything that shapes one level, besides where it is sent."""
 

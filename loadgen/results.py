@@ -29,7 +29,7 @@ SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
     id: str
     started_at: str  # UTC ISO 8601
@@ -63,7 +63,7 @@ class RetriedLevel:
         return cls(int(raw["attempt"]), str(raw["reason"]), LevelResult.from_json(raw["level"], config))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Results:
     """A run or a sweep: its levels plus everything needed to reproduce it (no secrets)."""
 
@@ -156,7 +156,12 @@ MAX_HISTOGRAM_HIGHEST_US = 7 * 86_400 * 10**6  # a week: a latency past it is no
 def _histogram_config(hc: Mapping[str, Any]) -> HistogramConfig:
     """The file's histogram range, within what a latency needs: a range of 2^62 at 5 significant figures
     once allocated gigabytes of buckets before anything was read."""
-    config = HistogramConfig(hc["unit"], int(hc["lowest"]), int(hc["highest"]), int(hc["significant_figures"]))
+    config = HistogramConfig(
+        unit=hc["unit"],
+        lowest=int(hc["lowest"]),
+        highest=int(hc["highest"]),
+        significant_figures=int(hc["significant_figures"]),
+    )
     if config.unit != "us" or not (1 <= config.lowest < config.highest <= MAX_HISTOGRAM_HIGHEST_US):
         raise ValueError(
             f"histogram_config: expected unit us and 1 <= lowest < highest <= {MAX_HISTOGRAM_HIGHEST_US:,}"

@@ -17,7 +17,7 @@ from loadgen.quantity import Aggregate, Metric, Quantity, samples_needed
 SLO_METRICS: Final = (Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT, Metric.ITL, Metric.E2E)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SloTarget:
     """One latency promise (``tpot_p95_ms: 50``) or an error budget (``error_rate: 0.01``).
 
@@ -53,7 +53,7 @@ class SloTarget:
         if key == "error_rate":
             if not 0 <= limit <= 1:
                 raise ValueError(f"error_rate must be a fraction in [0, 1], got {limit}")
-            return cls(None, None, limit)
+            return cls(metric=None, percentile=None, limit=limit)
         try:
             if not key.endswith("_ms"):
                 raise ValueError(key)
@@ -69,7 +69,12 @@ class SloTarget:
             raise ValueError(
                 f"SLO key {key!r}: an SLO takes a percentile or the mean (e.g. {quantity.metric.value}_p95_ms)"
             )
-        return cls(quantity.metric, quantity.percentile, limit, mean=quantity.aggregate == Aggregate.MEAN)
+        return cls(
+            metric=quantity.metric,
+            percentile=quantity.percentile,
+            limit=limit,
+            mean=quantity.aggregate == Aggregate.MEAN,
+        )
 
     def value(self, level: LevelResult) -> float | None:
         """This level's value of the metric (ms, or a fraction); None when there is no data."""

@@ -31,7 +31,7 @@ from planner.laws.lengthsample import LengthSample
 from planner.laws.stepmodel import StepModel
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DatasetWords:
     """A dataset's entries in words, as read (the planner turns words into tokens)."""
 
@@ -42,7 +42,7 @@ class DatasetWords:
     tokens_per_word: float | None = None  # None: the calibration probe's rate and template overhead
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetVariant:
     """One variant of a fleet: its name, its sweep (read), its price and GPUs per replica."""
 
@@ -54,7 +54,7 @@ class FleetVariant:
     gpus: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetInputs:
     """A fleet question: the variants, the demand over time, and how the fleet may scale."""
 
@@ -65,7 +65,7 @@ class FleetInputs:
     mix: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanInputs:
     """The whole question. Exactly one source of evidence: ``calibrations`` (one sweep, or several at other
     lengths for a mix), ``law`` (a what-if), or ``fleet``."""
@@ -80,7 +80,7 @@ class PlanInputs:
     validation_source: str = ""  # the records file, for messages
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanOutcome:
     """The whole answer: the capacity plan (or the fleet's), and what was predicted and validated beside it."""
 
@@ -252,7 +252,15 @@ def _fleet(fleet: FleetInputs, request: PlanRequest) -> FleetPlan:
         if not output:
             raise UsageError(f"--variant {v.spec!r}: {v.source} holds no output length; give --output-tokens")
         prompt = plan.prefill.prompt_tokens if plan.prefill else 0.0
-        variant = Variant(v.name, plan, output, prompt, v.source, v.cost_per_gpu_hour, v.gpus)
+        variant = Variant(
+            name=v.name,
+            plan=plan,
+            output_tokens=output,
+            prompt_tokens=prompt,
+            source=v.source,
+            cost_per_gpu_hour=v.cost_per_gpu_hour,
+            gpus=v.gpus,
+        )
         capacities.append(
             variant_capacity(
                 variant,

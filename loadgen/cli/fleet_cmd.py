@@ -89,5 +89,7 @@ def read_variants(specs: list[str]) -> list[FleetVariant]:
         results = load(path)
         if not results.levels:
             raise UsageError(f"--variant {spec!r}: {path} has no levels to plan from")
-        variants.append(FleetVariant(name, spec, str(path), results, cost, gpus))
+        variants.append(
+            FleetVariant(name=name, spec=spec, source=str(path), results=results, cost_per_gpu_hour=cost, gpus=gpus)
+        )
     return variants

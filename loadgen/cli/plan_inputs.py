@@ -32,7 +32,7 @@ SIMULATED_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)  # the sizing simulation d
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanFlags:
     """Every flag that shapes a plan, as ``plan`` and ``report`` take them (None or empty: not given)."""
 
@@ -158,7 +158,11 @@ def assemble(
     _check_bounds(flags, request)
     if variants:
         fleet = FleetInputs(
-            tuple(variants), demand_of(flags.traffic, qps, flags.bucket), flags.scale_up_s, flags.spare, flags.mix
+            variants=tuple(variants),
+            demand=demand_of(flags.traffic, qps, flags.bucket),
+            scale_up_s=flags.scale_up_s,
+            spare=flags.spare,
+            mix=flags.mix,
         )
         return PlanInputs(request=request, fleet=fleet)
     require_mix(
@@ -225,4 +229,10 @@ def _dataset_words(flags: PlanFlags) -> DatasetWords:
         prompts.append(words)
         answers.append(answer)
         max_tokens.append(entry.max_tokens)
-    return DatasetWords(flags.dataset.name, tuple(prompts), tuple(answers), tuple(max_tokens), flags.tokens_per_word)
+    return DatasetWords(
+        name=flags.dataset.name,
+        prompt_words=tuple(prompts),
+        answer_words=tuple(answers),
+        max_tokens=tuple(max_tokens),
+        tokens_per_word=flags.tokens_per_word,
+    )

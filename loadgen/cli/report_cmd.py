@@ -58,7 +58,7 @@ def profile_gate_levels(results: Results) -> tuple[str, ...] | None:
     if not levels:
         return None
     open_loop = results.settings.profile_section("load").get("mode") == "open"
-    return tuple(Load("rate" if open_loop else "concurrency", float(v)).label for v in levels)
+    return tuple(Load(kind="rate" if open_loop else "concurrency", value=float(v)).label for v in levels)
 
 
 def html_plots(capacity: CapacityPlan) -> tuple[Plot, ...]:
@@ -259,7 +259,10 @@ def gate(
         prof = load_profile(find_profile(profile))
         slos = prof.slo
         labels = (
-            tuple(Load("rate" if prof.load.mode == "open" else "concurrency", v).label for v in prof.gate.levels)
+            tuple(
+                Load(kind="rate" if prof.load.mode == "open" else "concurrency", value=v).label
+                for v in prof.gate.levels
+            )
             if prof.gate.levels
             else None
         )

@@ -474,7 +474,9 @@ def _images(count: int, size: str, folder: Path | None, dataset: Path | None) ->
     if folder is not None and not folder.is_dir():
         raise UsageError(f"--images-folder {folder}: not a folder")
     try:
-        return ImageSpec(count, int(width), int(height), str(folder) if folder is not None else None)
+        return ImageSpec(
+            count=count, width=int(width), height=int(height), folder=str(folder) if folder is not None else None
+        )
     except ValueError as exc:
         raise UsageError(f"--images {count} --image-size {size}: {exc}") from None
 

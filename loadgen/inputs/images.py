@@ -34,7 +34,7 @@ MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp
 CELL = 16  # the shared picture is random colours in CELL x CELL squares: compressible, not blank
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImageSpec:
     """The images each request carries: ``count`` generated ones of ``width`` x ``height``, or from ``folder``."""
 

@@ -62,7 +62,7 @@ OTHER_KEYS = frozenset(
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImportedLevel:
     """One level as a table gives it (times in ms)."""
 
@@ -165,7 +165,11 @@ def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
     assert value is not None
     if not value > 0:
         raise UsageError(f"{where}: {loads[0]}: must be > 0")
-    load = Load("concurrency", value) if loads[0] == "concurrency" else Load("rate", value, Arrival.POISSON, 1.0)
+    load = (
+        Load(kind="concurrency", value=value)
+        if loads[0] == "concurrency"
+        else Load(kind="rate", value=value, arrival=Arrival.POISSON, burstiness=1.0)
+    )
     latencies: dict[Quantity, float] = {}
     for key, raw in row.items():
         if key in LOAD_KEYS or key in OTHER_KEYS:
@@ -248,9 +252,11 @@ def _vllm_bench(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     concurrency = doc.get("max_concurrency")
     rate = doc.get("request_rate")
     if isinstance(concurrency, int | float) and concurrency > 0:
-        load = Load("concurrency", _float(concurrency))
+        load = Load(kind="concurrency", value=_float(concurrency))
     elif isinstance(rate, int | float) and math.isfinite(rate) and rate > 0:
-        load = Load("rate", _float(rate), Arrival.POISSON, _float(doc.get("burstiness") or 1.0))
+        load = Load(
+            kind="rate", value=_float(rate), arrival=Arrival.POISSON, burstiness=_float(doc.get("burstiness") or 1.0)
+        )
     else:
         raise UsageError(
             f"{where}: neither max_concurrency nor a finite request_rate: the load of this run is unknown "
@@ -369,11 +375,16 @@ def _guidellm(bench: Any, where: str) -> ImportedLevel:
     rate = strategy.get("rate")
     kind = str(strategy.get("type_", strategy.get("type", "")))
     if isinstance(streams, int) and streams > 0:
-        load = Load("concurrency", _float(streams))
+        load = Load(kind="concurrency", value=_float(streams))
     elif kind == "synchronous":
-        load = Load("concurrency", 1.0)
+        load = Load(kind="concurrency", value=1.0)
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", _float(rate), Arrival.POISSON if kind == "poisson" else Arrival.CONSTANT, 1.0)
+        load = Load(
+            kind="rate",
+            value=_float(rate),
+            arrival=Arrival.POISSON if kind == "poisson" else Arrival.CONSTANT,
+            burstiness=1.0,
+        )
     else:
         raise UsageError(f"{where}: no concurrency (strategy streams) or rate in its config: the load is unknown")
     latencies: dict[Quantity, float] = {}
@@ -416,9 +427,9 @@ def _aiperf(doc: Mapping[str, Any], where: str) -> ImportedLevel:
     concurrency = loadgen.get("concurrency", phase.get("concurrency", doc.get("concurrency")))
     rate = loadgen.get("request_rate", phase.get("request_rate", doc.get("request_rate")))
     if isinstance(concurrency, int) and concurrency > 0:
-        load = Load("concurrency", _float(concurrency))
+        load = Load(kind="concurrency", value=_float(concurrency))
     elif isinstance(rate, int | float) and rate > 0:
-        load = Load("rate", _float(rate), Arrival.POISSON, 1.0)
+        load = Load(kind="rate", value=_float(rate), arrival=Arrival.POISSON, burstiness=1.0)
     else:
         raise UsageError(
             f"{where}: no concurrency or request_rate in input_config (loadgen, or the profiling phase): "
@@ -497,8 +508,23 @@ def to_results(
         imported={"source": source, "format": fmt, "note": "percentile intervals unknown: histograms synthesised"},
         metric_convention="unknown",
     )
-    run = RunInfo("imported", "", __version__, platform.python_version(), platform.platform(), None, "import")
-    return Results(run, Target(source, model, "unknown"), settings, tuple(out), True, notes=tuple(notes))
+    run = RunInfo(
+        id="imported",
+        started_at="",
+        tool_version=__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpu_count=None,
+        command="import",
+    )
+    return Results(
+        run=run,
+        target=Target(source, model, "unknown"),
+        settings=settings,
+        levels=tuple(out),
+        complete=True,
+        notes=tuple(notes),
+    )
 
 
 def _with_per_request(lv: ImportedLevel, per_request: PerRequest) -> ImportedLevel:

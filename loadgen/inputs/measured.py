@@ -20,7 +20,7 @@ from loadgen.histogram import HistogramConfig
 from loadgen.limits import MAX_TOKENS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MeasuredLevel:
     """One level's completed requests (seconds since the run's clock origin, tokens, milliseconds)."""
 
@@ -64,14 +64,14 @@ def read_measured(path: Path) -> list[MeasuredLevel]:
         table = np.array(requests, dtype=np.float64).reshape(-1, 6)
         levels.append(
             MeasuredLevel(
-                label,
-                table[:, 0],
-                table[:, 1],
-                table[:, 2].astype(np.int64),
-                (table[:, 3] - table[:, 0]) * 1000.0,
-                (table[:, 4] - table[:, 0]) * 1000.0,
-                skipped[label],
-                table[:, 5] * 1000.0,
+                label=label,
+                sent_s=table[:, 0],
+                prompt_tokens=table[:, 1],
+                output_tokens=table[:, 2].astype(np.int64),
+                ttft_ms=(table[:, 3] - table[:, 0]) * 1000.0,
+                e2e_ms=(table[:, 4] - table[:, 0]) * 1000.0,
+                skipped=skipped[label],
+                send_lag_ms=table[:, 5] * 1000.0,
             )
         )
     if not levels:

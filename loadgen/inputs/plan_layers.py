@@ -21,7 +21,7 @@ from loadgen.run_settings import RunSettings
 from loadgen.slo_target import SloTarget
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanLayer:
     """What one source says about a plan; None or empty: it says nothing, and the source below it holds."""
 

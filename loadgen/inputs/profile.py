@@ -103,7 +103,7 @@ BOUNDS: Final[dict[str, Bound]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
     prompt_tokens: Lengths = field(default_factory=lambda: Lengths(128))
     output_tokens: Lengths = field(default_factory=lambda: Lengths(128))
@@ -125,7 +125,7 @@ class LoadMode(StrEnum):
     TRACE = "trace"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoadSpec:
     """How hard each level pushes. ``closed``: levels are client counts; ``open``: request rates;
     ``trace``: ``trace`` replayed at its recorded times, levels are time scales (0.5 = twice as fast)."""
@@ -152,7 +152,7 @@ class StopSpec:
     stop_on_saturation: bool = True  # stop once a level's verdict is saturated (planner.evidence.verdicts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanSpec:
     """What the sweep is for: size the fleet for this traffic (optional)."""
 
@@ -173,7 +173,7 @@ class GateSpec:
     levels: tuple[float, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
     name: str
     description: str = ""
@@ -491,7 +491,9 @@ def _images(node: Node) -> ImageSpec:
         node.fail("images from a folder are sent as they are: no width or height")
     count = node.integer("count", 1, minimum=1, maximum=MAX_IMAGES)
     side = {"minimum": 1, "maximum": MAX_SIDE}
-    return ImageSpec(count, node.integer("width", 512, **side), node.integer("height", 512, **side), folder)
+    return ImageSpec(
+        count=count, width=node.integer("width", 512, **side), height=node.integer("height", 512, **side), folder=folder
+    )
 
 
 def level_bound(mode: str) -> Bound:

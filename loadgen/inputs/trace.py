@@ -39,7 +39,7 @@ MAX_TRACE_REQUESTS = 1_000_000  # a replay holds its schedule in memory
 MAX_TRACE_SPAN_S = 30 * 86400.0  # a row 10^15 s after the first once left a replay waiting silently forever
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Trace:
     """Arrival offsets (s from the first request, sorted) with each request's lengths."""
 
@@ -53,11 +53,11 @@ class Trace:
         """Offsets times ``time_scale`` (0.5 replays twice as fast), the first ``limit`` requests."""
         n = len(self.offsets_s) if limit is None else min(limit, len(self.offsets_s))
         return Trace(
-            tuple(t * time_scale for t in self.offsets_s[:n]),
-            self.prompt_tokens[:n],
-            self.output_tokens[:n],
-            self.format,
-            self.hash_ids[:n] if self.hash_ids is not None else None,
+            offsets_s=tuple(t * time_scale for t in self.offsets_s[:n]),
+            prompt_tokens=self.prompt_tokens[:n],
+            output_tokens=self.output_tokens[:n],
+            format=self.format,
+            hash_ids=self.hash_ids[:n] if self.hash_ids is not None else None,
         )
 
     @property
@@ -127,11 +127,11 @@ def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> T
         )
     named = any(entry[4] is not None for entry in kept)
     return Trace(
-        tuple(-entry[0] - start for entry in kept),
-        tuple(entry[2] for entry in kept),
-        tuple(entry[3] for entry in kept),
-        fmt,
-        tuple(entry[4] or () for entry in kept) if named else None,
+        offsets_s=tuple(-entry[0] - start for entry in kept),
+        prompt_tokens=tuple(entry[2] for entry in kept),
+        output_tokens=tuple(entry[3] for entry in kept),
+        format=fmt,
+        hash_ids=tuple(entry[4] or () for entry in kept) if named else None,
     )
 
 
@@ -188,8 +188,8 @@ def _clean_numeric_csv(text: str, limit: int | None) -> Trace | None:
     offsets = kept - kept[0]
     if offsets[-1] > MAX_TRACE_SPAN_S:
         return None
-    return Trace(tuple(offsets.tolist()), tuple(prompts[order].astype(np.int64).tolist()),
-                 tuple(outputs[order].astype(np.int64).tolist()), fmt)  # fmt: skip
+    return Trace(offsets_s=tuple(offsets.tolist()), prompt_tokens=tuple(prompts[order].astype(np.int64).tolist()),
+                 output_tokens=tuple(outputs[order].astype(np.int64).tolist()), format=fmt)  # fmt: skip
 
 
 def _csv_rows(path: Path, text: str, flag: str) -> Iterator[Row]:

@@ -14,7 +14,7 @@ from loadgen.errors import UsageError, parse_json
 from loadgen.limits import MAX_TOKENS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DatasetEntry:
     prompt: str | None
     messages: tuple[Mapping[str, Any], ...] | None
@@ -115,7 +115,7 @@ def _sharegpt(path: Path, text: str) -> tuple[DatasetEntry, ...]:
                 answer = value
                 break
         if prompt is not None and answer is not None:
-            entries.append(DatasetEntry(prompt, None, None, answer_words=_words(answer)))
+            entries.append(DatasetEntry(prompt=prompt, messages=None, max_tokens=None, answer_words=_words(answer)))
     return tuple(entries)
 
 
@@ -142,9 +142,9 @@ def _jsonl(path: Path, lines: Iterable[str], max_words: int | None = None) -> tu
             if not messages:
                 raise UsageError(f"{path}:{no}: only an assistant message: nothing to send")
         entry = DatasetEntry(
-            obj.get("prompt"),
-            tuple(messages) if messages else None,
-            max_tokens,
+            prompt=obj.get("prompt"),
+            messages=tuple(messages) if messages else None,
+            max_tokens=max_tokens,
             answer_words=_words(answer) if isinstance(answer, str) and answer.strip() else None,
         )
         if max_words is None or _entry_words(entry) <= max_words:  # dropped entries are not held

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from loadgen.errors import ErrorKind
@@ -39,7 +39,7 @@ def added_counts(shares: Sequence[Mapping[ErrorKind, int]]) -> dict[ErrorKind, i
     return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Trend:
     """Sufficient statistics of a least-squares line y = a + b x, in O(1) memory and exactly mergeable.
 
@@ -53,6 +53,11 @@ class Trend:
     sxx: float = 0.0
     sxy: float = 0.0
     syy: float = 0.0
+
+    @classmethod
+    def from_sums(cls, sums: Sequence[float]) -> Trend:
+        """The statistics as a level stores them (``LevelResult.ttft_trend``), in field order."""
+        return cls(**dict(zip((f.name for f in fields(cls)), sums, strict=True)))
 
     def add(self, x: float, y: float) -> None:
         self.n += 1

@@ -228,7 +228,7 @@ class LevelResult:
         """How much TTFT grew across the window by its trend line, and that growth's standard error (s)."""
         if self.ttft_trend is None:
             return None
-        fit = Trend(*self.ttft_trend).slope()
+        fit = Trend.from_sums(self.ttft_trend).slope()
         return None if fit is None else (fit[0] * self.window_s, fit[1] * self.window_s)
 
     @property

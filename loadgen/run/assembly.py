@@ -28,7 +28,7 @@ from loadgen.wire.client import HttpOptions
 from loadgen.wire.sse import Convention
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TargetOptions:
     """How to reach the endpoint and watch the client (flags only: never in a profile on disk, except headers)."""
 
@@ -131,15 +131,29 @@ def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list
     for i, (batch, value) in enumerate((b, v) for b in batches for v in ld.levels):
         replay = trace.scaled(value) if trace else None
         if replay is not None:
-            load = Load("rate", float(f"{replay.mean_rate:.4g}"), Arrival.TRACE, None, ld.max_in_flight, batch)
+            load = Load(
+                kind="rate",
+                value=float(f"{replay.mean_rate:.4g}"),
+                arrival=Arrival.TRACE,
+                burstiness=None,
+                max_in_flight=ld.max_in_flight,
+                batch=batch,
+            )
         elif ld.mode == "closed":
-            load = Load("concurrency", int(value), batch=batch)
+            load = Load(kind="concurrency", value=int(value), batch=batch)
         else:
-            load = Load("rate", float(value), ld.arrival, ld.burstiness, ld.max_in_flight, batch)
+            load = Load(
+                kind="rate",
+                value=float(value),
+                arrival=ld.arrival,
+                burstiness=ld.burstiness,
+                max_in_flight=ld.max_in_flight,
+                batch=batch,
+            )
         try:
             plans.append(
                 LevelPlan(
-                    load,
+                    load=load,
                     duration_s=None if replay else ld.duration_s,
                     requests=len(replay.offsets_s) if replay else ld.requests,
                     warmup_s=ld.warmup_s,

@@ -50,7 +50,7 @@ class LevelExecutor(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InProcess:
     """The level on this process's event loop and connection pool: the only executor that keeps every
     request's record (``on_record``) and that runs in virtual time."""

@@ -50,7 +50,7 @@ HELD_BATCH = 8192  # requests and inter-token gaps held (``_held_n``) before the
 HELD_METRICS = (Metric.LAG, Metric.QUEUE, Metric.E2E, Metric.TTFT, Metric.TTFT_SENT, Metric.TTFO, Metric.TPOT)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LiveSnapshot:
     """Running numbers for a progress display."""
 
@@ -309,17 +309,17 @@ class LevelRecorder:
             return None if v is None else v / 1000.0
 
         return LiveSnapshot(
-            self.completed,
-            sum(self.errors.values()),
-            self.in_flight,
-            self.output_tokens,
-            ms(Metric.TTFT, 50),
-            ms(Metric.TTFT, 95),
-            ms(Metric.TPOT, 50),
-            ms(Metric.TPOT, 95),
-            self.window_output_tokens,
-            ms(Metric.E2E, 50) if self.inputs else None,
-            ms(Metric.E2E, 95) if self.inputs else None,
+            completed=self.completed,
+            failed=sum(self.errors.values()),
+            in_flight=self.in_flight,
+            output_tokens=self.output_tokens,
+            ttft_p50_ms=ms(Metric.TTFT, 50),
+            ttft_p95_ms=ms(Metric.TTFT, 95),
+            tpot_p50_ms=ms(Metric.TPOT, 50),
+            tpot_p95_ms=ms(Metric.TPOT, 95),
+            window_output_tokens=self.window_output_tokens,
+            e2e_p50_ms=ms(Metric.E2E, 50) if self.inputs else None,
+            e2e_p95_ms=ms(Metric.E2E, 95) if self.inputs else None,
         )
 
     def finish(self, t_end: float, *, server: ServerSample | None = None, complete: bool = True) -> LevelResult:
@@ -370,7 +370,7 @@ class LevelRecorder:
         self._last_t = max(self._last_t, t)
 
 
-@dataclass(slots=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
+@dataclass(slots=True, kw_only=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
 class RequestMetrics:
     """One successful request's metrics, in seconds: the one place they are computed.
 

@@ -10,7 +10,7 @@ from loadgen.load import Load
 from loadgen.run.metrics import LiveSnapshot
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SweepStep:
     """Where a level stands in its run, told before each attempt: its place among the levels, the attempt
     and why it is measured again, and how long this level and the ones after it are expected to take (from

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GaugeNames:
     source: str
     running: str
@@ -35,48 +35,48 @@ class GaugeNames:
 
 KNOWN: Final = (
     GaugeNames(
-        "vllm",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total",
-        "vllm:request_queue_time_seconds",
-        "vllm:request_prefill_time_seconds",
-        "vllm:prefix_cache_queries_total",
-        "vllm:prefix_cache_hits_total",
-        "vllm:cache_config_info",
-        "vllm:spec_decode_num_draft_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_total",
+        source="vllm",
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        prompt_tokens="vllm:prompt_tokens_total",
+        generation_tokens="vllm:generation_tokens_total",
+        queue_time="vllm:request_queue_time_seconds",
+        prefill_time="vllm:request_prefill_time_seconds",
+        cache_queries="vllm:prefix_cache_queries_total",
+        cache_hits="vllm:prefix_cache_hits_total",
+        cache_config="vllm:cache_config_info",
+        spec_draft="vllm:spec_decode_num_draft_tokens_total",
+        spec_accepted="vllm:spec_decode_num_accepted_tokens_total",
     ),
     GaugeNames(
-        "sglang",
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
-        ("sglang:token_usage",),
-        "sglang:prompt_tokens_total",
-        "sglang:generation_tokens_total",
+        source="sglang",
+        running="sglang:num_running_reqs",
+        waiting="sglang:num_queue_reqs",
+        kv_usage=("sglang:token_usage",),
+        prompt_tokens="sglang:prompt_tokens_total",
+        generation_tokens="sglang:generation_tokens_total",
         # every prompt token is looked up in the radix cache; the hits are counted per source (device, host,
         # storage), summed here. Its ``cache_hit_rate`` gauge is not read: it is the latest batch's, not the
         # window's
         cache_queries="sglang:prompt_tokens_total",
         cache_hits="sglang:cached_tokens_total",
     ),
-    GaugeNames("tgi", "tgi_batch_current_size", "tgi_queue_size"),
+    GaugeNames(source="tgi", running="tgi_batch_current_size", waiting="tgi_queue_size"),
     GaugeNames(
-        "loadgen_sim",
-        "loadgen_sim:num_requests_running",
-        "loadgen_sim:num_requests_waiting",
-        (),
-        "loadgen_sim:prompt_tokens_total",
-        "loadgen_sim:generation_tokens_total",
-        "loadgen_sim:request_queue_time_seconds",
-        "loadgen_sim:request_prefill_time_seconds",
-        "loadgen_sim:prefix_cache_queries_total",
-        "loadgen_sim:prefix_cache_hits_total",
-        "loadgen_sim:cache_config_info",
-        "loadgen_sim:spec_decode_num_draft_tokens_total",
-        "loadgen_sim:spec_decode_num_accepted_tokens_total",
+        source="loadgen_sim",
+        running="loadgen_sim:num_requests_running",
+        waiting="loadgen_sim:num_requests_waiting",
+        kv_usage=(),
+        prompt_tokens="loadgen_sim:prompt_tokens_total",
+        generation_tokens="loadgen_sim:generation_tokens_total",
+        queue_time="loadgen_sim:request_queue_time_seconds",
+        prefill_time="loadgen_sim:request_prefill_time_seconds",
+        cache_queries="loadgen_sim:prefix_cache_queries_total",
+        cache_hits="loadgen_sim:prefix_cache_hits_total",
+        cache_config="loadgen_sim:cache_config_info",
+        spec_draft="loadgen_sim:spec_decode_num_draft_tokens_total",
+        spec_accepted="loadgen_sim:spec_decode_num_accepted_tokens_total",
     ),
 )
 
@@ -89,7 +89,7 @@ class Timed:
     count: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gauges:
     """One scrape: the batch gauges, and the token counters where the server has them."""
 
@@ -142,19 +142,19 @@ def read_gauges(text: str) -> Gauges | None:
     for names in KNOWN:
         if names.running in samples:
             return Gauges(
-                names.source,
-                samples[names.running],
-                samples.get(names.waiting, 0.0),
-                next((samples[k] for k in names.kv_usage if k in samples), None),
-                samples.get(names.prompt_tokens) if names.prompt_tokens else None,
-                samples.get(names.generation_tokens) if names.generation_tokens else None,
-                _timed(samples, names.queue_time),
-                _timed(samples, names.prefill_time),
-                samples.get(names.cache_queries) if names.cache_queries else None,
-                samples.get(names.cache_hits) if names.cache_hits else None,
-                kv_cache_tokens(text, names.cache_config) if names.cache_config else None,
-                samples.get(names.spec_draft) if names.spec_draft else None,
-                samples.get(names.spec_accepted) if names.spec_accepted else None,
+                source=names.source,
+                running=samples[names.running],
+                waiting=samples.get(names.waiting, 0.0),
+                kv_usage=next((samples[k] for k in names.kv_usage if k in samples), None),
+                prompt_tokens=samples.get(names.prompt_tokens) if names.prompt_tokens else None,
+                generation_tokens=samples.get(names.generation_tokens) if names.generation_tokens else None,
+                queue=_timed(samples, names.queue_time),
+                prefill=_timed(samples, names.prefill_time),
+                cache_queries=samples.get(names.cache_queries) if names.cache_queries else None,
+                cache_hits=samples.get(names.cache_hits) if names.cache_hits else None,
+                kv_capacity_tokens=kv_cache_tokens(text, names.cache_config) if names.cache_config else None,
+                spec_draft=samples.get(names.spec_draft) if names.spec_draft else None,
+                spec_accepted=samples.get(names.spec_accepted) if names.spec_accepted else None,
             )
     return None
 

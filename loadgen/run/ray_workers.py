@@ -70,7 +70,7 @@ class RayOptions:
         return {"address": self.address, "placement": self.placement, "num_cpus": self.num_cpus}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClockReading:
     worker: int
     node: str
@@ -90,7 +90,7 @@ class RayOutcome:
     loops: tuple[str, ...] = ()  # per worker: the event loop its share ran on
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class OnRayActors:
     """The executor for ``--ray``: each level split over Ray actors (``LevelExecutor``). It keeps each level's
     worker clocks for the results and says when a clock, a worker's niceness or its event loop is not what
@@ -385,7 +385,7 @@ async def _read_clock(actor: Any, worker: int) -> ClockReading:
         if best is None or reading[0] < best[0]:
             best = reading
     assert best is not None
-    return ClockReading(worker, best[2], best[1] * 1000, best[0] * 1000, best[3])
+    return ClockReading(worker=worker, node=best[2], offset_ms=best[1] * 1000, rtt_ms=best[0] * 1000, niceness=best[3])
 
 
 async def _collect(
@@ -438,14 +438,14 @@ async def _show_progress(
         return max(known) if known else None
 
     live = LiveSnapshot(
-        sum(x.completed for x in lives),
-        sum(x.failed for x in lives),
-        sum(x.in_flight for x in lives),
-        sum(x.output_tokens for x in lives),
-        worst([x.ttft_p50_ms for x in lives]),
-        worst([x.ttft_p95_ms for x in lives]),
-        worst([x.tpot_p50_ms for x in lives]),
-        worst([x.tpot_p95_ms for x in lives]),
-        sum(x.window_output_tokens for x in lives),
+        completed=sum(x.completed for x in lives),
+        failed=sum(x.failed for x in lives),
+        in_flight=sum(x.in_flight for x in lives),
+        output_tokens=sum(x.output_tokens for x in lives),
+        ttft_p50_ms=worst([x.ttft_p50_ms for x in lives]),
+        ttft_p95_ms=worst([x.ttft_p95_ms for x in lives]),
+        tpot_p50_ms=worst([x.tpot_p50_ms for x in lives]),
+        tpot_p95_ms=worst([x.tpot_p95_ms for x in lives]),
+        window_output_tokens=sum(x.window_output_tokens for x in lives),
     )
     observer.on_progress(LoadSnapshot(load, time.time() - start_wall, live))

@@ -129,7 +129,7 @@ class PromptCalibration:
         return max(1, math.floor((tokens - self.overhead_tokens) / self.tokens_per_word + dither))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
     """How to build request bodies for one run."""
 
@@ -158,7 +158,7 @@ class Workload:
         return self.api.path
 
 
-@dataclass(slots=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
+@dataclass(slots=True, kw_only=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
 class PreparedRequest:
     body: bytes
     max_tokens: int
@@ -378,7 +378,9 @@ class RequestFactory:
         if self._w.api.pooling:  # one JSON answer: nothing to stream, usage always in it; its batch is its inputs
             body.update(extra)
             inputs = len(body[self._w.api.prompt_field])
-            return PreparedRequest(orjson.dumps(body), max_tokens, None, words, model, inputs)
+            return PreparedRequest(
+                body=orjson.dumps(body), max_tokens=max_tokens, messages=None, words=words, model=model, inputs=inputs
+            )
         body["stream"] = True
         options = {**extra.pop("stream_options", {}), "include_usage": True}
         if self._w.api is not Api.RESPONSES:  # the Responses API reports usage in response.completed, always
@@ -386,7 +388,9 @@ class RequestFactory:
         body.update(extra)
         field = self._w.api.prompt_field
         messages = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None
-        return PreparedRequest(orjson.dumps(body), max_tokens, messages, words, model)  # C: a tenth of json.dumps
+        return PreparedRequest(
+            body=orjson.dumps(body), max_tokens=max_tokens, messages=messages, words=words, model=model
+        )  # C: a tenth of json.dumps
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
         calibration = self._w.calibration

@@ -60,7 +60,7 @@ class Start(StrEnum):
     BURST = "burst"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """One run or sweep: the target, the workload and the levels."""
 
@@ -115,7 +115,7 @@ RetryPolicy = Callable[[LevelResult], tuple[str, bool] | None]
 RETRY_SETTLE_S = 2.0  # between attempts: the server drains what the cut attempt left, the machine settles
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SessionHooks:
     observer: LevelObserver = field(default_factory=NullObserver)
     checkpoint: Callable[[Results], None] | None = None
@@ -163,7 +163,13 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         def results(complete: bool) -> Results:
             stored = RunSettings.from_json({**settings, **executor.settings()})  # Ray's clocks arrive level by level
             return Results(
-                info, target, stored, tuple(done), complete, notes=tuple(hooks.notes), retried=tuple(retried)
+                run=info,
+                target=target,
+                settings=stored,
+                levels=tuple(done),
+                complete=complete,
+                notes=tuple(hooks.notes),
+                retried=tuple(retried),
             )
 
         if stopped_early:
@@ -245,10 +251,18 @@ def _executor(
     """Where every level of this session runs: picked once."""
     if not session.split:
         scraped = metrics_url(session.base_url) if scrape else None
-        return InProcess(http, scraped, session.clock(), real_time=not session.virtual_time, on_record=hooks.on_record)
-    target = SplitTarget(session.base_url, headers, session.http, session.workers, scrape)
+        return InProcess(
+            http=http,
+            metrics_url=scraped,
+            clock=session.clock(),
+            real_time=not session.virtual_time,
+            on_record=hooks.on_record,
+        )
+    target = SplitTarget(
+        base_url=session.base_url, headers=headers, http=session.http, workers=session.workers, scrape=scrape
+    )
     if session.ray is not None:
-        return OnRayActors(target, session.ray, _event_loop(session))
+        return OnRayActors(target=target, options=session.ray, event_loop=_event_loop(session))
     return InWorkerProcesses(target)
 
 
@@ -317,7 +331,15 @@ def _step(
     later = [_expected_s(p, _rate_guess(p, done, probe_s)) for p in session.levels[index:]]
     after = None if any(s is None for s in later) else sum(s for s in later if s is not None)
     this = _expected_s(plan, _rate_guess(plan, done, probe_s))
-    return SweepStep(plan.load, index, len(session.levels), attempt, why, this, after)
+    return SweepStep(
+        load=plan.load,
+        index=index,
+        count=len(session.levels),
+        attempt=attempt,
+        retry_reason=why,
+        this_s=this,
+        after_s=after,
+    )
 
 
 def _rate_guess(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> float | None:

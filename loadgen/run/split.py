@@ -21,7 +21,7 @@ from loadgen.run.scrape import MetricsScraper, metrics_url
 from loadgen.wire.client import HttpOptions, make_http_client
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerJob:
     """What one child needs (picklable)."""
 
@@ -34,7 +34,7 @@ class WorkerJob:
     scrape: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SplitTarget:
     """Where a split level's workers send, and how many share the level (processes or Ray actors)."""
 
@@ -47,7 +47,15 @@ class SplitTarget:
     def jobs(self, plan: LevelPlan, workload: Workload) -> list[WorkerJob]:
         """One job per non-empty share of ``plan``."""
         return [
-            WorkerJob(i, part, workload, self.base_url, self.headers, self.http, self.scrape and i == 0)
+            WorkerJob(
+                index=i,
+                plan=part,
+                workload=workload,
+                base_url=self.base_url,
+                headers=self.headers,
+                http=self.http,
+                scrape=self.scrape and i == 0,
+            )
             for i, part in enumerate(split_plan(plan, self.workers))
         ]
 

@@ -25,7 +25,7 @@ OVERRUN_MS = 5.0
 RESYNC_MS = 100.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class DriverStats:
     overruns: int = 0  # steps that started more than OVERRUN_MS late
     max_late_ms: float = 0.0  # worst lateness of a step start seen so far
@@ -39,7 +39,7 @@ class EngineDriver:
     """Owns one ``Engine`` and the per-sequence token queues fed from it."""
 
     def __init__(self, config: EngineConfig, clock: Callable[[], float] | None = None) -> None:
-        self.engine = Engine(config)
+        self.engine = Engine(config=config)
         self.stats = DriverStats()
         self._clock = clock
         self._queues: dict[int, asyncio.Queue[int]] = {}

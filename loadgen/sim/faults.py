@@ -23,7 +23,7 @@ class Fault(enum.StrEnum):
     OVERSIZED = "oversized"  # one chunk half-way carries about 1 MiB of text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FaultConfig:
     """Probability of each fault per request; at most one fault hits a request."""
 

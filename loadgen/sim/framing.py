@@ -36,7 +36,7 @@ class UnknownModel(BadRequest):
     status = 404
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SimRequest:
     api: Api
     model: str

@@ -46,7 +46,7 @@ METRIC_PREFIX = "loadgen_sim:"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SimOptions:
     """Everything that shapes the simulator's behaviour."""
 

@@ -24,7 +24,7 @@ from loadgen.sim.framing import BadRequest, Tokenizer, UnknownModel, json_object
 EMBEDDING_DIM = 16  # floats per simulated vector
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PoolingRequest:
     api: Api
     model: str
@@ -60,7 +60,13 @@ def parse_pooling(
         tokens = _embedding_inputs(data.get("input"), api, tokenizer)
     if (longest := max(tokens)) > max_model_len:
         raise BadRequest(f"this model's maximum context length is {max_model_len} tokens; an input has {longest}")
-    return PoolingRequest(api, str(model), tokens, data.get("encoding_format") == "base64", documents)
+    return PoolingRequest(
+        api=api,
+        model=str(model),
+        input_tokens=tokens,
+        base64=data.get("encoding_format") == "base64",
+        documents=documents,
+    )
 
 
 def _document_text(doc: Any) -> str:

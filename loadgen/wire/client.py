@@ -58,7 +58,7 @@ class Transport(StrEnum):
     HTTPX = "httpx"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HttpOptions:
     """Connection settings for the load generator's HTTP client."""
 

@@ -28,7 +28,9 @@ from loadgen.wire.secrets import scrub
 Clock = Callable[[], float]  # monotonic seconds (time.monotonic): one clock for every timestamp
 
 
-@dataclass(slots=True)  # not frozen: its __init__ would set the 17 fields through object.__setattr__, 2.4x the cost
+@dataclass(
+    slots=True, kw_only=True
+)  # not frozen: its __init__ would set the 17 fields through object.__setattr__, 2.4x the cost
 class RequestRecord:
     """What one request produced. Times are loop-clock seconds. Never changed once built (``replace``)."""
 

@@ -42,24 +42,22 @@ MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
 CACHE_HIT_NOTE_SHARE = 0.05
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MixForecast:
     """What the calibration predicts for one mix, and how."""
 
     mix: Mix
     model: LengthModel  # fitted on TPOT p50 (the mean where the calibration gives no p50): the throughput law
-    law: StepModel | None  # the mean step at the mix (None: the calibration cannot answer for it)
-    limits: tuple[BatchLimit, ...]  # per TPOT SLO, each from its own percentile's model
-    engine: EngineConfig | None  # the fitted engine (max_num_seqs set by the plan)
     extrapolation: tuple[str, ...]  # where the mix leaves the calibrated range
+    law: StepModel | None = None  # the mean step at the mix (None: the calibration cannot answer for it)
+    limits: tuple[BatchLimit, ...] = ()  # per TPOT SLO, each from its own percentile's model
+    engine: EngineConfig | None = None  # the fitted engine (max_num_seqs set by the plan)
     max_rate_rps: float | None = None  # one replica, under the TTFT/E2E SLOs, at the plan's batch
     max_rate_note: str = ""
     budget: int | None = None  # recommended --max-num-batched-tokens
     budget_note: str = ""
     warnings: tuple[str, ...] = ()
-    tpot_p95: LengthModel | None = (
-        None  # fitted on TPOT p95, where a p95 SLO asked for it (a predicted sweep reuses it)
-    )
+    tpot_p95: LengthModel | None = None  # fitted on TPOT p95, where a p95 SLO asked for it (a predicted sweep)
     kv_capacity_tokens: int | None = None  # the server's KV cache (None: not known, the batch not checked)
     kv_batch: int | None = None  # the most sequences of the mix it holds whole
     kv_note: str = ""
@@ -74,7 +72,7 @@ class MixForecast:
         return self.engine_range[1] if self.engine_range is not None else self.engine
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PredictedLevel:
     """One closed-loop level of a sweep not run, at a forecast's mix (``planner.capacity.predicted`` runs it).
 
@@ -294,14 +292,14 @@ def forecast_mix(
     )
     warnings = [note for note in notes if note]
     if law is None:
-        return MixForecast(mix, model, None, (), None, extrapolation, warnings=tuple(warnings))
+        return MixForecast(mix=mix, model=model, extrapolation=extrapolation, warnings=tuple(warnings))
     limits = []
     fitted: dict[float | None, LengthModel] = {statistic: model}
     for slo in slos:
         if slo.metric != Metric.TPOT:
             continue
         if (absent := absent_statistic(calibrations, slo.percentile)) is not None:
-            limits.append(BatchLimit(slo, None, None, None, None, "insufficient range", note=absent))
+            limits.append(BatchLimit(slo=slo, quality="insufficient range", note=absent))
             continue
         if slo.percentile not in fitted:
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
@@ -321,12 +319,12 @@ def forecast_mix(
             "no sizing simulation: it runs every term of the step, and the calibration did not fit them all"
         )
     return MixForecast(
-        mix,
-        model,
-        law,
-        tuple(limits),
-        engine,
-        extrapolation,
+        mix=mix,
+        model=model,
+        law=law,
+        limits=tuple(limits),
+        engine=engine,
+        extrapolation=extrapolation,
         warnings=tuple(warnings),
         tpot_p95=fitted.get(95.0),
         engine_range=engine_range if engine is not None else None,
@@ -370,7 +368,7 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     """The largest batch whose predicted step, at the upper end of its 95% interval, meets the SLO."""
     law = model.at_mix(mix)
     if law is None:
-        return BatchLimit(slo, None, None, None, None, "insufficient range", note=model.separation_note())
+        return BatchLimit(slo=slo, quality="insufficient range", note=model.separation_note())
     split = slope_range(model, mix)
     extra = 0.0 if split is None else max(split[1] - law.per_seq_ms, 0.0)  # ms a sequence beyond the fitted slope
     point = law.max_batch(slo.limit)
@@ -379,9 +377,9 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
             f"predicted for {mix.label}: TPOT does not grow with the batch in the calibration (slope "
             f"{law.per_seq_ms:.3g} ms/seq), so it bounds no batch; sweep again, to a larger concurrency"
         )
-        return BatchLimit(slo, None, None, None, None, "insufficient range", model=law, note=note)
+        return BatchLimit(slo=slo, quality="insufficient range", model=law, note=note)
     if point is None:
-        return BatchLimit(slo, None, None, None, None, "below the floor", model=law, note=floor_note(law, slo))
+        return BatchLimit(slo=slo, quality="below the floor", model=law, note=floor_note(law, slo))
     batch = point
     while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None:
         if p.high_ms + extra * batch <= slo.limit:
@@ -394,8 +392,8 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
         else f"predicted for {mix.label} (not measured)"
     ) + (f"; {split_note(split, law)}" if split else "")
     if batch < 1:
-        return BatchLimit(slo, None, None, point, None, "below the floor", model=law, note=note)
-    return BatchLimit(slo, None, None, point, batch, "predicted", model=law, note=note)
+        return BatchLimit(slo=slo, model_batch=point, quality="below the floor", model=law, note=note)
+    return BatchLimit(slo=slo, model_batch=point, batch=batch, quality="predicted", model=law, note=note)
 
 
 def split_note(split: tuple[float, float], law: StepModel) -> str:

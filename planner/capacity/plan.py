@@ -81,12 +81,12 @@ def plan_from_results(results: Results, request: PlanRequest) -> CapacityPlan:
             decode, prefill = decode_law(fit, prefill, share, warnings)
     output_tokens = request.output_tokens or obs.output_tokens_mean
     parts = PlanParts(
-        "sweep",
-        fit,
-        limits,
-        output_tokens,
-        prefill,
-        decode,
+        source="sweep",
+        fit=fit,
+        limits=limits,
+        output_tokens=output_tokens,
+        prefill=prefill,
+        decode=decode,
         verdicts=verdicts,
         swept=results,
         reasoning_share=reasoning_share(results.levels),
@@ -176,7 +176,13 @@ def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
         for slo in request.slos
         if slo.metric in (Metric.TPOT, Metric.ITL)
     )
-    plan = finish(PlanParts("law", law, limits, request.output_tokens, prefill, model), request, warnings)
+    plan = finish(
+        PlanParts(
+            source="law", fit=law, limits=limits, output_tokens=request.output_tokens, prefill=prefill, decode=model
+        ),
+        request,
+        warnings,
+    )
     return dataclasses.replace(plan, fit_statistic="law")
 
 
@@ -228,7 +234,7 @@ def _lengths(parts: PlanParts, request: PlanRequest) -> LengthSample | None:
     return LengthSample.fixed(parts.prefill.prompt_tokens, parts.output_tokens) if parts.output_tokens else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanParts:
     """What one kind of plan (a sweep's, a stated law's, a mix's) hands the pipeline's shared end."""
 
@@ -265,7 +271,15 @@ def finish(parts: PlanParts, request: PlanRequest, warnings: list[str]) -> Capac
     count = None
     if request.qps and parts.output_tokens and fit is not None and max_batch and tokens is not None:
         served = Served(
-            fit, engine, max_batch, parts.output_tokens, step, parts.prefill, residual, tokens, parts.reasoning_share
+            fit=fit,
+            engine=engine,
+            max_batch=max_batch,
+            output_tokens=parts.output_tokens,
+            step_ms=step,
+            prefill=parts.prefill,
+            residual=residual,
+            tokens_per_s=tokens,
+            reasoning_share=parts.reasoning_share,
         )
         count = count_replicas(served, request, warnings)
     decode_shown = parts.decode if parts.decode is not fit else None

@@ -72,12 +72,12 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
             warnings.append(note)
     sized = _sizing_engine(sizing, forecast.model.budget, kv, warnings)
     parts = PlanParts(
-        "mix",
-        law,
-        forecast.limits,
-        mix.output_tokens,
-        prefill,
-        law,
+        source="mix",
+        fit=law,
+        limits=forecast.limits,
+        output_tokens=mix.output_tokens,
+        prefill=prefill,
+        decode=law,
         engine=sized,
         kv_cap=kv_cap,
         residual=residual,
@@ -86,7 +86,7 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     plan = finish(parts, request, warnings)
     if plan.max_batch and sized is not None and law is not None:
         traffic = Traffic(
-            max(1, round(mix.output_tokens)),
+            output_tokens=max(1, round(mix.output_tokens)),
             prompt_tokens=mix.prompt_tokens,
             lengths=request.length_sample,
             arrival=request.arrival,

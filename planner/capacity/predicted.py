@@ -57,11 +57,11 @@ def predict_levels(
         p95 = tpot_p95.predict(tpot_features(batch, mix)) if tpot_p95 is not None else None
         predicted.append(
             PredictedLevel(
-                c,
-                ttft[50.0][0],
-                ttft[95.0][0],
-                runs[0].tpot_ms_at(50.0),
-                None if p95 is None else p95.value_ms,
+                concurrency=c,
+                ttft_p50_ms=ttft[50.0][0],
+                ttft_p95_ms=ttft[95.0][0],
+                tpot_p50_ms=runs[0].tpot_ms_at(50.0),
+                tpot_p95_ms=None if p95 is None else p95.value_ms,
                 ttft_mean_ms=ttft[None][0],
                 tpot_mean_ms=runs[0].tpot_ms_at(None),
                 ttft_p50_range_ms=ttft[50.0][1:],
@@ -110,6 +110,13 @@ def calibration_residual(
                 measured = level.mean_ms(Metric.TTFT) if q is None else level.percentile_ms(Metric.TTFT, q)
                 if measured is not None:
                     rows.append(
-                        ResidualRow(label, lv.concurrency, mix.prompt_tokens, q, measured, simulated.ttft_ms_at(q))
+                        ResidualRow(
+                            label=label,
+                            clients=lv.concurrency,
+                            prompt_tokens=mix.prompt_tokens,
+                            percentile=q,
+                            measured_ms=measured,
+                            simulated_ms=simulated.ttft_ms_at(q),
+                        )
                     )
     return fit_ttft_residual(rows)

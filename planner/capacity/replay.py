@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, Protocol
 
 import numpy as np
@@ -57,7 +58,7 @@ class ReplayRow:
         return self.simulated_ms / self.measured_ms if self.measured_ms > 0 else float("inf")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Correction:
     """How the endpoint served a measured level against the engine the plan simulates.
 
@@ -113,7 +114,7 @@ def scaled(engine: EngineConfig, factor: float) -> EngineConfig:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayCheck:
     """One level of a measured run, replayed through the plan's engine."""
 
@@ -189,18 +190,18 @@ def replay_check(
     sent = np.asarray(sent_s, dtype=np.float64)[order]
     span = float(sent[-1] - sent[0]) if n > 1 else 0.0
     rate = (n - 1) / span if span > 0 else 0.0
+    checked = partial(ReplayCheck, label=label, requests=n, rate_rps=rate)
     if n < MIN_REQUESTS:
-        return ReplayCheck(label, n, rate, (), "too few requests", f"{n} requests: at least {MIN_REQUESTS} to judge")
+        return checked(rows=(), verdict="too few requests", note=f"{n} requests: at least {MIN_REQUESTS} to judge")
     replay = _Replay(
-        (sent - sent[0]) * 1000.0,
-        np.asarray(output_tokens, dtype=np.int64)[order],
-        np.asarray(prompt_tokens, dtype=np.float64)[order],
-        np.asarray(ttft_ms, dtype=np.float64)[order],
-        np.asarray(e2e_ms, dtype=np.float64)[order],
+        arrival_ms=(sent - sent[0]) * 1000.0,
+        output_tokens=np.asarray(output_tokens, dtype=np.int64)[order],
+        prompt_tokens=np.asarray(prompt_tokens, dtype=np.float64)[order],
+        ttft_ms=np.asarray(ttft_ms, dtype=np.float64)[order],
+        e2e_ms=np.asarray(e2e_ms, dtype=np.float64)[order],
     )
     rows = replay.rows(*replay.serve(engine))
-    fast = [r for r in rows if r.ratio < 1 / TOLERANCE]
-    slow = [r for r in rows if r.ratio > TOLERANCE]
+    fast, slow = [r for r in rows if r.ratio < 1 / TOLERANCE], [r for r in rows if r.ratio > TOLERANCE]
     if fast or slow:  # the unsafe side first: a simulation faster than the server under-provisions
         worst = min(fast, key=lambda r: r.ratio) if fast else max(slow, key=lambda r: r.ratio)
         verdict: Verdict = "optimistic" if fast else "pessimistic"
@@ -224,13 +225,13 @@ def replay_check(
             f"; no correction taken: the client sent late (send lag p99 {lag_p99:,.1f} ms > {LAG_THRESHOLD_MS:g} "
             "ms), so the run measured the load generator as much as the server: validate with a trusted run"
         )
-        return ReplayCheck(label, n, rate, tuple(rows), verdict, note)
+        return checked(rows=tuple(rows), verdict=verdict, note=note)
     correction, (ttft, e2e) = replay.correction(engine, rate, slos)
     corrected = replay.rows(ttft + correction.ttft_offset_ms, e2e + correction.ttft_offset_ms)
-    return ReplayCheck(label, n, rate, tuple(rows), verdict, note, correction, tuple(corrected))
+    return checked(rows=tuple(rows), verdict=verdict, note=note, correction=correction, corrected=tuple(corrected))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Replay:
     """One level's requests in send order: what was sent (ms from the first send, lengths) and what was measured."""
 
@@ -290,7 +291,14 @@ class _Replay:
                 measured_values, simulated = (self.ttft_ms, ttft) if slo.metric == Metric.TTFT else (self.e2e_ms, e2e)
                 apart = slo_statistic(measured_values, slo) - slo_statistic(simulated, slo)
                 offsets.append((slo.key, max(mean, apart)))
-        correction = Correction(factor, mean, len(self.arrival_ms), rate, tuple(offsets), max(-apart_mean, 0.0))
+        correction = Correction(
+            step_factor=factor,
+            ttft_offset_ms=mean,
+            requests=len(self.arrival_ms),
+            rate_rps=rate,
+            slo_offsets_ms=tuple(offsets),
+            surplus_ms=max(-apart_mean, 0.0),
+        )
         return correction, (ttft, e2e)
 
 
@@ -301,12 +309,14 @@ def most_conservative(corrections: Iterable[Correction | None]) -> Correction | 
         return None
     keys = dict.fromkeys(key for c in found for key, _ in c.slo_offsets_ms)
     return Correction(
-        max(c.step_factor for c in found),
-        max(c.ttft_offset_ms for c in found),
-        sum(c.requests for c in found),
-        max(c.rate_rps for c in found),
-        tuple((key, max(dict(c.slo_offsets_ms).get(key, c.ttft_offset_ms) for c in found)) for key in keys),
-        max(c.surplus_ms for c in found),
+        step_factor=max(c.step_factor for c in found),
+        ttft_offset_ms=max(c.ttft_offset_ms for c in found),
+        requests=sum(c.requests for c in found),
+        rate_rps=max(c.rate_rps for c in found),
+        slo_offsets_ms=tuple(
+            (key, max(dict(c.slo_offsets_ms).get(key, c.ttft_offset_ms) for c in found)) for key in keys
+        ),
+        surplus_ms=max(c.surplus_ms for c in found),
     )
 
 

@@ -33,7 +33,7 @@ from planner.laws.ttft_residual import TtftResidual
 from planner.simulation.closed_loop import run_closed_loop
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Served:
     """What one replica serves at the plan's batch: the law, the engine the simulation runs, and the terms."""
 
@@ -84,7 +84,7 @@ def measured_tokens_per_s(points: Sequence[tuple[float, float]], batch: int) -> 
     return float(np.interp(batch, [b for b, _ in ordered], [t for _, t in ordered]))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaCount:
     """The count recommended and how it was obtained."""
 
@@ -136,11 +136,13 @@ def _count(served: Served, request: PlanRequest, warnings: list[str]) -> Replica
     if not request.simulate or not judged or served.engine is None:
         if not judged:
             warnings.append("no TTFT or E2E SLO given: replicas from the utilization target, not checked by simulation")
-        return ReplicaCount(sizing, None, None, sizing.replicas_at_utilization, rule)
+        return ReplicaCount(
+            sizing=sizing, simulated=None, below=None, recommended=sizing.replicas_at_utilization, method=rule
+        )
     law = served.engine.capped(served.max_batch)
     beyond = served.residual.slo_added_ms if served.residual is not None else None
     traffic = Traffic(
-        max(1, round(served.output_tokens)),
+        output_tokens=max(1, round(served.output_tokens)),
         prompt_tokens=served.prefill.prompt_tokens,
         lengths=request.length_sample,
         arrival=request.arrival,
@@ -159,13 +161,17 @@ def _count(served: Served, request: PlanRequest, warnings: list[str]) -> Replica
         )
     except NoReplicaCount as exc:  # no count to act on: saying the utilization rule's would promise the SLO
         warnings.append(str(exc))
-        return ReplicaCount(sizing, None, None, None, f"none: {exc}")
+        return ReplicaCount(sizing=sizing, simulated=None, below=None, recommended=None, method=f"none: {exc}")
     sim = _simulation_text(law, served, request)
     if simulated.replicas > sizing.replicas_at_utilization:
         method = f"{sim}; above the {rule}'s {sizing.replicas_at_utilization}"
-        return ReplicaCount(sizing, simulated, below, simulated.replicas, method)
+        return ReplicaCount(
+            sizing=sizing, simulated=simulated, below=below, recommended=simulated.replicas, method=method
+        )
     method = f"{rule}; the {sim} needs {simulated.replicas}"
-    return ReplicaCount(sizing, simulated, below, sizing.replicas_at_utilization, method)
+    return ReplicaCount(
+        sizing=sizing, simulated=simulated, below=below, recommended=sizing.replicas_at_utilization, method=method
+    )
 
 
 def _corrected(served: Served, request: PlanRequest, warnings: list[str]) -> Served:

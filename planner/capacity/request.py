@@ -11,7 +11,7 @@ from planner.capacity.sizing import queueing_slos
 from planner.laws.lengthsample import LengthSample
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanRequest:
     """What the user wants to know."""
 

@@ -51,7 +51,7 @@ FIRST_OUTPUT = Metric.TTFO
 SIZED_QUEUEING = (*QUEUEING_METRICS, FIRST_OUTPUT)  # what the sizing simulation judges under a queue
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaPlan:
     needed_tokens_per_s: float
     per_replica_tokens_per_s: float
@@ -94,22 +94,22 @@ def replicas_for(
     r0 = max(1, math.ceil(need / per_replica))
     r_util = max(1, math.ceil(need / (exact(max_utilization) * per_replica)))
     return ReplicaPlan(
-        float(need),
-        float(per_replica),
-        r0,
-        float(need / (r0 * per_replica)),
-        max_utilization,
-        r_util,
-        qps / r_util * e2e_s if e2e_s is not None else None,
-        qps,
-        output_tokens,
+        needed_tokens_per_s=float(need),
+        per_replica_tokens_per_s=float(per_replica),
+        replicas_no_headroom=r0,
+        utilization_no_headroom=float(need / (r0 * per_replica)),
+        max_utilization=max_utilization,
+        replicas_at_utilization=r_util,
+        in_flight_per_replica=qps / r_util * e2e_s if e2e_s is not None else None,
+        qps=qps,
+        output_tokens=output_tokens,
     )
 
 
 Verdict = Literal["pass", "fail", "unsettled", "unstable"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     """A simulated percentile: the mean over replications of each one's percentile, with a 95% t-interval."""
 
@@ -126,7 +126,7 @@ class Estimate:
         return "fail" if self.low_ms > self.limit_ms else "unsettled"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SimOutcome:
     """One replica count, simulated until its verdict was settled (or the replication cap)."""
 
@@ -196,7 +196,7 @@ def replication_size(law: EngineConfig) -> tuple[int, int]:
     return measured // 5, measured
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Traffic:
     """What the simulated requests ask and how they arrive, besides the rate: one value every search of the
     sizing simulation is handed (replicas for a QPS, the largest rate one replica holds)."""
@@ -234,7 +234,9 @@ def simulate_replicas(
     rate = qps / replicas
     utilization = rate / traffic.capacity_rps(law)
     if utilization >= 1:
-        return SimOutcome(replicas, utilization, "unstable", (), 0, 0)
+        return SimOutcome(
+            replicas=replicas, utilization=utilization, verdict="unstable", estimates=(), replications=0, requests=0
+        )
     warmup, measured = size or replication_size(law)
     samples: list[list[float]] = [[] for _ in checked]
     estimates: tuple[Estimate, ...] = ()
@@ -260,7 +262,14 @@ def simulate_replicas(
         verdict = _combined([e.verdict for e in estimates])
         if verdict != "unsettled":
             break
-    return SimOutcome(replicas, utilization, verdict, estimates, k, k * (warmup + measured))
+    return SimOutcome(
+        replicas=replicas,
+        utilization=utilization,
+        verdict=verdict,
+        estimates=estimates,
+        replications=k,
+        requests=k * (warmup + measured),
+    )
 
 
 def _percentile(timeline: Timeline, slo: SloTarget, warmup: int, reasoning_share: float) -> float:
@@ -287,7 +296,9 @@ def _estimate(slo: SloTarget, values: list[float]) -> Estimate:
     v = np.asarray(values)
     mean = float(v.mean())
     half = t975(len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v))
-    return Estimate(slo.key, mean, max(0.0, mean - half), mean + half, slo.limit)  # a latency is never negative
+    return Estimate(
+        key=slo.key, value_ms=mean, low_ms=max(0.0, mean - half), high_ms=mean + half, limit_ms=slo.limit
+    )  # a latency is never negative
 
 
 def _combined(verdicts: list[Verdict]) -> Verdict:

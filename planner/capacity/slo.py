@@ -61,7 +61,7 @@ def parse_slo(text: str) -> SloTarget:
     if threshold.op not in ("<", "<=") or threshold.level is not None or threshold.value < 0:
         raise ValueError(expected)
     if threshold.quantity == "error_rate":
-        return SloTarget(None, None, threshold.value)
+        return SloTarget(metric=None, percentile=None, limit=threshold.value)
     if threshold.latency is None:  # goodput and the rates are checks a gate makes, not promises a plan sizes
         raise ValueError(expected)
     try:
@@ -82,16 +82,16 @@ def isotonic_increasing(y: np.ndarray) -> np.ndarray:
     return np.concatenate([np.full(int(c), s / c) for s, c in blocks])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BatchLimit:
     """The largest batch under one SLO, how sure we are, and the law that was used for it."""
 
     slo: SloTarget
-    measured: float | None  # interpolated batch where the measured curve crosses the SLO
-    measured_batch: int | None
-    model_batch: int | None
-    batch: int | None  # the decision (None: no batch meets it; a lower bound when quality says so)
     quality: Quality
+    batch: int | None = None  # the decision (None: no batch meets it; a lower bound when quality says so)
+    measured: float | None = None  # interpolated batch where the measured curve crosses the SLO
+    measured_batch: int | None = None
+    model_batch: int | None = None
     more_requests: int | None = None  # unresolved: about how many more requests per level would decide it
     note: str = ""
     model: StepModel | None = None  # the law fitted on this SLO's own percentile (None: TTFT/E2E, no law)
@@ -111,19 +111,17 @@ def model_limit(model: StepModel, slo: SloTarget, *, cap: int | None = None) -> 
     if model.per_seq_ms <= 0 and model.step_ms(1) <= slo.limit + EPS:
         bound = f"--current-batch {cap}" if cap is not None else "the server's cap (give --current-batch)"
         return BatchLimit(
-            slo,
-            None,
-            None,
-            cap,
-            cap,
-            "any batch",
+            slo=slo,
+            model_batch=cap,
+            batch=cap,
+            quality="any batch",
             model=model,
             note=f"any batch meets this SLO; the batch is bounded by {bound}",
         )
     b = model.max_batch(slo.limit)  # the SLO's own answer: the cap in use is the plan's to weigh, not this one's
     if b is None:
-        return BatchLimit(slo, None, None, None, None, "below the floor", model=model, note=floor_note(model, slo))
-    return BatchLimit(slo, None, None, b, b, "model only", model=model)
+        return BatchLimit(slo=slo, quality="below the floor", model=model, note=floor_note(model, slo))
+    return BatchLimit(slo=slo, model_batch=b, batch=b, quality="model only", model=model)
 
 
 def floor_note(model: StepModel, slo: SloTarget) -> str:
@@ -146,7 +144,13 @@ def max_batch_under_slo(
     """
     cap = math.floor(saturation.max_batch + EPS) if saturation.max_batch else None
     model_b = model.max_batch(slo.limit, cap=cap) if model is not None else None
-    search = _Search(obs, slo, model, model_b, model_b if model is not None and model.extrapolates else None)
+    search = _Search(
+        obs=obs,
+        slo=slo,
+        model=model,
+        model_b=model_b,
+        trusted_b=model_b if model is not None and model.extrapolates else None,
+    )
     idx = [i for i in saturation.unsaturated if slo.value(obs.results[i]) is not None]
     idx.sort(key=lambda i: obs.levels[i].batch)
     if not idx:
@@ -182,7 +186,7 @@ def max_batch_under_slo(
     return search.never_crossed(obs.levels[idx[-1]].label, xs)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Search:
     """One SLO's batch search: what every answer it gives carries (the SLO, its law and the law's batch)."""
 
@@ -201,7 +205,17 @@ class _Search:
         more: int | None = None,
         note: str = "",
     ) -> BatchLimit:
-        return BatchLimit(self.slo, measured, measured_b, self.model_b, batch, quality, more, note, self.model)
+        return BatchLimit(
+            slo=self.slo,
+            measured=measured,
+            measured_batch=measured_b,
+            model_batch=self.model_b,
+            batch=batch,
+            quality=quality,
+            more_requests=more,
+            note=note,
+            model=self.model,
+        )
 
     def breached_first(self, smallest: str, first_batch: float) -> BatchLimit:
         """The smallest level already breaches: below the law's floor, or below the levels measured."""

@@ -67,17 +67,17 @@ POOLED_COMPARED: tuple[tuple[str, Direction], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Delta:
     level: str
     quantity: str
     better: Direction
     baseline: float | None
     candidate: float | None
-    change: float | None  # relative: candidate / baseline - 1
-    worse: bool
-    significant: bool
-    regression: bool
+    change: float | None = None  # relative: candidate / baseline - 1 (None: not compared)
+    worse: bool = False
+    significant: bool = False
+    regression: bool = False
     resolvable: bool = True  # False: a percentile one of the runs has too few samples to bound
     # the smallest relative change the two runs' intervals tell apart (0: compared exactly); None: unresolvable
     detectable: float | None = None
@@ -185,7 +185,9 @@ def compare_level(
         a = statistics.fmean(found) if len(found) == len(bases) else None
         b = quantity_value(cand, quantity)
         if a is None or b is None:
-            out.append(Delta(label, quantity, better, a, b, None, False, False, False, baseline_runs=runs))
+            out.append(
+                Delta(level=label, quantity=quantity, better=better, baseline=a, candidate=b, baseline_runs=runs)
+            )
             continue
         change = b / a - 1 if a else (0.0 if b == 0 else math.inf)
         worse = b > a if better == "lower" else b < a
@@ -205,7 +207,20 @@ def compare_level(
         big = b - a > max_regression * max(a, 0.01) if quantity == "error_rate" else abs(change) > max_regression
         regression = worse and big and significant
         out.append(
-            Delta(label, quantity, better, a, b, change, worse, significant, regression, resolvable, detectable, runs)
+            Delta(
+                level=label,
+                quantity=quantity,
+                better=better,
+                baseline=a,
+                candidate=b,
+                change=change,
+                worse=worse,
+                significant=significant,
+                regression=regression,
+                resolvable=resolvable,
+                detectable=detectable,
+                baseline_runs=runs,
+            )
         )
     return out
 

@@ -36,7 +36,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     text: str  # as the user wrote it (or the SLO it came from)
     quantity: str
@@ -55,16 +55,18 @@ def parse_check(text: str, *, fail_if: bool = False) -> Check:
             f"{flag} {text!r}: expected QUANTITY OP VALUE[ms|s|%] [@c=N], e.g. 'tpot_p95 < 50ms'"
         ) from None
     op = _NEGATE[threshold.op] if fail_if else threshold.op
-    return Check(threshold.text, threshold.quantity, op, threshold.value, threshold.level)
+    return Check(
+        text=threshold.text, quantity=threshold.quantity, op=op, threshold=threshold.value, level=threshold.level
+    )
 
 
 def check_from_slo(slo: SloTarget, level: str | None = None) -> Check:
     """The check a profile's SLO makes, at one level (a label such as ``c=32``) or every level."""
     quantity = "error_rate" if slo.quantity is None else slo.quantity.key
-    return Check(f"slo {slo.key}: {slo.limit:g}", quantity, "<=", slo.limit, level)
+    return Check(text=f"slo {slo.key}: {slo.limit:g}", quantity=quantity, op="<=", threshold=slo.limit, level=level)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:
     check: Check
     level: str
@@ -82,7 +84,7 @@ class CheckResult:
 Side = Literal["service", "runner"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GateVerdict:
     checks: tuple[CheckResult, ...]
     deltas: tuple[Delta, ...]  # baseline comparison (empty without a baseline)
@@ -176,11 +178,15 @@ def per_model_checks(check: Check, level: LevelResult) -> list[CheckResult]:
             n, need = view.independent_samples(quantity.metric), samples_needed(quantity.percentile)
             if n < need:
                 why = f"not judged: {n:.0f} of {need} requests a p{quantity.percentile:g} needs"
-                out.append(CheckResult(check, level.load.label, None, True, why, model=name))
+                out.append(
+                    CheckResult(check=check, level=level.load.label, value=None, passed=True, absent=why, model=name)
+                )
                 continue
         value = quantity_value(view, check.quantity)
         passed = value is not None and _OPS[check.op](value, check.threshold)
-        out.append(CheckResult(check, level.load.label, value, passed, None, model=name))
+        out.append(
+            CheckResult(check=check, level=level.load.label, value=value, passed=passed, absent=None, model=name)
+        )
     return out
 
 
@@ -213,7 +219,7 @@ def evaluate_gate(
             quantity = latency_quantity(check.quantity)
             absent = lv.absent_because(quantity) if value is None and quantity is not None else None
             passed = value is not None and _OPS[check.op](value, check.threshold)
-            results.append(CheckResult(check, lv.load.label, value, passed, absent))
+            results.append(CheckResult(check=check, level=lv.load.label, value=value, passed=passed, absent=absent))
             results += per_model_checks(check, lv)
     service: list[str] = []
     busy = False
@@ -231,10 +237,10 @@ def evaluate_gate(
         if not deltas:
             untrusted.append("no level of the baseline (in every one of its runs) matches a level of this run")
     return GateVerdict(
-        tuple(results),
-        tuple(deltas),
-        tuple(dict.fromkeys(untrusted)),
-        max_regression,
+        checks=tuple(results),
+        deltas=tuple(deltas),
+        untrusted=tuple(dict.fromkeys(untrusted)),
+        max_regression=max_regression,
         service_untrusted=tuple(service),
         busy=busy,
         untrusted_levels=tuple(untrusted_levels),

@@ -20,7 +20,7 @@ GROWTH_SHARE = 0.25  # grew by less than a quarter of the load increase: a plate
 TTFT_FACTOR = 3.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Saturation:
     states: tuple[State, ...]
     signals: tuple[tuple[str, ...], ...]  # per level: the signals that fired
@@ -70,7 +70,7 @@ def classify(levels: tuple[LevelObservation, ...], *, batch_is_concurrency: bool
         sat = [levels[i].batch for i in range(first, len(levels))]
         max_batch = statistics.median(sat)
         agreed = tuple(dict.fromkeys(s for i in range(first, len(levels)) for s in signals[i]))
-    return Saturation(tuple(states), tuple(signals), max_batch, agreed)
+    return Saturation(states=tuple(states), signals=tuple(signals), max_batch=max_batch, agreed=agreed)
 
 
 def _ttft_queue(prev: LevelObservation, cur: LevelObservation, base_ttft: float | None) -> bool | None:

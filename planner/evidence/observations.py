@@ -23,7 +23,7 @@ LITTLE_TOLERANCE = 0.05
 Z95 = 1.959964
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LevelObservation:
     label: str
     concurrency: float  # achieved (time-weighted in flight)
@@ -48,7 +48,7 @@ class LevelObservation:
     tokens_estimated: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Observations:
     levels: tuple[LevelObservation, ...]
     results: tuple[LevelResult, ...]  # the same levels, for percentiles at any SLO

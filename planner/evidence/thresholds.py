@@ -30,7 +30,7 @@ _THRESHOLD = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Threshold:
     """One condition as written: a quantity, an operator and a value in the quantity's own unit."""
 
@@ -78,4 +78,4 @@ def parse_threshold(text: str, flag: str) -> Threshold:
             raise ValueError(f"{flag} {text!r}: a latency takes ms or s")
         name, value = latency.key, value * 1000 if unit == "s" else value
     level = m.group("level").replace(" ", "") if m.group("level") else None
-    return Threshold(text.strip(), name, m.group("op"), value, level, latency)
+    return Threshold(text=text.strip(), quantity=name, op=m.group("op"), value=value, level=level, latency=latency)

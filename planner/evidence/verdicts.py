@@ -31,7 +31,7 @@ from planner.evidence.observations import Observations, observe, queue_growth_s
 UNTRUSTED_ERROR_RATE = 0.20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LevelVerdict:
     label: str
     state: State
@@ -88,7 +88,11 @@ def judge(
         problems = tuple(text for text, _ in found)
         service = tuple(text for text, side in found if side == "service")
         window = tuple(text for text, side in found if side == "window")
-        out.append(LevelVerdict(lv.load.label, state, signals, problems, service, window))
+        out.append(
+            LevelVerdict(
+                label=lv.load.label, state=state, signals=signals, problems=problems, service=service, window=window
+            )
+        )
     return Verdicts(obs, saturation, tuple(out))
 
 
@@ -108,7 +112,7 @@ def _classified(obs: Observations) -> Saturation:
         for j, i in enumerate(where):
             states[i], signals[i] = part.states[j], part.signals[j]
         agreed += part.agreed
-    return Saturation(tuple(states), tuple(signals), None, tuple(dict.fromkeys(agreed)))
+    return Saturation(states=tuple(states), signals=tuple(signals), max_batch=None, agreed=tuple(dict.fromkeys(agreed)))
 
 
 def retry_reason(

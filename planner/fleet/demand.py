@@ -19,7 +19,7 @@ ONE_HOUR_S = 3600.0
 MAX_BUCKETS = 100_000  # a month of minutes: the plan and its replay hold one row per bucket
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Demand:
     """Mean requests/s in each bucket of ``bucket_s`` seconds, and the arrivals they came from where known."""
 
@@ -60,7 +60,7 @@ def bucket_count(span_s: float, bucket_s: float) -> int:
 
 def constant_demand(qps: float) -> Demand:
     """A steady ``qps`` for one hour: one bucket, so the fleet's figures are per hour."""
-    return Demand(ONE_HOUR_S, (qps,), f"a constant {qps:g} requests/s (costed for one hour)")
+    return Demand(bucket_s=ONE_HOUR_S, rates=(qps,), source=f"a constant {qps:g} requests/s (costed for one hour)")
 
 
 def demand_from_arrivals(offsets_s: Sequence[float], bucket_s: float, source: str) -> Demand:
@@ -73,7 +73,12 @@ def demand_from_arrivals(offsets_s: Sequence[float], bucket_s: float, source: st
     bucket_count(float(times[-1]) + bucket_s, bucket_s)  # bounded before the counts are allocated
     index = np.floor(times / bucket_s).astype(np.int64)
     counts = np.bincount(index, minlength=int(index[-1]) + 1)
-    return Demand(bucket_s, tuple(float(c) / bucket_s for c in counts), source, tuple(float(t) for t in times))
+    return Demand(
+        bucket_s=bucket_s,
+        rates=tuple(float(c) / bucket_s for c in counts),
+        source=source,
+        arrivals_s=tuple(float(t) for t in times),
+    )
 
 
 def demand_from_series(times_s: Sequence[float], qps: Sequence[float], bucket_s: float, source: str) -> Demand:
@@ -91,4 +96,4 @@ def demand_from_series(times_s: Sequence[float], qps: Sequence[float], bucket_s:
     bounds = np.minimum(np.arange(n + 1) * bucket_s, edges[-1])
     served = np.interp(bounds, edges, cumulative)
     widths = np.diff(bounds)  # the last bucket may be cut short by the series' end: its mean is over what it covers
-    return Demand(bucket_s, tuple(float(v) for v in np.diff(served) / widths), source)
+    return Demand(bucket_s=bucket_s, rates=tuple(float(v) for v in np.diff(served) / widths), source=source)

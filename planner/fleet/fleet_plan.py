@@ -48,7 +48,7 @@ from planner.laws.exact import exact
 MAX_REPLAY_ROUNDS = 30  # each round adds a replica to every failing bucket
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Variant:
     """One way to serve the model: its plan under the SLOs, the lengths it was planned for, and its price."""
 
@@ -117,7 +117,7 @@ def variant_capacity(
         plan.engine,
         judged,
         Traffic(
-            max(1, round(variant.output_tokens)),
+            output_tokens=max(1, round(variant.output_tokens)),
             prompt_tokens=variant.prompt_tokens,
             arrival=arrival,
             burstiness=burstiness,
@@ -134,7 +134,7 @@ def variant_capacity(
     return VariantCapacity(variant, by_utilization, f"{how}; the simulation holds {rate:.3g} ({simulated})")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fleet:
     """One fleet over the demand's buckets: replicas per kind per bucket, what they cost, and the replay."""
 
@@ -169,7 +169,7 @@ class Fleet:
         return tuple(int(v) for v in np.asarray(self.provisioned).sum(axis=0))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetPlan:
     demand: Demand
     slos: tuple[SloTarget, ...]
@@ -246,15 +246,15 @@ def plan_fleet(
     fleets = [f for f in fleets if f.name not in single]
     fleets.sort(key=lambda f: (not f.held, f.objective, len(f.kinds)))
     return FleetPlan(
-        demand,
-        tuple(slos),
-        tuple(capacities),
-        tuple(fleets),
-        scale_up_s,
-        spare,
-        max_utilization,
-        arrivals.source,
-        single,
+        demand=demand,
+        slos=tuple(slos),
+        capacities=tuple(capacities),
+        fleets=tuple(fleets),
+        scale_up_s=scale_up_s,
+        spare=spare,
+        max_utilization=max_utilization,
+        arrivals=arrivals.source,
+        single_kind_pairs=single,
     )
 
 
@@ -353,18 +353,18 @@ def _fleet(
 
     static = with_spare.max(axis=1, keepdims=True) * np.ones_like(with_spare)
     return Fleet(
-        tuple(kinds),
-        _tuples(base),
-        _tuples(need),
-        _tuples(with_spare),
-        checks,
-        rounds,
-        total(with_spare, hourly),
-        total(with_spare, gpus),
-        total(static, hourly),
-        total(static, gpus),
-        total(paid, hourly) - total(need, hourly),
-        total(with_spare, hourly) - total(paid, hourly),
+        kinds=tuple(kinds),
+        lower_bound=_tuples(base),
+        need=_tuples(need),
+        provisioned=_tuples(with_spare),
+        checks=checks,
+        rounds=rounds,
+        objective=total(with_spare, hourly),
+        gpu_hours=total(with_spare, gpus),
+        static_objective=total(static, hourly),
+        static_gpu_hours=total(static, gpus),
+        lag_objective=total(paid, hourly) - total(need, hourly),
+        spare_objective=total(with_spare, hourly) - total(paid, hourly),
     )
 
 
@@ -374,11 +374,11 @@ def _replica_kind(c: VariantCapacity) -> ReplicaKind:
         raise ValueError(f"variant {c.name}: no engine to replay the fleet with")
     residual = c.variant.plan.ttft_residual
     return ReplicaKind(
-        engine,
-        float(c.mu_rps or 0),
-        max(1, round(c.variant.output_tokens)),
-        c.variant.prompt_tokens,
-        residual.slo_added_ms if residual is not None else None,
+        engine=engine,
+        mu_rps=float(c.mu_rps or 0),
+        output_tokens=max(1, round(c.variant.output_tokens)),
+        prompt_tokens=c.variant.prompt_tokens,
+        added_ms=residual.slo_added_ms if residual is not None else None,
     )
 
 

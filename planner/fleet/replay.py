@@ -36,7 +36,7 @@ from planner.fleet.demand import Demand
 from planner.simulation.replica_sim import simulate
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaKind:
     """What a replica of one variant serves: its engine, capacity share and request lengths."""
 
@@ -59,7 +59,7 @@ class BucketCheck:
 MAX_REPLAYED = 2_000_000  # arrivals one replay serves at most: past it, a sample of the fleet's replicas
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Arrivals:
     """The requests a replay serves, each with its bucket and its routing draw; or, for a demand too large
     to replay whole (``sampled``), what each sampled replica's own arrivals are drawn from."""
@@ -87,7 +87,16 @@ def arrivals_for(demand: Demand, seed: int, most: int = MAX_REPLAYED) -> Arrival
             f"than the {most:,} a replay serves, so each sampled replica draws its own (seed {seed})"
         )
         rates = np.asarray(demand.rates)
-        return Arrivals(empty, empty.astype(np.int64), empty, source, demand.bucket_s, rates, seed, most)
+        return Arrivals(
+            times_s=empty,
+            bucket=empty.astype(np.int64),
+            draw=empty,
+            source=source,
+            bucket_s=demand.bucket_s,
+            rates=rates,
+            seed=seed,
+            most=most,
+        )
     if demand.arrivals_s is not None:
         times = np.asarray(demand.arrivals_s, dtype=np.float64)
         source = "the trace's own arrivals"
@@ -97,7 +106,7 @@ def arrivals_for(demand: Demand, seed: int, most: int = MAX_REPLAYED) -> Arrival
         times = np.sort(starts + rng.random(len(starts)) * demand.bucket_s)
         source = f"Poisson arrivals at each bucket's rate (seed {seed})"
     bucket = np.minimum(np.floor(times / demand.bucket_s).astype(np.int64), n - 1)
-    return Arrivals(times, bucket, rng.random(len(times)), source, demand.bucket_s)
+    return Arrivals(times_s=times, bucket=bucket, draw=rng.random(len(times)), source=source, bucket_s=demand.bucket_s)
 
 
 def replay(

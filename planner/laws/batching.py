@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BatchUtilization:
     useful_slot_steps: int  # one generated token each
     static_slot_steps: int  # a static batch holds every slot until its longest member finishes
@@ -32,4 +32,4 @@ def batch_utilization(lengths: npt.ArrayLike) -> BatchUtilization:
         raise ValueError("lengths must be positive integers")
     useful = int(n.sum())
     slots = int(n.size * n.max())
-    return BatchUtilization(useful, slots, useful / slots, 1.0)
+    return BatchUtilization(useful_slot_steps=useful, static_slot_steps=slots, static=useful / slots, continuous=1.0)

@@ -87,7 +87,7 @@ class Mix:
         return f"prompt {self.prompt_tokens:.0f} / output {self.output_tokens:.0f}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CalibrationPoint:
     """One row of the fit: a level's TPOT statistic, or its TTFT at concurrency 1."""
 
@@ -124,7 +124,7 @@ def ttft_idle_features(mix: Mix, budget: int | None) -> np.ndarray:
     return np.array([float(chunks), 1.0, read / 1000.0, p, prompt_pairs(p) / 1e6, 1.0])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Coefficient:
     name: str
     value: float | None  # None: the calibration cannot separate it, or (``note``) the fit left it out
@@ -139,7 +139,7 @@ class Prediction:
     high_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LengthModel:
     """The fitted step model with lengths, with what it can answer and how sure it is."""
 
@@ -217,15 +217,15 @@ class LengthModel:
             return None
         batches = [p.batch for p in self.points if p.kind == "tpot"]
         return StepModel(
-            base.value_ms,
-            per_seq.value_ms,
-            (min(batches), max(batches)),
-            len(batches),
-            self.r_squared,
-            self.residual_mad,
-            (),
-            (base.low_ms, base.high_ms),
-            (per_seq.low_ms, per_seq.high_ms),
+            base_ms=base.value_ms,
+            per_seq_ms=per_seq.value_ms,
+            fitted_batch_range=(min(batches), max(batches)),
+            n_levels=len(batches),
+            r_squared=self.r_squared,
+            residual_mad_ms=self.residual_mad,
+            outlier_levels=(),
+            base_ci_ms=(base.low_ms, base.high_ms),
+            per_seq_ci_ms=(per_seq.low_ms, per_seq.high_ms),
         )
 
     def ranges(self) -> dict[str, tuple[float, float]]:
@@ -350,16 +350,16 @@ def _coefficients(
     coefficients = []
     for j, name in enumerate(TERMS):
         if not mask[j]:
-            coefficients.append(Coefficient(name, None, None, ATTENTION_NOTE))
+            coefficients.append(Coefficient(name=name, value=None, ci=None, note=ATTENTION_NOTE))
             continue
         if not in_row_space(basis, np.eye(len(TERMS))[j]):
-            coefficients.append(Coefficient(name, None, None))
+            coefficients.append(Coefficient(name=name, value=None, ci=None))
             continue
         ci = None
         if boot:
             draws = np.asarray(boot)[:, j] / scale[j]
             ci = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))
-        coefficients.append(Coefficient(name, float(beta[j] / scale[j]), ci))
+        coefficients.append(Coefficient(name=name, value=float(beta[j] / scale[j]), ci=ci))
     return tuple(coefficients)
 
 
@@ -503,9 +503,22 @@ def points_from_results(results: Results, group: str, percentile: float | None) 
     for lv, level in levels:
         tpot = level.mean_ms(Metric.TPOT) if percentile is None else level.percentile_ms(Metric.TPOT, percentile)
         if tpot is not None and lv.batch > 0:
-            rows.append(CalibrationPoint(group, f"{group} {lv.label}", "tpot", lv.batch, mix, tpot))
+            rows.append(
+                CalibrationPoint(
+                    group=group, label=f"{group} {lv.label}", kind="tpot", batch=lv.batch, mix=mix, value_ms=tpot
+                )
+            )
         if lv.concurrency < IDLE_CONCURRENCY and (ttft := ttft_at_idle(level)) is not None:
-            rows.append(CalibrationPoint(group, f"{group} {lv.label} TTFT", "ttft_idle", lv.concurrency, mix, ttft))
+            rows.append(
+                CalibrationPoint(
+                    group=group,
+                    label=f"{group} {lv.label} TTFT",
+                    kind="ttft_idle",
+                    batch=lv.concurrency,
+                    mix=mix,
+                    value_ms=ttft,
+                )
+            )
     return rows
 
 

@@ -29,7 +29,7 @@ EXTRAPOLATE_MIN_LEVELS = 3  # a line through two points cannot be checked
 EXTRAPOLATE_MIN_R2 = 0.9
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepModel:
     """A fitted (or given) step law, with how far to trust it."""
 
@@ -135,7 +135,14 @@ class StepModel:
     @classmethod
     def given(cls, base_ms: float, per_seq_ms: float) -> StepModel:
         """A law stated by hand (what-if planning), not fitted."""
-        return cls(base_ms, per_seq_ms, (math.nan, math.nan), 0, None, None)
+        return cls(
+            base_ms=base_ms,
+            per_seq_ms=per_seq_ms,
+            fitted_batch_range=(math.nan, math.nan),
+            n_levels=0,
+            r_squared=None,
+            residual_mad_ms=None,
+        )
 
 
 def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: float | None) -> float:
@@ -227,18 +234,34 @@ def fit_step_model(
     if len(x) < MIN_LEVELS:
         raise ValueError(f"a fit needs at least {MIN_LEVELS} levels, got {len(x)}")
     base, slope = _theil_sen(x, y)
-    resid = y - (base + slope * x)
-    mad = float(np.median(np.abs(resid - np.median(resid))))
-    total = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else None
-    outliers = tuple(int(k) for k in np.flatnonzero(np.abs(resid) > OUTLIER_MADS * max(mad, 1e-3)))
+    r2, mad, outliers = _residuals(x, y, base, slope)
     warnings, bends = _warnings(x, y, slope)
     base_ci = slope_ci = None
     if bootstrap and len(x) >= 3:
         base_ci, slope_ci = _bootstrap(x, y, bootstrap, seed)
     return StepModel(
-        base, slope, (float(x.min()), float(x.max())), len(x), r2, mad, outliers, base_ci, slope_ci, warnings, bends
+        base_ms=base,
+        per_seq_ms=slope,
+        fitted_batch_range=(float(x.min()), float(x.max())),
+        n_levels=len(x),
+        r_squared=r2,
+        residual_mad_ms=mad,
+        outlier_levels=outliers,
+        base_ci_ms=base_ci,
+        per_seq_ci_ms=slope_ci,
+        warnings=warnings,
+        bends=bends,
     )
+
+
+def _residuals(x: np.ndarray, y: np.ndarray, base: float, slope: float) -> tuple[float | None, float, tuple[int, ...]]:
+    """R^2 (None: the levels' steps are all equal), the residuals' MAD, and the levels off the line by more than
+    ``OUTLIER_MADS`` of it."""
+    resid = y - (base + slope * x)
+    mad = float(np.median(np.abs(resid - np.median(resid))))
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else None
+    return r2, mad, tuple(int(k) for k in np.flatnonzero(np.abs(resid) > OUTLIER_MADS * max(mad, 1e-3)))
 
 
 def _warnings(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[tuple[str, ...], bool]:

@@ -39,7 +39,7 @@ PROMPT_SLOPE_SHARE = 0.25  # the residual's change between prompt lengths, as a 
 PROMPT_SLOPE_MIN_MS = 3.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResidualRow:
     """One calibration level's TTFT statistic, measured and as the fitted engine simulates it."""
 
@@ -55,7 +55,7 @@ class ResidualRow:
         return self.measured_ms - self.simulated_ms
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoadTerm:
     """The residual of one TTFT statistic against the clients in flight."""
 
@@ -189,8 +189,10 @@ def fit_ttft_residual(rows: Sequence[ResidualRow]) -> TtftResidual | None:
         x = np.array([row.clients - 1.0 for row in mine])
         y = np.array([row.residual_ms for row in mine])
         if np.unique(np.round(x, 1)).size < 2:
-            terms.append(LoadTerm(q, float(np.median(y)), 0.0, None, mine))
+            terms.append(LoadTerm(percentile=q, at_one_ms=float(np.median(y)), per_client_ms=0.0, line=None, rows=mine))
             continue
         line = fit_step_model(x, y)
-        terms.append(LoadTerm(q, line.base_ms, line.per_seq_ms, line, mine))
+        terms.append(
+            LoadTerm(percentile=q, at_one_ms=line.base_ms, per_client_ms=line.per_seq_ms, line=line, rows=mine)
+        )
     return TtftResidual(tuple(terms)) if terms else None

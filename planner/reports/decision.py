@@ -47,9 +47,9 @@ class Decision:
     def sections(self) -> tuple[Section, ...]:
         """The decision as report sections: the actions' table with the evidence, then the caveats."""
         table = Table(("do", "why"), tuple((a.do, a.why) for a in self.actions))
-        out = [Section("Decision", paragraphs=(f"Evidence: {self.evidence}",), table=table)]
+        out = [Section(title="Decision", paragraphs=(f"Evidence: {self.evidence}",), table=table)]
         if self.caveats:
-            out.append(Section("Caveats, most serious first", bullets=self.caveats))
+            out.append(Section(title="Caveats, most serious first", bullets=self.caveats))
         return tuple(out)
 
 

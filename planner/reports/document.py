@@ -39,7 +39,7 @@ class Table:
         return tuple(k == 0 or sum(not _NUMBER.match(c) for c in col) * 2 > len(col) for k, col in enumerate(cells))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
     title: str
     paragraphs: tuple[str, ...] = ()
@@ -47,7 +47,7 @@ class Section:
     bullets: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plot:
     """One figure for the HTML report (drawn by ``planner.reports.plots``, which alone imports matplotlib)."""
 
@@ -62,7 +62,7 @@ class Plot:
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     title: str
     headline: str  # the answer in one sentence, first thing a reader sees

@@ -182,13 +182,13 @@ def caveats(plan: FleetPlan) -> list[str]:
 
 
 def fleet_sections(plan: FleetPlan) -> list[Section]:
-    sections = [Section("Fleet plan", table=variants_table(plan))]  # the answer is the report's headline
+    sections = [Section(title="Fleet plan", table=variants_table(plan))]  # the answer is the report's headline
     table = over_time_table(plan)
     if table is not None:
-        sections.append(Section("Replicas over time", table=table))
-    sections.append(Section("Assumptions", bullets=tuple(assumptions(plan))))
+        sections.append(Section(title="Replicas over time", table=table))
+    sections.append(Section(title="Assumptions", bullets=tuple(assumptions(plan))))
     if notes := caveats(plan):
-        sections.append(Section("Caveats", bullets=tuple(notes)))
+        sections.append(Section(title="Caveats", bullets=tuple(notes)))
     return sections
 
 
@@ -196,10 +196,10 @@ def build_fleet_report(plan: FleetPlan, plots: tuple[Plot, ...] = ()) -> Report:
     slos = ", ".join(f"{s.key} < {s.limit:g}" for s in plan.slos) or "none"
     meta = (*((c.name, f"{c.variant.source}, batch {c.batch or '-'}") for c in plan.capacities), ("SLOs", slos))
     return Report(
-        "Fleet capacity plan",
-        fleet_answer(plan),
-        meta,
-        tuple(fleet_sections(plan)),
-        plots,
+        title="Fleet capacity plan",
+        headline=fleet_answer(plan),
+        meta=meta,
+        sections=tuple(fleet_sections(plan)),
+        plots=plots,
         lead=1,  # the variants' table answers; the replicas over the day are drawn right below it
     )

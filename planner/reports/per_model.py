@@ -35,7 +35,7 @@ def model_section(results: Results, slos: Sequence[SloTarget] = ()) -> Section |
     columns = ("level", "model", "share", "completed", "failed", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95",
                "E2E p95", "SLOs (own requests)")  # fmt: skip
     return Section(
-        "Per model",
+        title="Per model",
         paragraphs=("Each model's own requests (a LoRA adapter's traffic): one adapter can break an SLO the pooled "
                     "level meets. A percentile is judged only where the model had the requests it needs.",),
         table=Table(columns, tuple(rows)),

@@ -242,7 +242,7 @@ def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Secti
         else ""
     )
     return Section(
-        f"PREDICTED levels for {forecast.mix.label} tokens",
+        title=f"PREDICTED levels for {forecast.mix.label} tokens",
         paragraphs=(
             "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
             f"(lengths: {predicted.lengths}); TTFT plus {added}, with its 95% interval (the engine at either end "
@@ -291,7 +291,7 @@ def replay_section(checks: Sequence[ReplayCheck], engine: str) -> Section:
         for row, corrected in zip(check.rows, check.corrected or (None,) * len(check.rows), strict=True)
     )
     return Section(
-        "VALIDATION: the measured run replayed through the sizing simulation",
+        title="VALIDATION: the measured run replayed through the sizing simulation",
         paragraphs=(
             f"Each completed request sent again at its own send time, with its own prompt and output lengths, to "
             f"the engine the sizing simulation runs ({engine}); TTFT and E2E from the send, as the clients timed them. "

@@ -100,7 +100,12 @@ def tpot_vs_batch(plan: CapacityPlan) -> Plot:
         ax.set_title("TPOT vs batch, with the fitted step law")
         ax.legend()
         png, at = _png(fig, marks)
-        return Plot("tpot_vs_batch", "TPOT p50/p95 against the batch, the fitted law and the SLO", png, at)
+        return Plot(
+            name="tpot_vs_batch",
+            caption="TPOT p50/p95 against the batch, the fitted law and the SLO",
+            png=png,
+            marks=at,
+        )
 
 
 def ttft_vs_load(plan: CapacityPlan) -> Plot:
@@ -123,7 +128,7 @@ def ttft_vs_load(plan: CapacityPlan) -> Plot:
         ax.legend()
         said = f"the knee marked at concurrency {knee:.1f}" if knee is not None else "no knee in the range swept"
         png, at = _png(fig, [("knee", ax, "x", knee)] if knee is not None else [])
-        return Plot("ttft_vs_load", f"TTFT p50/p95 against load; {said}", png, at)
+        return Plot(name="ttft_vs_load", caption=f"TTFT p50/p95 against load; {said}", png=png, marks=at)
 
 
 def throughput_vs_load(plan: CapacityPlan) -> Plot:
@@ -148,7 +153,9 @@ def throughput_vs_load(plan: CapacityPlan) -> Plot:
         ax.set_title("Throughput vs load")
         ax.legend()
         return Plot(
-            "throughput_vs_load", "Output tokens/s against load, and per replica at the SLO batch", _png(fig)[0]
+            name="throughput_vs_load",
+            caption="Output tokens/s against load, and per replica at the SLO batch",
+            png=_png(fig)[0],
         )
 
 
@@ -167,7 +174,7 @@ def pareto(plan: CapacityPlan) -> Plot:
         ax.set_xlabel("output tokens/s per replica")
         ax.set_ylabel("tokens/s per user (1000 / TPOT p50)")
         ax.set_title("Serving Pareto curve: per-user speed vs replica throughput")
-        return Plot("pareto", "Tokens/s per user against tokens/s per replica", _png(fig)[0])
+        return Plot(name="pareto", caption="Tokens/s per user against tokens/s per replica", png=_png(fig)[0])
 
 
 def itl_distribution(plan: CapacityPlan) -> Plot:
@@ -196,9 +203,9 @@ def itl_distribution(plan: CapacityPlan) -> Plot:
         ax.set_title("ITL distribution per level")
         ax.legend(fontsize=7, ncol=2)
         return Plot(
-            "itl_distribution",
-            f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram; the axis starts at half the lowest p1)",
-            _png(fig)[0],
+            name="itl_distribution",
+            caption=f"Cumulative ITL distribution of {'every level' if len(shown) == len(obs.results) else f'{len(shown)} levels spread over the sweep'} (from its histogram; the axis starts at half the lowest p1)",
+            png=_png(fig)[0],
         )
 
 
@@ -244,11 +251,11 @@ def step_surface(plan: CapacityPlan) -> Plot:
         ax.legend(fontsize=7)
         png, at = _png(fig, marks)
         return Plot(
-            "step_surface",
-            "TPOT against batch for each calibrated mix (points measured, lines the length model) and the asked "
+            name="step_surface",
+            caption="TPOT against batch for each calibrated mix (points measured, lines the length model) and the asked "
             "mix predicted with its 95% band",
-            png,
-            at,
+            png=png,
+            marks=at,
         )
 
 
@@ -286,8 +293,8 @@ def fleet_over_time(plan: FleetPlan) -> Plot:
             marks.append(("peak-replicas", ax, "y", max(plan.chosen.replicas())))
         png, at = _png(fig, marks)
         return Plot(
-            "fleet_over_time",
-            "Replicas paid for per bucket for each variant (the chosen one bold) and the demand they serve",
-            png,
-            at,
+            name="fleet_over_time",
+            caption="Replicas paid for per bucket for each variant (the chosen one bold) and the demand they serve",
+            png=png,
+            marks=at,
         )

@@ -125,7 +125,7 @@ def residual_section(residual: TtftResidual) -> Section:
             cells += [fmt(stat.measured_ms), fmt(stat.simulated_ms), fmt(stat.residual_ms)] if stat else ["-"] * 3
         rows.append((label, *cells))
     return Section(
-        "TTFT beyond the fitted engine",
+        title="TTFT beyond the fitted engine",
         paragraphs=(
             "Each calibration level's TTFT beside the fitted engine run closed-loop at that level's mix and "
             "concurrency: the rest is what the engine does not hold (the front end, the hop into the engine, "
@@ -170,7 +170,7 @@ def ttft_split_section(results: Results, name: str = "") -> Section | None:
         else ""
     )
     return Section(
-        f"Where TTFT goes{': ' + name if name else ''}",
+        title=f"Where TTFT goes{': ' + name if name else ''}",
         paragraphs=(
             "The mean TTFT from the send, and the server's own means over the same window: waiting for a batch "
             "slot (queue), and from admission to the first token (prefill). The rest is outside both: the API "
@@ -276,22 +276,29 @@ def build_report(
     trust = level_verdicts(results, plan, slos)
     notes = caveats(results, None, slos)
     lead = decide(plan, notes).sections() if plan is not None else ()
-    sections = [*lead, Section("Levels", table=level_rows(results, trust, slos))]
+    sections = [*lead, Section(title="Levels", table=level_rows(results, trust, slos))]
     if (split := ttft_split_section(results)) is not None:
         sections.append(split)
     if (models := model_section(results, slos)) is not None:
         sections.append(models)
     verdicts = slo_verdicts(results, slos, trust)
     if verdicts is not None:
-        sections.append(Section("SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))
+        sections.append(Section(title="SLO verdicts", paragraphs=(goodput_rule(slos),), table=verdicts))
     if plan is not None:
-        sections.append(Section(DETAILS, bullets=tuple(plan_lines(plan))))
-        sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
+        sections.append(Section(title=DETAILS, bullets=tuple(plan_lines(plan))))
+        sections.append(Section(title="Diagnosis", bullets=tuple(f.message for f in plan.findings)))
     elif notes:
-        sections.append(Section("Caveats", bullets=notes))
-    sections.append(Section("Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
+        sections.append(Section(title="Caveats", bullets=notes))
+    sections.append(Section(title="Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
     title = f"Capacity report: {results.target.model}"
-    return Report(title, headline(results, plan, slos), meta, tuple(sections), plots, lead=len(lead))
+    return Report(
+        title=title,
+        headline=headline(results, plan, slos),
+        meta=meta,
+        sections=tuple(sections),
+        plots=plots,
+        lead=len(lead),
+    )
 
 
 def build_mix_report(
@@ -316,12 +323,12 @@ def build_mix_report(
     )
     lead = decide(plan, evidence_caveats(calibrations, slos)).sections()
     sections = [*lead] + [
-        Section(f"Levels: {name}", table=level_rows(results, level_verdicts(results, None, slos), slos))
+        Section(title=f"Levels: {name}", table=level_rows(results, level_verdicts(results, None, slos), slos))
         for name, results in calibrations
     ]
     sections.append(
         Section(
-            "Step model with lengths",
+            title="Step model with lengths",
             paragraphs=(
                 "Each calibration row measured beside what the model fitted on all of them says, then the asked "
                 "mix as predicted (95% bootstrap intervals). A row the model cannot answer for says so.",
@@ -334,17 +341,17 @@ def build_mix_report(
     sections += [split for name, results in calibrations if (split := ttft_split_section(results, name)) is not None]
     if predicted is not None:
         sections.append(predicted_section(predicted, plan.mix))
-    sections.append(Section(DETAILS, bullets=tuple(plan_lines(plan))))
+    sections.append(Section(title=DETAILS, bullets=tuple(plan_lines(plan))))
     if plan.findings:
-        sections.append(Section("Diagnosis", bullets=tuple(f.message for f in plan.findings)))
-    sections.append(Section("Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
+        sections.append(Section(title="Diagnosis", bullets=tuple(f.message for f in plan.findings)))
+    sections.append(Section(title="Appendix: metric definitions", paragraphs=(DEFINITIONS,)))
     parts = plan_answer(plan)
     if plan.mix.max_rate_rps is not None:
         parts.append(f"one replica holds {plan.mix.max_rate_rps:.3g} requests/s")
     answer = "; ".join(parts) or "no batch or replica count could be predicted"
     headline = f"PREDICTED for {plan.mix.mix.label} tokens (a mix not measured): {answer}."
     title = f"Capacity plan for a mix not measured: {first.target.model}"
-    return Report(title, headline, meta, tuple(sections), plots, lead=len(lead))
+    return Report(title=title, headline=headline, meta=meta, sections=tuple(sections), plots=plots, lead=len(lead))
 
 
 def plan_answer(plan: CapacityPlan) -> list[str]:

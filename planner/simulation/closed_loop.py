@@ -33,7 +33,7 @@ MIN_MEASURED = 60  # a p95 of at least this many requests
 MIN_DRAWN = 480  # where lengths vary, so that a level's p95 rests on its tail's draws, not a few
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClosedLevel:
     """Each measured request's TTFT and TPOT at one concurrency."""
 
@@ -69,7 +69,7 @@ def run_closed_loop(
     cohorts that prefill and finish together."""
     if clients < 1:
         raise ValueError(f"a closed loop needs clients >= 1, got {clients}")
-    sim = Engine(engine)
+    sim = Engine(config=engine)
     warmup = WARMUP_PER_CLIENT * clients
     varied = len(lengths.output_tokens) > 1
     measured = max(MEASURED_PER_CLIENT * clients, MIN_DRAWN if varied else MIN_MEASURED)
@@ -103,7 +103,8 @@ def run_closed_loop(
                 step = sim.next_step(t)
         if step is None:
             if not starts:
-                return ClosedLevel(clients, np.array(ttft), np.array(tpot), np.array(e2e), np.array(done_tokens))
+                return ClosedLevel(clients=clients, ttft_ms=np.array(ttft), tpot_ms=np.array(tpot),
+                                   e2e_ms=np.array(e2e), output_tokens=np.array(done_tokens))  # fmt: skip
             t = starts[0]
             continue
         t = step.end_ms
@@ -122,7 +123,7 @@ def run_closed_loop(
 
 def _alone_ms(engine: EngineConfig, prompt_tokens: int, output_tokens: int) -> float:
     """How long one request takes on an idle ``engine``: the ramp a closed loop's clients start over."""
-    sim = Engine(engine)
+    sim = Engine(config=engine)
     sim.submit(0, prompt_tokens=prompt_tokens, max_tokens=output_tokens, now_ms=0.0)
     t = 0.0
     while (step := sim.next_step(t)) is not None:

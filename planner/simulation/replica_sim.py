@@ -49,7 +49,7 @@ _REQUEST_BITS = 32  # a heap entry's low bits hold the request's index
 _REQUEST_MASK = (1 << _REQUEST_BITS) - 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:
     """Per request (in arrival order): arrival, first and last token times, in ms."""
 
@@ -109,7 +109,7 @@ def simulate(
         np.ascontiguousarray(prompts, dtype=np.float64),
         *law_terms(law),
     )
-    return Timeline(arrivals, first, last, outs)
+    return Timeline(arrival_ms=arrivals, first_ms=first, last_ms=last, output_tokens=outs)
 
 
 def law_terms(law: EngineConfig) -> tuple[float, float, int, float, float, float, float, float]:

@@ -31,7 +31,10 @@ LAW = EngineConfig(
     max_num_batched_tokens=512,
     kv_capacity_tokens=60_000,
 )
-SLOS = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 1500.0))
+SLOS = (
+    SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0),
+    SloTarget(metric=Metric.TTFT, percentile=95, limit=1500.0),
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,7 @@ def test_long_prompts_on_a_chunking_server_get_the_replicas_and_budget_the_true_
     replicas, budget, batch = plan["replicas"], plan["mix"]["max_num_batched_tokens"], plan["max_batch"]
     assert "512 tokens a step (chunked prefill)" in plan["replicas_method"]  # the server's budget, as given
     true_law = dataclasses.replace(LAW.capped(batch), max_num_batched_tokens=budget)
-    traffic = Traffic(128, prompt_tokens=2048, seed=11)
+    traffic = Traffic(output_tokens=128, prompt_tokens=2048, seed=11)
     # the one-step prefill the simulation used to run said 6; on the true law 6 fail and the count holds
     assert replicas >= 7
     assert simulate_replicas(true_law, replicas, 10.0, SLOS, traffic).passed

@@ -92,7 +92,9 @@ def test_the_plan_says_it_is_predicted_and_what_it_recommends(calibration: list[
     assert coefficients["prefill_ms_per_token"]["value"] == pytest.approx(0.02, rel=0.05)
     # the largest rate one replica holds under TTFT p95 < 1 s: within 5% of what the true law gives
     truth, _ = max_rate_per_replica(
-        _at(as_json["max_batch"]), (SloTarget(Metric.TTFT, 95, 1000.0),), Traffic(128, prompt_tokens=1024)
+        _at(as_json["max_batch"]),
+        (SloTarget(metric=Metric.TTFT, percentile=95, limit=1000.0),),
+        Traffic(output_tokens=128, prompt_tokens=1024),
     )
     assert truth is not None and mix["max_rate_rps_per_replica"] == pytest.approx(truth, rel=0.05)
     # the simulator's engine is the fitted one: its calibration leaves next to nothing beyond it
@@ -309,10 +311,10 @@ def test_a_mix_plans_sizing_draws_the_lengths_in_the_calibrations_shape(tmp_path
     doc = json.loads(result.stdout)
     shape = "the calibration's shape at these means (prompt fixed, output uniform spread 0.9)"
     assert f"lengths drawn from {shape}" in doc["mix"]["max_rate_method"]
-    e2e, batch = (SloTarget(Metric.E2E, 95, E2E_P95_S * 1000),), doc["max_batch"]
+    e2e, batch = (SloTarget(metric=Metric.E2E, percentile=95, limit=E2E_P95_S * 1000),), doc["max_batch"]
     lengths = LengthSample.shaped(Mix(1024, 128), None, spread)
-    drawn, _ = max_rate_per_replica(_at(batch), e2e, Traffic(128, prompt_tokens=1024, lengths=lengths))
-    fixed, _ = max_rate_per_replica(_at(batch), e2e, Traffic(128, prompt_tokens=1024))
+    drawn, _ = max_rate_per_replica(_at(batch), e2e, Traffic(output_tokens=128, prompt_tokens=1024, lengths=lengths))
+    fixed, _ = max_rate_per_replica(_at(batch), e2e, Traffic(output_tokens=128, prompt_tokens=1024))
     assert drawn is not None and fixed is not None and drawn < 0.9 * fixed
     assert doc["mix"]["max_rate_rps_per_replica"] == pytest.approx(drawn, rel=0.1)
     # and the batch limits read the length model at that shape's context per sequence-step (1,104 tokens, not

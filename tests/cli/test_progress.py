@@ -35,8 +35,10 @@ def _console() -> tuple[Console, io.StringIO]:
 
 
 def test_a_level_measured_again_says_why_on_both_displays() -> None:
-    load = Load("concurrency", 32)
-    step = SweepStep(load, 5, 7, attempt=2, retry_reason="client-bound: the generator's p99 lag 31 ms", this_s=6.0)
+    load = Load(kind="concurrency", value=32)
+    step = SweepStep(
+        load=load, index=5, count=7, attempt=2, retry_reason="client-bound: the generator's p99 lag 31 ms", this_s=6.0
+    )
     for progress in (PlainProgress, RichProgress):
         console, buffer = _console()
         shown = progress(console)

@@ -58,7 +58,10 @@ LAWS = {
         kv_capacity_tokens=90_000,
     ),
 }
-TPOT_SLO, TTFT_SLO = SloTarget(Metric.TPOT, 95, 45.0), SloTarget(Metric.TTFT, 95, 1500.0)
+TPOT_SLO, TTFT_SLO = (
+    SloTarget(metric=Metric.TPOT, percentile=95, limit=45.0),
+    SloTarget(metric=Metric.TTFT, percentile=95, limit=1500.0),
+)
 
 
 def _sweep(law: EngineConfig, prompt: int, levels: list[int], seed: int) -> Results:
@@ -111,5 +114,7 @@ def test_an_unseen_law_is_predicted_at_a_longer_prompt_and_sized_on_the_safe_sid
     served = law.capped(batch)
     if budget is not None:
         served = dataclasses.replace(served, max_num_batched_tokens=max(budget, batch))
-    outcome = simulate_replicas(served, replicas, 6.0, (TPOT_SLO, TTFT_SLO), Traffic(OUTPUT, prompt_tokens=ASKED))
+    outcome = simulate_replicas(
+        served, replicas, 6.0, (TPOT_SLO, TTFT_SLO), Traffic(output_tokens=OUTPUT, prompt_tokens=ASKED)
+    )
     assert outcome.passed, (name, replicas, budget, outcome.estimates)

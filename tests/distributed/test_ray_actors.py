@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 
 def split_target(sim: SimProcess) -> SplitTarget:
-    return SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=30), workers=2, scrape=False)
+    return SplitTarget(base_url=sim.base_url + "/", headers={}, http=HttpOptions(timeout_s=30), workers=2, scrape=False)
 
 
 WORKLOAD = Workload(api=Api.COMPLETIONS, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(16))
@@ -122,7 +122,7 @@ def test_two_actors_measure_what_two_processes_do(local_ray: ModuleType, sim: Si
     # Ray starts workers at nice 15 (a busy neighbour then takes the generator's core first): ours run at 0
     assert [c["niceness"] for c in clocks] == [0, 0]
     a, b = load(tmp_path / "ray.json").levels[0], load(tmp_path / "local.json").levels[0]
-    assert a.load == b.load == Load("concurrency", 4) and a.workers == b.workers == 2
+    assert a.load == b.load == Load(kind="concurrency", value=4) and a.workers == b.workers == 2
     if not (a.client_bound or b.client_bound):  # a busy machine's verdict: then neither measures the server
         assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s, rel=0.05)
 
@@ -131,7 +131,7 @@ def test_two_actors_measure_what_two_processes_do(local_ray: ModuleType, sim: Si
 async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_one_schedule(
     local_ray: ModuleType, sim: SimProcess
 ) -> None:
-    plan = LevelPlan(Load("rate", 12.0, Arrival.POISSON), duration_s=2.0, warmup_s=0.5, seed=7)
+    plan = LevelPlan(load=Load(kind="rate", value=12.0, arrival=Arrival.POISSON), duration_s=2.0, warmup_s=0.5, seed=7)
     on_ray = await run_level_on_ray(
         plan,
         WORKLOAD,
@@ -160,7 +160,7 @@ async def test_the_merged_level_is_the_sum_of_the_actors_and_the_open_loop_is_on
 async def test_a_killed_actor_leaves_the_others_data(local_ray: ModuleType, sim: SimProcess) -> None:
     task = asyncio.create_task(
         run_level_on_ray(
-            LevelPlan(Load("concurrency", 4), duration_s=4.0),
+            LevelPlan(load=Load(kind="concurrency", value=4), duration_s=4.0),
             WORKLOAD,
             split_target(sim),
             stop=asyncio.Event(),

@@ -36,7 +36,7 @@ async def raw_server(
         yield f"{'https' if ssl else 'http'}://127.0.0.1:{port}/v1"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class KeepAlive:
     """A keep-alive test server's base URL and what its connections did."""
 
@@ -50,7 +50,7 @@ class KeepAlive:
 async def keep_alive_server(answer: Callable[[int], Awaitable[bytes]]) -> AsyncIterator[KeepAlive]:
     """Serve until the block ends: every request on a connection is answered with ``await answer(n)``,
     ``n`` the connection's number, and the connection stays open for the next one."""
-    state = KeepAlive("")
+    state = KeepAlive(url="")
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         state.opened += 1

@@ -40,7 +40,7 @@ def level_with(faults: FaultConfig, transport: str = "native", api: Api = Api.CH
     options = SimOptions(faults=faults, engine=EngineConfig(seed=5), **sim)  # type: ignore[arg-type]
     workload = Workload(api=api, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
     wire = HttpOptions(timeout_s=TIMEOUT_S, transport=transport)  # type: ignore[arg-type]
-    plan = LevelPlan(Load("concurrency", 4), requests=REQUESTS, timeout_s=TIMEOUT_S)
+    plan = LevelPlan(load=Load(kind="concurrency", value=4), requests=REQUESTS, timeout_s=TIMEOUT_S)
 
     async def level() -> LevelResult:
         async with serving(options) as base_url, make_http_client(base_url, {}, wire) as http:
@@ -53,11 +53,19 @@ def level_with(faults: FaultConfig, transport: str = "native", api: Api = Api.CH
 
 def assert_valid_file(level: LevelResult, tmp_path: Path) -> None:
     results = Results(
-        RunInfo("x", "2026-11-29T00:00:00Z", "0.1.0", "3.11", "linux", 2, "run"),
-        Target("http://127.0.0.1/v1/", "sim-model", "chat"),
-        RunSettings(),
-        (level,),
-        True,
+        run=RunInfo(
+            id="x",
+            started_at="2026-11-29T00:00:00Z",
+            tool_version="0.1.0",
+            python="3.11",
+            platform="linux",
+            cpu_count=2,
+            command="run",
+        ),
+        target=Target("http://127.0.0.1/v1/", "sim-model", "chat"),
+        settings=RunSettings(),
+        levels=(level,),
+        complete=True,
     )
     path = tmp_path / "r.json"
     save_atomic(results, path)

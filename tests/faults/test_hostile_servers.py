@@ -155,14 +155,27 @@ def test_a_server_echoing_the_key_never_gets_it_into_the_records(tmp_path) -> No
 
     session = Session(
         base_url="http://ann:pw-9876@127.0.0.1:9/v1/?key=q-55555",
-        workload=Workload(Api.CHAT, "m"),
+        workload=Workload(api=Api.CHAT, model="m"),
         levels=(),
         api_key="sk-live-123456",
         headers={"X-Token": "tok-abcdef"},
     )
     echo = "server error in stream: Incorrect API key provided: sk-live-123456 (token tok-abcdef, q-55555, pw-9876)"
     record = RequestRecord(
-        0.0, None, 0.0, None, None, 1.0, (), None, None, True, None, ErrorKind.STREAM_BROKEN, 200, echo
+        t_intended=0.0,
+        t_slot=None,
+        t_sent=0.0,
+        t_first=None,
+        t_last=None,
+        t_done=1.0,
+        chunk_times=(),
+        chunk_tokens=None,
+        output_tokens=None,
+        output_tokens_estimated=True,
+        prompt_tokens=None,
+        error=ErrorKind.STREAM_BROKEN,
+        http_status=200,
+        error_detail=echo,
     )
     path = tmp_path / "records.jsonl"
     writer = RecordsWriter(path, session.secrets)
@@ -250,9 +263,9 @@ async def test_closed_loop_clients_back_off_from_a_dead_target() -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    plan = LevelPlan(Load("concurrency", 4), duration_s=1.5)
+    plan = LevelPlan(load=Load(kind="concurrency", value=4), duration_s=1.5)
     async with make_http_client(f"http://127.0.0.1:{port}/v1/", {}, HttpOptions(timeout_s=5)) as http:
-        result = await run_level(plan, Workload(Api.COMPLETIONS, "m"), http)
+        result = await run_level(plan, Workload(api=Api.COMPLETIONS, model="m"), http)
     connects = result.errors.get(ErrorKind.CONNECT, 0)
     assert 4 <= connects <= 4 * 8  # 50 ms doubling to 1 s: a handful per client, not thousands
 
@@ -276,12 +289,16 @@ async def test_a_stream_with_no_output_token_is_counted_and_said() -> None:
     empty = SSE_HEAD + chunked(b'data: {"choices":[{"text":null,"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
     record = await one_request(sends(empty + b"0\r\n\r\n"))
     assert record.error is None and record.t_first is None
-    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     recorder.add(record)
     level = recorder.finish(record.t_done + 1)
     assert level.completed == 1 and level.empty == 1 and level.histograms[Metric.TTFT].count == 0
     results = Results(
-        RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "completions"), RunSettings(), (level,), True
+        run=RunInfo(id="r", started_at="t", tool_version="0", python="3", platform="L", cpu_count=1, command="run"),
+        target=Target("u", "m", "completions"),
+        settings=RunSettings(),
+        levels=(level,),
+        complete=True,
     )
     assert any("without streaming any output token" in c for c in caveats(results))
 
@@ -301,7 +318,7 @@ async def test_an_answer_the_server_counts_as_zero_tokens_is_empty_not_timed(tra
     )
     record = await one_request(sends(zero + b"0\r\n\r\n"), transport)
     assert record.error is None and record.output_tokens == 0, record
-    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     recorder.add(record)
     level = recorder.finish(record.t_done + 1)
     assert level.completed == 1 and level.empty == 1
@@ -356,19 +373,45 @@ def test_answers_shorter_than_asked_are_said_with_the_fix() -> None:
     from loadgen.wire.records import RequestRecord
     from planner.reports.report import caveats
 
-    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     for i, tokens in enumerate((20, 24, 28)):
         t = float(i)
         times = tuple(t + 0.1 + 0.01 * k for k in range(tokens))
         recorder.add(
-            RequestRecord(t, None, t, times[0], times[-1], times[-1], times, None, tokens, False, 8, None, 200)
+            RequestRecord(
+                t_intended=t,
+                t_slot=None,
+                t_sent=t,
+                t_first=times[0],
+                t_last=times[-1],
+                t_done=times[-1],
+                chunk_times=times,
+                chunk_tokens=None,
+                output_tokens=tokens,
+                output_tokens_estimated=False,
+                prompt_tokens=8,
+                error=None,
+                http_status=200,
+            )
         )
     level = recorder.finish(3.0)
     settings = RunSettings(output_tokens={"mean": 32, "dist": "fixed", "spread": 0.0})
-    results = Results(RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "chat"), settings, (level,), True)
+    results = Results(
+        run=RunInfo(id="r", started_at="t", tool_version="0", python="3", platform="L", cpu_count=1, command="run"),
+        target=Target("u", "m", "chat"),
+        settings=settings,
+        levels=(level,),
+        complete=True,
+    )
     said = [c for c in caveats(results) if "stopped early" in c]
     assert len(said) == 1 and "averaged 24 tokens where up to 32" in said[0] and "ignore_eos" in said[0]
-    results = Results(results.run, results.target, RunSettings(output_tokens={"mean": 26}), (level,), True)
+    results = Results(
+        run=results.run,
+        target=results.target,
+        settings=RunSettings(output_tokens={"mean": 26}),
+        levels=(level,),
+        complete=True,
+    )
     assert not any("stopped early" in c for c in caveats(results))
 
 

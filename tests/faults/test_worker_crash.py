@@ -32,9 +32,11 @@ async def test_one_dead_worker_leaves_the_others_data() -> None:
         workload = Workload(api=Api.COMPLETIONS, model="sim-model", prompt_tokens=Lengths(8), output_tokens=Lengths(8))
         task = asyncio.create_task(
             run_level_in_processes(
-                LevelPlan(Load("concurrency", 4), duration_s=3.0),
+                LevelPlan(load=Load(kind="concurrency", value=4), duration_s=3.0),
                 workload,
-                SplitTarget(sim.base_url + "/", {}, HttpOptions(timeout_s=10), workers=2, scrape=False),
+                SplitTarget(
+                    base_url=sim.base_url + "/", headers={}, http=HttpOptions(timeout_s=10), workers=2, scrape=False
+                ),
                 stop=asyncio.Event(),
             )
         )

@@ -55,8 +55,11 @@ def test_generated_images_are_valid_pngs_of_the_size_asked_and_all_distinct() ->
     # the same seed gives the same images; another seed other ones
     again = ImageSource(ImageSpec(count=1, width=64, height=48), seed=3)
     assert png_pixels(again.next())[2] == images[0][2]
-    assert png_pixels(ImageSource(ImageSpec(1, 64, 48), seed=4).next())[2] != images[0][2]
-    assert png_pixels(ImageSource(ImageSpec(1, 7, 1), seed=0).next())[:2] == (7, 1)  # one row: the stored block alone
+    assert png_pixels(ImageSource(ImageSpec(count=1, width=64, height=48), seed=4).next())[2] != images[0][2]
+    assert png_pixels(ImageSource(ImageSpec(count=1, width=7, height=1), seed=0).next())[:2] == (
+        7,
+        1,
+    )  # one row: the stored block alone
 
 
 @given(st.binary(max_size=300), st.binary(max_size=300))

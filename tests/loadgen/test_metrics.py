@@ -51,7 +51,7 @@ def value_ms(rec: LevelRecorder, metric: Metric, p: float = 50) -> float:
 
 
 def test_exact_ttft_tpot_e2e_lag_for_one_request() -> None:
-    rec = LevelRecorder(Load("rate", 1.0), window_start=0.0)
+    rec = LevelRecorder(Load(kind="rate", value=1.0), window_start=0.0)
     rec.started(10.05)
     rec.add(record(t_intended=10.0, t_sent=10.05, chunks=(10.25, 10.35, 10.45, 10.55), output_tokens=4))
     assert value_ms(rec, Metric.TTFT) == pytest.approx(250, abs=0.2)
@@ -63,7 +63,7 @@ def test_exact_ttft_tpot_e2e_lag_for_one_request() -> None:
 
 
 def test_lag_is_measured_from_the_slot_and_queue_from_intended() -> None:
-    rec = LevelRecorder(Load("rate", 1.0, max_in_flight=1), window_start=0.0)
+    rec = LevelRecorder(Load(kind="rate", value=1.0, max_in_flight=1), window_start=0.0)
     rec.started(11.002)
     rec.add(record(t_intended=10.0, t_slot=11.0, t_sent=11.002, chunks=(11.1, 11.2)))
     assert value_ms(rec, Metric.QUEUE) == pytest.approx(1000, rel=1e-3)
@@ -73,7 +73,7 @@ def test_lag_is_measured_from_the_slot_and_queue_from_intended() -> None:
 
 
 def test_tpot_uses_server_token_count_and_itl_splits_multi_token_chunks() -> None:
-    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     rec.started(10.0)
     # two chunks, 4 tokens in all (usage says so): TPOT = 0.3 s / 3
     rec.add(record(chunks=(10.1, 10.4), output_tokens=4, chunk_tokens=(1, 3)))
@@ -107,7 +107,7 @@ def test_pooled_inter_token_gaps_are_each_records_own_gaps(records: list[Request
 
 
 def test_single_token_output_has_ttft_but_no_tpot() -> None:
-    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     rec.started(10.0)
     rec.add(record(chunks=(10.1,), output_tokens=1))
     assert rec.histograms[Metric.TTFT].count == 1
@@ -115,7 +115,7 @@ def test_single_token_output_has_ttft_but_no_tpot() -> None:
 
 
 def test_window_rule_and_error_denominator() -> None:
-    rec = LevelRecorder(Load("concurrency", 2), window_start=10.0, window_end=20.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=2), window_start=10.0, window_end=20.0)
     for t_done, error in [
         (9.9, None),
         (12.0, None),
@@ -144,7 +144,7 @@ def test_window_rule_and_error_denominator() -> None:
 
 
 def test_throughput_counts_tokens_that_arrived_inside_the_window() -> None:
-    rec = LevelRecorder(Load("concurrency", 1), window_start=10.0, window_end=12.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=1), window_start=10.0, window_end=12.0)
     rec.started(9.0)
     # 6 chunks, 2 before the window opens; finishes inside it
     rec.add(record(t_intended=9.0, t_sent=9.0, chunks=(9.5, 9.9, 10.5, 11.0, 11.5, 11.9), output_tokens=6))
@@ -158,7 +158,7 @@ def test_throughput_counts_tokens_that_arrived_inside_the_window() -> None:
 
 
 def test_achieved_concurrency_is_time_weighted_over_the_window() -> None:
-    rec = LevelRecorder(Load("concurrency", 2), window_start=0.0, window_end=10.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=2), window_start=0.0, window_end=10.0)
     rec.started(0.0)
     rec.started(5.0)
     rec.add(record(t_intended=0.0, t_sent=0.0, chunks=(1.0, 9.0), t_done=10.0))
@@ -167,7 +167,7 @@ def test_achieved_concurrency_is_time_weighted_over_the_window() -> None:
 
 
 def test_estimated_tokens_are_flagged() -> None:
-    rec = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     rec.started(10.0)
     rec.add(record())  # no usage: counted from chunks
     assert rec.finish(11.0).tokens_estimated
@@ -175,7 +175,7 @@ def test_estimated_tokens_are_flagged() -> None:
 
 def closed_loop(due_times: list[float], clients: int, lifetime_s: float = 1.0) -> LevelRecorder:
     """A closed-loop level whose requests were due at these times and each lived ``lifetime_s``."""
-    rec = LevelRecorder(Load("concurrency", clients), window_start=0.0, window_end=100.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=clients), window_start=0.0, window_end=100.0)
     for t in due_times:
         rec.due(t)
         rec.started(t)
@@ -202,7 +202,7 @@ def test_evenly_staggered_clients_are_each_their_own_sample() -> None:
 
 
 def test_an_open_loop_counts_every_request() -> None:
-    rec = LevelRecorder(Load("rate", 50.0), window_start=0.0, window_end=100.0)
+    rec = LevelRecorder(Load(kind="rate", value=50.0), window_start=0.0, window_end=100.0)
     for k in range(100):
         rec.due(k * 0.0001)  # clumped arrivals are its schedule's, not the server's
         rec.started(k * 0.0001)
@@ -214,7 +214,7 @@ def test_unsampled_requests_count_their_token_events_and_reasoning_like_their_ou
     """A closed loop's first round is not sampled for latency, but its output tokens count; its token
     events and reasoning tokens must count too, or a one-token-a-chunk server reads as several tokens
     an event and the reasoning share reads low (issue 69)."""
-    rec = LevelRecorder(Load("concurrency", 2), window_start=0.0)
+    rec = LevelRecorder(Load(kind="concurrency", value=2), window_start=0.0)
     for sampled in (False, True):
         rec.started(10.0)
         one = record(chunks=(10.1, 10.2, 10.3, 10.4), chunk_tokens=(1, 1, 1, 1))

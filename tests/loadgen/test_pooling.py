@@ -102,7 +102,7 @@ def test_a_pooling_results_file_keeps_its_batches_and_inputs(tmp_path: Path) -> 
     result = runner.invoke(app, [*args, "--requests", "10", "--prompt-tokens", "16", "-o", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     level = load(out).levels[0]
-    assert level.load == Load("concurrency", 2, batch=8) and level.inputs == 8 * level.completed
+    assert level.load == Load(kind="concurrency", value=2, batch=8) and level.inputs == 8 * level.completed
     report = runner.invoke(app, ["report", str(out)])
     assert report.exit_code == 0 and "inputs/s" in report.output and "most inputs/s" in report.output
     plan = runner.invoke(app, ["plan", str(out), "--slo", "e2e_p95<1s"])

@@ -200,13 +200,33 @@ def test_several_tokens_an_event_are_said_not_passed_off_as_per_token_gaps(event
     from loadgen.wire.records import RequestRecord
     from planner.reports.report import caveats
 
-    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     for i in range(3):
         times = tuple(i + 0.1 + 0.03 * k for k in range(events))
-        recorder.add(RequestRecord(i, None, i, times[0], times[-1], times[-1], times, None, 12, False, 8, None, 200))
+        recorder.add(
+            RequestRecord(
+                t_intended=i,
+                t_slot=None,
+                t_sent=i,
+                t_first=times[0],
+                t_last=times[-1],
+                t_done=times[-1],
+                chunk_times=times,
+                chunk_tokens=None,
+                output_tokens=12,
+                output_tokens_estimated=False,
+                prompt_tokens=8,
+                error=None,
+                http_status=200,
+            )
+        )
     level = recorder.finish(3.0)
     results = Results(
-        RunInfo("r", "t", "0", "3", "L", 1, "run"), Target("u", "m", "responses"), RunSettings(), (level,), True
+        run=RunInfo(id="r", started_at="t", tool_version="0", python="3", platform="L", cpu_count=1, command="run"),
+        target=Target("u", "m", "responses"),
+        settings=RunSettings(),
+        levels=(level,),
+        complete=True,
     )
     notes = [c for c in caveats(results) if "tokens an event" in c]
     assert bool(notes) == said

@@ -49,7 +49,7 @@ SUMMARY_KEYS = {
 STAT_KEYS = {"mean", "p50", "p90", "p95", "p99", "max", "count"}
 
 
-C4 = Load("concurrency", 4)
+C4 = Load(kind="concurrency", value=4)
 
 
 def level(
@@ -80,7 +80,15 @@ def level(
 
 def results(levels: tuple[LevelResult, ...]) -> Results:
     return Results(
-        run=RunInfo("abc", "2026-11-29T12:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "run"),
+        run=RunInfo(
+            id="abc",
+            started_at="2026-11-29T12:00:00Z",
+            tool_version="0.1.0",
+            python="3.11.7",
+            platform="Linux",
+            cpu_count=2,
+            command="run",
+        ),
         target=Target("http://127.0.0.1:8000/v1/", "m", "chat"),
         settings=RunSettings(api="chat"),
         levels=levels,
@@ -94,7 +102,10 @@ metric_values = st.dictionaries(st.sampled_from(list(Metric)), st.lists(st.integ
 @given(metric_values, st.integers(0, 50), st.dictionaries(st.sampled_from(list(ErrorKind)), st.integers(1, 9)))
 def test_round_trip(values: dict[Metric, list[int]], completed: int, errors: dict[ErrorKind, int]) -> None:
     original = results(
-        (level(values, completed=completed, errors=errors), level({}, load=Load("rate", 2.5, Arrival.GAMMA, 0.5, 8)))
+        (
+            level(values, completed=completed, errors=errors),
+            level({}, load=Load(kind="rate", value=2.5, arrival=Arrival.GAMMA, burstiness=0.5, max_in_flight=8)),
+        )
     )
     assert Results.from_json(original.to_json()) == original
 

@@ -21,7 +21,11 @@ def test_the_union_of_open_loop_shares_is_the_one_process_schedule(
     rate: float, workers: int, seed: int, arrival: str, budget: int | None
 ) -> None:
     plan = LevelPlan(
-        Load("rate", rate, Arrival(arrival), 0.5 if arrival == "gamma" else None), 5.0, budget, 1.0, seed=seed
+        load=Load(kind="rate", value=rate, arrival=Arrival(arrival), burstiness=0.5 if arrival == "gamma" else None),
+        duration_s=5.0,
+        requests=budget,
+        warmup_s=1.0,
+        seed=seed,
     )
     whole = open_loop_offsets(plan)
     shares = split_plan(plan, workers)
@@ -33,7 +37,7 @@ def test_the_union_of_open_loop_shares_is_the_one_process_schedule(
 
 
 def test_closed_loop_shares_divide_clients_and_budget() -> None:
-    shares = split_plan(LevelPlan(Load("concurrency", 5), None, 11), 3)
+    shares = split_plan(LevelPlan(load=Load(kind="concurrency", value=5), duration_s=None, requests=11), 3)
     assert [p.load.value for p in shares] == [2, 2, 1] and [p.requests for p in shares] == [4, 4, 3]
     assert all(p.arrivals_s is None for p in shares)
-    assert len(split_plan(LevelPlan(Load("concurrency", 2), 5.0), 4)) == 2  # no empty worker
+    assert len(split_plan(LevelPlan(load=Load(kind="concurrency", value=2), duration_s=5.0), 4)) == 2  # no empty worker

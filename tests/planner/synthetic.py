@@ -31,7 +31,7 @@ def closed_level(
     rate = concurrency / (float(np.mean(e2e_ms)) / 1000.0)
     completed = max(1, round(rate * window_s))
     return LevelResult(
-        load=Load("concurrency", concurrency),
+        load=Load(kind="concurrency", value=concurrency),
         window_s=window_s,
         completed=completed,
         errors={},
@@ -48,7 +48,15 @@ def closed_level(
 
 def sweep_results(levels: tuple[LevelResult, ...], settings: dict[str, object] | None = None) -> Results:
     return Results(
-        run=RunInfo("synthetic", "2026-11-30T00:00:00Z", "0.1.0", "3.11.7", "Linux", 2, "sweep"),
+        run=RunInfo(
+            id="synthetic",
+            started_at="2026-11-30T00:00:00Z",
+            tool_version="0.1.0",
+            python="3.11.7",
+            platform="Linux",
+            cpu_count=2,
+            command="sweep",
+        ),
         target=Target("http://127.0.0.1:8000/v1/", "sim", "chat"),
         settings=RunSettings.from_json(settings or {"api": "chat"}),
         levels=levels,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -34,17 +35,19 @@ def answered(tokens: int, *, t: float, per_chunk: int = 1) -> RequestRecord:
 
 
 def level(*tokens: int, asked: int = ASKED, per_chunk: int = 1) -> LevelResult:
-    recorder = LevelRecorder(Load("concurrency", 1), window_start=0.0)
+    recorder = LevelRecorder(Load(kind="concurrency", value=1), window_start=0.0)
     for i, n in enumerate(tokens):
         recorder.started(float(i))
         recorder.add(answered(n, t=float(i), per_chunk=per_chunk), asked_tokens=asked)
     return recorder.finish(float(len(tokens)))
 
 
-def results(*levels: LevelResult, **settings: object) -> Results:
+def results(*levels: LevelResult, **settings: Any) -> Results:
     kept = {"prompt_tokens": {"mean": 100}, "output_tokens": {"mean": ASKED}} | settings
-    info = RunInfo("r", "t", "0", "3", "L", 1, "run")
-    return Results(info, Target("u", "m", "chat"), RunSettings(**kept), levels, True)  # type: ignore[arg-type]
+    info = RunInfo(id="r", started_at="t", tool_version="0", python="3", platform="L", cpu_count=1, command="run")
+    return Results(
+        run=info, target=Target("u", "m", "chat"), settings=RunSettings(**kept), levels=levels, complete=True
+    )
 
 
 FULL = level(ASKED, ASKED, ASKED)
@@ -133,7 +136,7 @@ def test_a_clean_level_has_no_caveat_at_all() -> None:
 def test_the_client_bound_verdict_for_several_levels_is_printed_once(waited: float) -> None:
     def starved(c: int, share: float) -> LevelResult:
         window = 10.0
-        base = replace(FULL, load=Load("concurrency", c), window_s=window, client_cpu_s=0.2 * window)
+        base = replace(FULL, load=Load(kind="concurrency", value=c), window_s=window, client_cpu_s=0.2 * window)
         return replace(base, runqueue_wait_s=share * window)
 
     levels = (starved(2, 0.6), starved(4, waited), starved(8, 0.75))

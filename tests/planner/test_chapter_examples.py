@@ -56,7 +56,7 @@ def test_float_traps_at_exact_boundaries(base: float, per_seq: float, slo: float
 
 def test_the_whole_what_if_example() -> None:
     request = PlanRequest(
-        slos=(SloTarget(Metric.TPOT, 95, 60.0),),
+        slos=(SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0),),
         qps=40,
         output_tokens=200,
         current_batch=128,

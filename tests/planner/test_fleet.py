@@ -16,7 +16,7 @@ from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision
 from planner.fleet.replay import ReplicaKind, arrivals_for, replay
 from tests.planner.synthetic import law_sweep, sweep_results
 
-TPOT_60 = SloTarget(Metric.TPOT, 50.0, 60.0)
+TPOT_60 = SloTarget(metric=Metric.TPOT, percentile=50.0, limit=60.0)
 OUTPUT = 200
 
 
@@ -24,7 +24,14 @@ def variant(
     name: str, base: float, slope: float, cost: float | None = None, *, slos: tuple[SloTarget, ...] = (TPOT_60,)
 ) -> Variant:
     plan = plan_from_law(StepModel.given(base, slope), PlanRequest(slos=tuple(slos), output_tokens=OUTPUT))
-    return Variant(name, plan, OUTPUT, 0.0, f"law {base}+{slope}b", cost)
+    return Variant(
+        name=name,
+        plan=plan,
+        output_tokens=OUTPUT,
+        prompt_tokens=0.0,
+        source=f"law {base}+{slope}b",
+        cost_per_gpu_hour=cost,
+    )
 
 
 def test_a_rate_series_is_averaged_over_each_bucket_exactly() -> None:
@@ -48,7 +55,7 @@ def test_mu_is_the_utilisation_targets_rate_without_a_queueing_slo() -> None:
 
 def test_a_two_level_step_needs_exactly_ceil_lambda_over_mu_in_each_bucket() -> None:
     cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
-    demand = Demand(60.0, (2.0, 6.0, 16.0, 16.5, 2.0), "steps")
+    demand = Demand(bucket_s=60.0, rates=(2.0, 6.0, 16.0, 16.5, 2.0), source="steps")
     fleet = plan_fleet(demand, [cap], (TPOT_60,)).chosen
     assert fleet is not None and fleet.held
     mu = 16 / 3
@@ -66,8 +73,11 @@ def test_a_constant_qps_equals_todays_plan() -> None:
 
 
 def test_a_twice_as_fast_variant_at_two_and_a_half_times_the_price_loses_until_the_slo_needs_its_batch() -> None:
-    demand = Demand(3600.0, (20.0,), "steady")
-    for slo, winner in ((SloTarget(Metric.TPOT, 50.0, 60.0), "slow"), (SloTarget(Metric.TPOT, 50.0, 25.0), "fast")):
+    demand = Demand(bucket_s=3600.0, rates=(20.0,), source="steady")
+    for slo, winner in (
+        (SloTarget(metric=Metric.TPOT, percentile=50.0, limit=60.0), "slow"),
+        (SloTarget(metric=Metric.TPOT, percentile=50.0, limit=25.0), "fast"),
+    ):
         slow = variant_capacity(variant("slow", 20, 0.5, 1.0, slos=(slo,)), (slo,))
         fast = variant_capacity(variant("fast", 10, 0.25, 2.5, slos=(slo,)), (slo,))
         plan = plan_fleet(demand, [slow, fast], (slo,))
@@ -80,7 +90,7 @@ def test_a_twice_as_fast_variant_at_two_and_a_half_times_the_price_loses_until_t
 
 def test_with_a_scale_up_lag_of_one_bucket_the_ramp_bucket_pays_for_the_next_ones_replicas() -> None:
     cap = variant_capacity(variant("l40", 20, 0.5), (TPOT_60,))
-    demand = Demand(60.0, (2.0, 2.0, 12.0, 12.0, 2.0), "ramp")
+    demand = Demand(bucket_s=60.0, rates=(2.0, 2.0, 12.0, 12.0, 2.0), source="ramp")
     assert lag_buckets(60.0, 60.0) == 1 and lag_buckets(61.0, 60.0) == 2 and lag_buckets(0.0, 60.0) == 0
     none, lagged = (plan_fleet(demand, [cap], (TPOT_60,), scale_up_s=s).chosen for s in (0.0, 60.0))
     assert none is not None and lagged is not None
@@ -93,7 +103,7 @@ def test_with_a_scale_up_lag_of_one_bucket_the_ramp_bucket_pays_for_the_next_one
 
 def test_spares_are_paid_in_every_bucket_and_said() -> None:
     cap = variant_capacity(variant("l40", 20, 0.5, 3.0), (TPOT_60,))
-    plan = plan_fleet(Demand(60.0, (2.0, 6.0), "two"), [cap], (TPOT_60,), spare=1)
+    plan = plan_fleet(Demand(bucket_s=60.0, rates=(2.0, 6.0), source="two"), [cap], (TPOT_60,), spare=1)
     assert plan.chosen is not None and plan.chosen.replicas() == (2, 3)
     assert plan.chosen.spare_objective == pytest.approx(2 * 3.0 / 60)
 
@@ -102,18 +112,18 @@ def test_a_mix_uses_the_cheaper_kind_for_what_is_left_over() -> None:
     big = variant_capacity(variant("big", 10, 0.25, 2.0), (TPOT_60,))  # 40/3 requests/s for 2 USD an hour
     small = variant_capacity(variant("small", 20, 0.5, 1.0), (TPOT_60,))  # 16/3 for 1: dearer per request
     rate = 2 * 40 / 3 + 2.0  # two big ones and a little more: a third big one (6) or six small (6) or 2 + 1 (5)
-    plan = plan_fleet(Demand(3600.0, (rate,), "x"), [big, small], (TPOT_60,), mix=True)
+    plan = plan_fleet(Demand(bucket_s=3600.0, rates=(rate,), source="x"), [big, small], (TPOT_60,), mix=True)
     assert plan.chosen is not None and plan.chosen.name == "big + small"
     assert [row[0] for row in plan.chosen.need] == [2, 1] and plan.chosen.objective == pytest.approx(5.0)
     assert plan.runner_up is not None and plan.runner_up.objective == pytest.approx(6.0)
 
 
 def test_a_variant_that_no_batch_serves_says_why_and_is_not_chosen() -> None:
-    slo = SloTarget(Metric.TPOT, 50.0, 15.0)
+    slo = SloTarget(metric=Metric.TPOT, percentile=50.0, limit=15.0)
     slow = variant_capacity(variant("slow", 20, 0.5, slos=(slo,)), (slo,))
     fast = variant_capacity(variant("fast", 10, 0.25, slos=(slo,)), (slo,))
     assert slow.mu_rps is None and "no batch meets the SLOs" in slow.how and "floor" in slow.how
-    plan = plan_fleet(Demand(60.0, (5.0,), "x"), [slow, fast], (slo,))
+    plan = plan_fleet(Demand(bucket_s=60.0, rates=(5.0,), source="x"), [slow, fast], (slo,))
     assert [f.name for f in plan.fleets] == ["fast"] and plan.objective == "GPU-hours"
 
 
@@ -121,10 +131,13 @@ def test_prices_for_some_variants_only_is_refused() -> None:
     a = variant_capacity(variant("a", 20, 0.5, 1.0), (TPOT_60,))
     b = variant_capacity(variant("b", 20, 0.5), (TPOT_60,))
     with pytest.raises(ValueError, match="cost for every variant or for none"):
-        plan_fleet(Demand(60.0, (1.0,), "x"), [a, b], (TPOT_60,))
+        plan_fleet(Demand(bucket_s=60.0, rates=(1.0,), source="x"), [a, b], (TPOT_60,))
 
 
-FRONTED_SLOS = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 360.0))
+FRONTED_SLOS = (
+    SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0),
+    SloTarget(metric=Metric.TTFT, percentile=95, limit=360.0),
+)
 
 
 def swept_variant(front_end_ms: float) -> Variant:
@@ -132,7 +145,13 @@ def swept_variant(front_end_ms: float) -> Variant:
     beyond the engine: the HTTP front end, tokenising, the hop into the engine."""
     sweep = sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32), front_end_ms=front_end_ms))
     plan = plan_from_results(sweep, PlanRequest(slos=FRONTED_SLOS, output_tokens=32, seed=1, queueing_simulated=True))
-    return Variant(f"fe{front_end_ms:g}", plan, 32, plan.prefill.prompt_tokens if plan.prefill else 0.0, "sweep")
+    return Variant(
+        name=f"fe{front_end_ms:g}",
+        plan=plan,
+        output_tokens=32,
+        prompt_tokens=plan.prefill.prompt_tokens if plan.prefill else 0.0,
+        source="sweep",
+    )
 
 
 def test_a_variants_capacity_holds_the_ttft_its_sweep_measured_beyond_the_engine() -> None:
@@ -146,7 +165,7 @@ def test_a_variants_capacity_holds_the_ttft_its_sweep_measured_beyond_the_engine
 
 def test_the_fleet_replay_judges_each_request_with_its_variants_front_end() -> None:
     fronted = variant_capacity(swept_variant(300.0), FRONTED_SLOS, seed=1)
-    plan = plan_fleet(Demand(120.0, (2.0, 6.0), "two"), [fronted], FRONTED_SLOS, seed=1)
+    plan = plan_fleet(Demand(bucket_s=120.0, rates=(2.0, 6.0), source="two"), [fronted], FRONTED_SLOS, seed=1)
     assert plan.chosen is not None and plan.chosen.held
     for check in plan.chosen.checks:
         assert 300.0 < check.values_ms[0] <= 360.0  # TTFT p95: the engine's, plus the front end
@@ -169,17 +188,20 @@ def test_a_bucket_that_mixes_kinds_holds_each_requests_own_kinds_addition() -> N
     """A mix's bucket pools both kinds' requests into one statistic: each request carries what its own kind
     measured beyond its engine, at the requests its replica held at once (Little's law over the bucket)."""
     engine = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
-    mean_ttft = SloTarget(Metric.TTFT, None, 10_000.0, mean=True)
-    arrivals = arrivals_for(Demand(60.0, (4.0,), "x"), seed=3)
+    mean_ttft = SloTarget(metric=Metric.TTFT, percentile=None, limit=10_000.0, mean=True)
+    arrivals = arrivals_for(Demand(bucket_s=60.0, rates=(4.0,), source="x"), seed=3)
     seen: list[float] = []
 
     def fronted(slo: SloTarget, clients: float) -> float:
         seen.append(clients)
         return 300.0
 
-    kinds = [ReplicaKind(engine, 1.0, 64, 0.0, added) for added in (None, None)]
+    kinds = [
+        ReplicaKind(engine=engine, mu_rps=1.0, output_tokens=64, prompt_tokens=0.0, added_ms=added)
+        for added in (None, None)
+    ]
     bare = replay(arrivals, kinds, np.asarray([[1], [1]]), (mean_ttft,), 1)[0].values_ms[0]
-    kinds[0] = ReplicaKind(engine, 1.0, 64, 0.0, fronted)
+    kinds[0] = ReplicaKind(engine=engine, mu_rps=1.0, output_tokens=64, prompt_tokens=0.0, added_ms=fronted)
     mixed = replay(arrivals, kinds, np.asarray([[1], [1]]), (mean_ttft,), 1)[0].values_ms[0]
     share = float(np.mean(arrivals.draw < 0.5))  # equal capacities: the lower half of the draws go to the first
     assert mixed - bare == pytest.approx(300.0 * share)
@@ -192,10 +214,12 @@ def test_a_demand_too_large_to_replay_whole_is_replayed_on_a_sample_of_the_fleet
     ``most`` arrivals each sampled replica draws its own Poisson stream at its share of each bucket's rate:
     the buckets read as the whole replay does, within sampling noise, from a third of the requests."""
     engine = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
-    p95 = SloTarget(Metric.TTFT, 95.0, 10_000.0)
-    demand = Demand(60.0, (24.0, 48.0, 36.0), "ramp")  # 4 requests/s a replica: about half its capacity
+    p95 = SloTarget(metric=Metric.TTFT, percentile=95.0, limit=10_000.0)
+    demand = Demand(
+        bucket_s=60.0, rates=(24.0, 48.0, 36.0), source="ramp"
+    )  # 4 requests/s a replica: about half its capacity
     serving = np.asarray([[6, 12, 9]])
-    kinds = [ReplicaKind(engine, 8.0, 64, 128.0)]
+    kinds = [ReplicaKind(engine=engine, mu_rps=8.0, output_tokens=64, prompt_tokens=128.0)]
     whole = replay(arrivals_for(demand, seed=3), kinds, serving, (p95,), 3)
     sample = arrivals_for(demand, seed=3, most=2_000)
     assert "on a sample of the fleet" in sample.source and not len(sample.times_s)
@@ -203,7 +227,14 @@ def test_a_demand_too_large_to_replay_whole_is_replayed_on_a_sample_of_the_fleet
     for a, b in zip(whole, sampled):
         assert b.requests == pytest.approx(a.requests, rel=0.1)  # the bucket's offered count
         assert b.values_ms[0] == pytest.approx(a.values_ms[0], rel=0.15)
-    slower = [ReplicaKind(EngineConfig(base_ms=40.0, per_seq_ms=2.0, max_num_seqs=16), 8.0, 64, 128.0)]
+    slower = [
+        ReplicaKind(
+            engine=EngineConfig(base_ms=40.0, per_seq_ms=2.0, max_num_seqs=16),
+            mu_rps=8.0,
+            output_tokens=64,
+            prompt_tokens=128.0,
+        )
+    ]
     assert all(s.values_ms[0] > b.values_ms[0] for s, b in zip(replay(sample, slower, serving, (p95,), 3), sampled))
 
 
@@ -212,7 +243,7 @@ def test_a_mix_never_costs_more_than_either_of_its_kinds_alone() -> None:
     spare of the big kind ran in every bucket: the pair cost 6.17 where the small kind alone cost 4.17."""
     big = variant_capacity(variant("big", 10, 0.25, 2.0), (TPOT_60,))
     small = variant_capacity(variant("small", 20, 0.5, 1.0), (TPOT_60,))
-    demand = Demand(600.0, (3.03, 9.69, 4.25, 6.87, 5.87, 15.56, 10.29, 1.17), "switching")
+    demand = Demand(bucket_s=600.0, rates=(3.03, 9.69, 4.25, 6.87, 5.87, 15.56, 10.29, 1.17), source="switching")
     plan = plan_fleet(demand, [big, small], (TPOT_60,), mix=True, scale_up_s=600.0, spare=1)
     cost = {f.name: f.objective for f in plan.fleets}
     assert cost["small"] == pytest.approx(25 / 6)

@@ -18,7 +18,10 @@ from planner.fleet.fleet_plan import Variant, VariantCapacity, plan_fleet, varia
 from planner.fleet.replay import ReplicaKind, arrivals_for, replay
 
 TRACE = Path(__file__).parents[1] / "data" / "diurnal_trace.csv"
-SLOS = (SloTarget(Metric.TPOT, 50.0, 60.0), SloTarget(Metric.TTFT, 95.0, 300.0))
+SLOS = (
+    SloTarget(metric=Metric.TPOT, percentile=50.0, limit=60.0),
+    SloTarget(metric=Metric.TTFT, percentile=95.0, limit=300.0),
+)
 BUCKET_S = 30.0
 # name, base ms, per-sequence ms, USD per GPU-hour, GPUs per replica
 VARIANTS = (("small", 30.0, 1.0, 1.0, 1), ("medium", 20.0, 0.4, 2.2, 1), ("large", 12.0, 0.15, 2.5, 2))
@@ -30,7 +33,20 @@ def capacities() -> list[VariantCapacity]:
     for name, base, slope, cost, gpus in VARIANTS:
         request = PlanRequest(slos=SLOS, output_tokens=100, prompt_tokens=200, prefill_ms_per_token=0.05)
         plan = plan_from_law(StepModel.given(base, slope), request)
-        out.append(variant_capacity(Variant(name, plan, 100, 200, f"{base}+{slope}b", cost, gpus), SLOS))
+        out.append(
+            variant_capacity(
+                Variant(
+                    name=name,
+                    plan=plan,
+                    output_tokens=100,
+                    prompt_tokens=200,
+                    source=f"{base}+{slope}b",
+                    cost_per_gpu_hour=cost,
+                    gpus=gpus,
+                ),
+                SLOS,
+            )
+        )
     return out
 
 
@@ -61,7 +77,9 @@ def test_the_choice_and_its_gpu_hours_match_brute_force_and_the_replay_holds_the
     fewer[0, peak] -= 1
     kind = chosen.kinds[0]
     assert kind.variant.plan.engine is not None
-    replica = ReplicaKind(kind.variant.plan.engine, float(kind.mu_rps or 0), 100, 200)
+    replica = ReplicaKind(
+        engine=kind.variant.plan.engine, mu_rps=float(kind.mu_rps or 0), output_tokens=100, prompt_tokens=200
+    )
     checks = replay(arrivals_for(demand, 0), [replica], fewer, SLOS[1:], len(demand.rates))
     assert not checks[peak].passed and checks[peak].values_ms[0] > 300
     assert chosen.checks[peak].values_ms[0] < 300

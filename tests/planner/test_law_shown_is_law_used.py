@@ -10,7 +10,7 @@ from planner import PlanRequest, plan_from_results
 from planner.reports.plan_text import plan_lines
 from tests.planner.synthetic import closed_level, law_tpots, sweep_results
 
-SLO_35 = SloTarget(Metric.TPOT, 95, 35.0)
+SLO_35 = SloTarget(metric=Metric.TPOT, percentile=95, limit=35.0)
 
 
 def noisy_sweep_to_24() -> tuple[object, ...]:
@@ -38,7 +38,9 @@ def test_a_poor_p95_fit_never_yields_a_batch_whose_step_breaks_the_slo() -> None
 
 def test_a_sweep_that_never_crossed_without_a_trusted_law_gives_a_lower_bound() -> None:
     levels = tuple(closed_level(c, law_tpots(25.0, 0.4, c, 300, cv=0.01, seed=c)) for c in (1, 8))
-    plan = plan_from_results(sweep_results(levels), PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 60.0),)))
+    plan = plan_from_results(
+        sweep_results(levels), PlanRequest(slos=(SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0),))
+    )
     limit = plan.limits[0]
     assert limit.quality == "lower bound" and limit.batch == 8 and plan.max_batch_lower_bound
     assert limit.model is not None and not limit.model.extrapolates  # two levels cannot be checked
@@ -48,7 +50,10 @@ def test_a_sweep_that_never_crossed_without_a_trusted_law_gives_a_lower_bound() 
 
 def test_a_ttft_slo_that_does_not_bind_never_asks_for_more_data() -> None:
     levels = tuple(closed_level(c, law_tpots(25.0, 0.4, c, 300, cv=0.01, seed=c)) for c in (1, 4, 16, 32, 64))
-    slos = (SloTarget(Metric.TPOT, 95, 35.0), SloTarget(Metric.TTFT, 95, 1000.0))
+    slos = (
+        SloTarget(metric=Metric.TPOT, percentile=95, limit=35.0),
+        SloTarget(metric=Metric.TTFT, percentile=95, limit=1000.0),
+    )
     plan = plan_from_results(sweep_results(levels), PlanRequest(slos=slos))
     tpot, ttft = plan.limits
     assert tpot.batch is not None and 23 <= tpot.batch <= 25 and not plan.max_batch_lower_bound

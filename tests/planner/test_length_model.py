@@ -41,10 +41,21 @@ def _rows(
     for mix in mixes:
         group = f"P{mix.prompt_tokens:g}/O{mix.output_tokens:g}"
         for b in (1, 4, 8, 16, 32):
-            rows.append(CalibrationPoint(group, f"{group} c={b}", "tpot", b, mix, float(tpot_features(b, mix) @ beta)))
+            rows.append(
+                CalibrationPoint(
+                    group=group,
+                    label=f"{group} c={b}",
+                    kind="tpot",
+                    batch=b,
+                    mix=mix,
+                    value_ms=float(tpot_features(b, mix) @ beta),
+                )
+            )
         if idle:
             value = float(ttft_idle_features(mix, budget) @ beta)
-            rows.append(CalibrationPoint(group, f"{group} TTFT", "ttft_idle", 1, mix, value))
+            rows.append(
+                CalibrationPoint(group=group, label=f"{group} TTFT", kind="ttft_idle", batch=1, mix=mix, value_ms=value)
+            )
     return rows
 
 
@@ -75,7 +86,9 @@ def test_one_sweep_predicts_only_its_own_mix() -> None:
 def test_one_bad_level_does_not_drag_the_fit() -> None:
     rows = _rows([Mix(64, 64), Mix(256, 64), Mix(64, 32)], idle=True)  # two prompt lengths: a linear prefill
     bad = rows[3]
-    rows[3] = CalibrationPoint(bad.group, bad.label, bad.kind, bad.batch, bad.mix, bad.value_ms * 1.4)
+    rows[3] = CalibrationPoint(
+        group=bad.group, label=bad.label, kind=bad.kind, batch=bad.batch, mix=bad.mix, value_ms=bad.value_ms * 1.4
+    )
     model = fit_length_model(rows)
     assert bad.label in model.outliers
     for name in COEFFICIENTS:
@@ -89,7 +102,16 @@ def _swept_again(rows: list[CalibrationPoint], name: str, factor: float) -> list
     out = []
     for p in rows:
         value = p.value_ms * (factor if p.mix.prompt_tokens == longest else 1.0)
-        out.append(CalibrationPoint(f"{name} {p.group}", f"{name} {p.label}", p.kind, p.batch, p.mix, value))
+        out.append(
+            CalibrationPoint(
+                group=f"{name} {p.group}",
+                label=f"{name} {p.label}",
+                kind=p.kind,
+                batch=p.batch,
+                mix=p.mix,
+                value_ms=value,
+            )
+        )
     return out
 
 
@@ -154,7 +176,7 @@ def test_the_simulators_law_is_recovered_and_a_larger_mix_planned_within_one_bat
     law: dict[str, float], budget: int | None
 ) -> None:
     calibrations = [(f"calib-{p}.json", _calibrate(law, budget, p)) for p in (64, 256)]
-    slo = SloTarget(Metric.TPOT, 50, 60.0)
+    slo = SloTarget(metric=Metric.TPOT, percentile=50, limit=60.0)
     mix = Mix(1024, 128)  # 4x the longest prompt, 2x the output of anything calibrated
     plan = plan_for_mix(calibrations, PlanRequest(slos=(slo,), prompt_tokens=1024, output_tokens=128, simulate=False))
     assert plan.mix is not None
@@ -181,7 +203,10 @@ def test_a_square_prefill_term_is_recovered_from_three_prompt_lengths_and_predic
     law = dict(base_ms=15.0, per_seq_ms=0.3, per_kv_ms=1.0, prefill_ms_per_token=0.02, prefill_attention_ms=20.0)
     calibrations = [(f"calib-{p}.json", _calibrate(law, None, p)) for p in (64, 256, 512)]
     request = PlanRequest(
-        slos=(SloTarget(Metric.TPOT, 50, 60.0),), prompt_tokens=1024, output_tokens=64, simulate=False
+        slos=(SloTarget(metric=Metric.TPOT, percentile=50, limit=60.0),),
+        prompt_tokens=1024,
+        output_tokens=64,
+        simulate=False,
     )
     plan = plan_for_mix(calibrations, request)
     assert plan.mix is not None
@@ -246,10 +271,19 @@ def test_a_flat_calibration_is_bounded_per_token_and_a_length_swept_twice_is_one
         group = f"P{prompt:g}"
         beta = np.array(list(TRUE.values()))
         rows += [
-            CalibrationPoint(group, f"{group} c={b}", "tpot", b, mix, float(tpot_features(b, mix) @ beta))
+            CalibrationPoint(
+                group=group,
+                label=f"{group} c={b}",
+                kind="tpot",
+                batch=b,
+                mix=mix,
+                value_ms=float(tpot_features(b, mix) @ beta),
+            )
             for b in (1, 4, 8)
         ]
-        rows.append(CalibrationPoint(group, f"{group} TTFT", "ttft_idle", 1, mix, ttft))
+        rows.append(
+            CalibrationPoint(group=group, label=f"{group} TTFT", kind="ttft_idle", batch=1, mix=mix, value_ms=ttft)
+        )
     bound = idle_ttft_bound(fit_length_model(rows), 1024)
     assert bound is not None
     assert bound == pytest.approx((16.9 + 12.3) / 2 * 1024 / ((253.0 + 255.6) / 2), rel=1e-9)
@@ -261,7 +295,7 @@ def test_a_calibration_whose_tpot_falls_with_the_batch_bounds_no_batch_and_says_
     # is no bound, and not the floor either (batch 1 meets it)
     falling = {**TRUE, "per_seq_ms": -0.6}  # at the mix: -0.6 + 0.8 x 0.23 (KV) + 0.02 x 3 (prefill) < 0
     model = fit_length_model(_rows([Mix(64, 64), Mix(256, 64)], idle=True, truth=falling))
-    limit = mix_batch_limit(model, Mix(200, 64), SloTarget(Metric.TPOT, 95, 40.0))
+    limit = mix_batch_limit(model, Mix(200, 64), SloTarget(metric=Metric.TPOT, percentile=95, limit=40.0))
     assert limit.batch is None and limit.quality == "insufficient range"
     assert "does not grow with the batch" in limit.note and "no batch meets it" not in limit.note
 

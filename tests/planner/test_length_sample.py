@@ -29,10 +29,12 @@ def test_context_is_weighted_by_the_steps_each_request_holds_it() -> None:
 def test_one_length_for_every_request_is_the_fixed_mix() -> None:
     sample = LengthSample(np.full(5, 512.0), np.full(5, 64), "fixed")
     assert sample.mix.context_tokens == pytest.approx(Mix(512, 64).context_tokens)
-    slos = (SloTarget(Metric.TTFT, 95, 400.0),)
-    fixed = simulate_replicas(LAW, 2, 10.0, slos, Traffic(64, prompt_tokens=512, seed=3), size=(200, 1000))
+    slos = (SloTarget(metric=Metric.TTFT, percentile=95, limit=400.0),)
+    fixed = simulate_replicas(
+        LAW, 2, 10.0, slos, Traffic(output_tokens=64, prompt_tokens=512, seed=3), size=(200, 1000)
+    )
     drawn = simulate_replicas(
-        LAW, 2, 10.0, slos, Traffic(64, prompt_tokens=512, lengths=sample, seed=3), size=(200, 1000)
+        LAW, 2, 10.0, slos, Traffic(output_tokens=64, prompt_tokens=512, lengths=sample, seed=3), size=(200, 1000)
     )
     assert drawn.utilization == pytest.approx(fixed.utilization)
     assert [e.value_ms for e in drawn.estimates] == pytest.approx([e.value_ms for e in fixed.estimates])
@@ -44,10 +46,10 @@ def test_a_long_tail_of_prompts_lengthens_ttft_p95_beyond_its_means() -> None:
     prompts = np.array([3584.0] + [73.14] * 7)
     sample = LengthSample(prompts, np.full(8, 64), "tail")
     assert sample.mix.prompt_tokens == pytest.approx(512, rel=1e-3)
-    slos = (SloTarget(Metric.TTFT, 95, 10_000.0),)
-    means = simulate_replicas(LAW, 1, 5.0, slos, Traffic(64, prompt_tokens=512, seed=1), size=(200, 2000))
+    slos = (SloTarget(metric=Metric.TTFT, percentile=95, limit=10_000.0),)
+    means = simulate_replicas(LAW, 1, 5.0, slos, Traffic(output_tokens=64, prompt_tokens=512, seed=1), size=(200, 2000))
     tail = simulate_replicas(
-        LAW, 1, 5.0, slos, Traffic(64, prompt_tokens=512, lengths=sample, seed=1), size=(200, 2000)
+        LAW, 1, 5.0, slos, Traffic(output_tokens=64, prompt_tokens=512, lengths=sample, seed=1), size=(200, 2000)
     )
     assert tail.estimates[0].value_ms > 1.5 * means.estimates[0].value_ms
 

@@ -35,10 +35,7 @@ def test_what_if_prefill_is_in_every_tpot_and_throughput_figure_and_the_engine_a
     simulated engine, fed the stated law and the prefill, must show the same mean step at that batch.
     """
     request = PlanRequest(
-        slos=(SloTarget.from_key("tpot_p95_ms", 50.0),),
-        output_tokens=200,
-        prefill_ms_per_token=0.5,
-        prompt_tokens=128,
+        slos=(SloTarget.from_key("tpot_p95_ms", 50.0),), output_tokens=200, prefill_ms_per_token=0.5, prompt_tokens=128
     )
     plan = plan_from_law(StepModel.given(25, 0.25), request)
     assert plan.max_batch == 43 and plan.step_ms_at_max_batch == pytest.approx(25 + 0.57 * 43)

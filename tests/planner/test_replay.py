@@ -56,10 +56,19 @@ def test_the_correction_recovers_a_uniformly_slower_server_and_the_ttft_it_adds(
 
 
 def test_several_levels_are_corrected_by_the_slowest_steps_and_the_largest_offset_any_showed() -> None:
-    one, two = Correction(1.1, 20.0, 100, 4.0), Correction(1.3, 5.0, 200, 6.0)
-    assert most_conservative([one, None, two]) == Correction(1.3, 20.0, 300, 6.0)
-    tail = Correction(1.0, 10.0, 50, 2.0, (("ttft_p95_ms", 80.0),))
-    assert most_conservative([one, tail]) == Correction(1.1, 20.0, 150, 4.0, (("ttft_p95_ms", 80.0),))
+    one, two = (
+        Correction(step_factor=1.1, ttft_offset_ms=20.0, requests=100, rate_rps=4.0),
+        Correction(step_factor=1.3, ttft_offset_ms=5.0, requests=200, rate_rps=6.0),
+    )
+    assert most_conservative([one, None, two]) == Correction(
+        step_factor=1.3, ttft_offset_ms=20.0, requests=300, rate_rps=6.0
+    )
+    tail = Correction(
+        step_factor=1.0, ttft_offset_ms=10.0, requests=50, rate_rps=2.0, slo_offsets_ms=(("ttft_p95_ms", 80.0),)
+    )
+    assert most_conservative([one, tail]) == Correction(
+        step_factor=1.1, ttft_offset_ms=20.0, requests=150, rate_rps=4.0, slo_offsets_ms=(("ttft_p95_ms", 80.0),)
+    )
     assert most_conservative([two, tail]).slo_offsets_ms == (("ttft_p95_ms", 80.0),)  # type: ignore[union-attr]
     assert most_conservative([None]) is None
 
@@ -78,8 +87,10 @@ def test_a_tail_the_engine_does_not_hold_is_added_where_an_slo_reads_it() -> Non
     assert check.correction.added_ms(parse_slo("ttft_p99<1s")) == check.correction.ttft_offset_ms  # not asked
     assert "ttft_p95 +" in check.correction.text
     slo = (p95,)
-    plain = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200))
-    added = simulate_replicas(LAW, 1, 5.0, slo, Traffic(40, prompt_tokens=200, added_ms=check.correction.added_ms))
+    plain = simulate_replicas(LAW, 1, 5.0, slo, Traffic(output_tokens=40, prompt_tokens=200))
+    added = simulate_replicas(
+        LAW, 1, 5.0, slo, Traffic(output_tokens=40, prompt_tokens=200, added_ms=check.correction.added_ms)
+    )
     assert added.estimates[0].value_ms == pytest.approx(plain.estimates[0].value_ms + check.correction.added_ms(p95))
 
 

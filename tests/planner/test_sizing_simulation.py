@@ -20,15 +20,15 @@ from planner.laws.lengthsample import LengthSample
 from planner.simulation.closed_loop import run_closed_loop
 
 LAW = StepModel.given(25.0, 0.4)
-TTFT_1S = SloTarget(Metric.TTFT, 95, 1000.0)
-SLOS = (SloTarget(Metric.TPOT, 95, 60.0), TTFT_1S)
+TTFT_1S = SloTarget(metric=Metric.TTFT, percentile=95, limit=1000.0)
+SLOS = (SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0), TTFT_1S)
 
 
 def engine_timeline(
     cfg: EngineConfig, arrivals: np.ndarray, outs: np.ndarray, prompts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """First and last token times from the simulated server's own engine, one step at a time."""
-    engine = Engine(cfg)
+    engine = Engine(config=cfg)
     n = len(arrivals)
     first, last = np.full(n, np.nan), np.full(n, np.nan)
     t, i = 0.0, 0
@@ -126,19 +126,23 @@ def test_the_chapters_40_qps_needs_7_replicas_and_6_settles_as_failing() -> None
 
 def test_a_settled_pass_has_its_interval_below_the_limit_and_an_unstable_count_is_not_simulated() -> None:
     law = EngineConfig(max_num_seqs=87)
-    ok = simulate_replicas(law, 8, 40.0, (TTFT_1S,), Traffic(200), size=(1000, 5000))
+    ok = simulate_replicas(law, 8, 40.0, (TTFT_1S,), Traffic(output_tokens=200), size=(1000, 5000))
     assert ok.verdict == "pass" and all(e.high_ms <= 1000.0 for e in ok.estimates)
     assert ok.requests == ok.replications * 6000
-    unstable = simulate_replicas(law, 5, 40.0, (TTFT_1S,), Traffic(200))
+    unstable = simulate_replicas(law, 5, 40.0, (TTFT_1S,), Traffic(output_tokens=200))
     assert unstable.verdict == "unstable" and unstable.utilization > 1 and unstable.requests == 0
 
 
 def test_an_interval_that_straddles_the_limit_at_the_cap_is_unsettled_and_never_passes() -> None:
     law = EngineConfig(max_num_seqs=87)
-    probe = simulate_replicas(law, 6, 40.0, (TTFT_1S,), Traffic(200), size=(500, 1500), max_replications=5)
+    probe = simulate_replicas(
+        law, 6, 40.0, (TTFT_1S,), Traffic(output_tokens=200), size=(500, 1500), max_replications=5
+    )
     e = probe.estimates[0]
-    straddling = SloTarget(Metric.TTFT, 95, (e.low_ms + e.high_ms) / 2)
-    again = simulate_replicas(law, 6, 40.0, (straddling,), Traffic(200), size=(500, 1500), max_replications=5)
+    straddling = SloTarget(metric=Metric.TTFT, percentile=95, limit=(e.low_ms + e.high_ms) / 2)
+    again = simulate_replicas(
+        law, 6, 40.0, (straddling,), Traffic(output_tokens=200), size=(500, 1500), max_replications=5
+    )
     assert again.verdict == "unsettled" and not again.passed
 
 
@@ -146,7 +150,13 @@ def test_exact_decimals_in_the_utilisation_rule() -> None:
     # 46.4 x 200 = 9280 tok/s over 0.58 x 1600: exactly 10 (binary floats give 927.9999... and 11)
     law = StepModel.given(20.0, 0.125)
     plan = plan_from_law(
-        law, PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 25.0),), qps=46.4, output_tokens=200, max_utilization=0.58)
+        law,
+        PlanRequest(
+            slos=(SloTarget(metric=Metric.TPOT, percentile=95, limit=25.0),),
+            qps=46.4,
+            output_tokens=200,
+            max_utilization=0.58,
+        ),
     )
     assert plan.max_batch == 40 and plan.recommended_replicas == 10
     assert replicas_for(46.4, 200, 1600.0, max_utilization=0.58).replicas_at_utilization == 10
@@ -163,7 +173,10 @@ def test_exact_decimals_in_the_utilisation_rule() -> None:
 def test_the_recommendation_is_never_below_the_utilisation_rule(
     base: float, slope: float, qps: float, tokens: int, utilization: float
 ) -> None:
-    slos = (SloTarget(Metric.TPOT, 95, base + 30 * slope), SloTarget(Metric.TTFT, 95, 10 * base))
+    slos = (
+        SloTarget(metric=Metric.TPOT, percentile=95, limit=base + 30 * slope),
+        SloTarget(metric=Metric.TTFT, percentile=95, limit=10 * base),
+    )
     plan = plan_from_law(
         StepModel.given(base, slope), PlanRequest(slos=slos, qps=qps, output_tokens=tokens, max_utilization=utilization)
     )
@@ -192,9 +205,9 @@ def test_burstier_arrivals_never_need_fewer_replicas() -> None:
 
 def test_simulation_is_seeded_and_light_load_queues_nothing() -> None:
     law = EngineConfig(max_num_seqs=87)
-    slos = (SloTarget(Metric.TTFT, 95, 100.0),)
-    a = simulate_replicas(law, 80, 40.0, slos, Traffic(50, seed=3), size=(200, 2000))
-    assert a == simulate_replicas(law, 80, 40.0, slos, Traffic(50, seed=3), size=(200, 2000))
+    slos = (SloTarget(metric=Metric.TTFT, percentile=95, limit=100.0),)
+    a = simulate_replicas(law, 80, 40.0, slos, Traffic(output_tokens=50, seed=3), size=(200, 2000))
+    assert a == simulate_replicas(law, 80, 40.0, slos, Traffic(output_tokens=50, seed=3), size=(200, 2000))
     ttft = a.estimates[0]
     assert ttft.value_ms <= 25.4 * 2 + 1e-6  # at most a partial step, then its own step
 

@@ -26,9 +26,20 @@ def _rows(mixes: list[Mix], idle_prefill: float = LAW["prefill_ms_per_token"]) -
     for mix in mixes:
         group = f"P{mix.prompt_tokens:g}/O{mix.output_tokens:g}"
         for b in (1, 5, 25, 50):
-            rows.append(CalibrationPoint(group, f"{group} c={b}", "tpot", b, mix, float(tpot_features(b, mix) @ step)))
+            rows.append(
+                CalibrationPoint(
+                    group=group,
+                    label=f"{group} c={b}",
+                    kind="tpot",
+                    batch=b,
+                    mix=mix,
+                    value_ms=float(tpot_features(b, mix) @ step),
+                )
+            )
         ttft = float(ttft_idle_features(mix, None) @ idle)
-        rows.append(CalibrationPoint(group, f"{group} TTFT", "ttft_idle", 1, mix, ttft))
+        rows.append(
+            CalibrationPoint(group=group, label=f"{group} TTFT", kind="ttft_idle", batch=1, mix=mix, value_ms=ttft)
+        )
     return rows
 
 

@@ -46,7 +46,7 @@ def test_the_throughput_heuristic_is_opt_in_and_needs_two_low_gains() -> None:
 
 def test_stop_on_a_bad_slo_breach_only() -> None:
     level = [closed_level(8, np.full(100, 45.0))]
-    slo = (SloTarget(Metric.TPOT, 95, 30.0),)
+    slo = (SloTarget(metric=Metric.TPOT, percentile=95, limit=30.0),)
     assert stop_reason(level, slo) is None  # 1.5x over: keep going
     reason = stop_reason([closed_level(8, np.full(100, 61.0))], slo)
     assert reason is not None and "tpot_p95_ms" in reason and "2x" in reason
@@ -89,7 +89,7 @@ def test_a_rising_ttft_is_overload_only_in_an_open_loop() -> None:
     problems = judge([closed]).levels[0].problems
     assert any("not steady: TTFT rose 2.00 s" in p and "bounded by its 16 clients" in p for p in problems), problems
     assert not any("capacity" in p or "offered" in p for p in problems)
-    opened = replace(closed, load=Load("rate", 20.0))
+    opened = replace(closed, load=Load(kind="rate", value=20.0))
     problems = judge([opened]).levels[0].problems
     assert any("not steady (queue growing)" in p and "exceeds capacity" in p for p in problems), problems
     # a client starved of its core: the rise is no evidence of the server; the level says what it measured

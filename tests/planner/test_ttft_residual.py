@@ -18,7 +18,14 @@ def rows(
 ) -> list[ResidualRow]:
     """Levels at 1, 2, 4 and 8 clients whose measured TTFT exceeds the simulated one by the line."""
     return [
-        ResidualRow(f"p{p:g} c={c}", float(c), p, q, 30.0 + at_one + per_client * (c - 1), 30.0)
+        ResidualRow(
+            label=f"p{p:g} c={c}",
+            clients=float(c),
+            prompt_tokens=p,
+            percentile=q,
+            measured_ms=30.0 + at_one + per_client * (c - 1),
+            simulated_ms=30.0,
+        )
         for p in prompts
         for c in (1, 2, 4, 8)
     ]
@@ -46,8 +53,10 @@ def test_an_slo_reads_the_fitted_statistic_at_or_below_its_own() -> None:
     assert residual.term(None).percentile == 50.0  # a mean
     assert residual.term(90.0).percentile == 50.0  # never a larger residual than measured for it
     assert residual.term(99.0).percentile == 95.0
-    assert residual.slo_added_ms(SloTarget(Metric.TTFT, 95, 500.0), 3.0) == pytest.approx(26.0)
-    assert residual.slo_added_ms(SloTarget(Metric.E2E, None, 900.0, mean=True), 3.0) == pytest.approx(12.0)
+    assert residual.slo_added_ms(SloTarget(metric=Metric.TTFT, percentile=95, limit=500.0), 3.0) == pytest.approx(26.0)
+    assert residual.slo_added_ms(
+        SloTarget(metric=Metric.E2E, percentile=None, limit=900.0, mean=True), 3.0
+    ) == pytest.approx(12.0)
 
 
 def test_a_simulation_that_over_predicts_is_never_taken_as_a_discount() -> None:
@@ -59,7 +68,12 @@ def test_a_simulation_that_over_predicts_is_never_taken_as_a_discount() -> None:
 
 
 def test_one_concurrency_gives_the_median_and_no_slope() -> None:
-    one = [ResidualRow(f"r{k}", 4.0, 64.0, 50.0, 40.0 + k, 30.0) for k in range(5)]
+    one = [
+        ResidualRow(
+            label=f"r{k}", clients=4.0, prompt_tokens=64.0, percentile=50.0, measured_ms=40.0 + k, simulated_ms=30.0
+        )
+        for k in range(5)
+    ]
     residual = fit_ttft_residual(one)
     assert residual is not None
     term = residual.term(50.0)
@@ -78,7 +92,7 @@ def test_a_residual_that_changes_with_the_prompt_is_said() -> None:
 
 
 ENGINE = EngineConfig(base_ms=20.0, per_seq_ms=1.0, max_num_seqs=16)
-TTFT_P95 = SloTarget(Metric.TTFT, 95, 120.0)
+TTFT_P95 = SloTarget(metric=Metric.TTFT, percentile=95, limit=120.0)
 
 
 def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight() -> None:
@@ -89,7 +103,9 @@ def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight()
         return 0.0
 
     rate = 2.0  # requests/s, each 64 tokens of about 22 ms steps: ~1.4 s in flight, ~2.9 requests at once
-    simulate_replicas(ENGINE, 1, rate, (TTFT_P95,), Traffic(64, seed=1, added_ms=added), max_replications=3)
+    simulate_replicas(
+        ENGINE, 1, rate, (TTFT_P95,), Traffic(output_tokens=64, seed=1, added_ms=added), max_replications=3
+    )
     assert seen
     e2e_s = 64 * (ENGINE.base_ms + ENGINE.per_seq_ms * 3) / 1000
     for clients in seen:
@@ -97,9 +113,9 @@ def test_the_sizing_simulation_adds_the_residual_at_littles_requests_in_flight()
 
 
 def test_a_residual_lowers_the_largest_rate_one_replica_holds() -> None:
-    bare, _ = max_rate_per_replica(ENGINE, (TTFT_P95,), Traffic(64, seed=1))
+    bare, _ = max_rate_per_replica(ENGINE, (TTFT_P95,), Traffic(output_tokens=64, seed=1))
     loaded, _ = max_rate_per_replica(
-        ENGINE, (TTFT_P95,), Traffic(64, seed=1, added_ms=lambda slo, clients: 10.0 * clients)
+        ENGINE, (TTFT_P95,), Traffic(output_tokens=64, seed=1, added_ms=lambda slo, clients: 10.0 * clients)
     )
     assert bare is not None and loaded is not None
     assert loaded < 0.9 * bare
@@ -108,7 +124,14 @@ def test_a_residual_lowers_the_largest_rate_one_replica_holds() -> None:
 def test_levels_repeated_across_sweeps_fit_a_line_where_a_half_holds_one_concurrency() -> None:
     # two sweeps at 1, 8, 8: the upper half of the sorted levels is all c=8 (a bend check cannot run there)
     repeated = [
-        ResidualRow(f"r{p}c{c}", float(c), p, 50.0, 30.0 + 2.0 + 0.5 * (c - 1), 30.0)
+        ResidualRow(
+            label=f"r{p}c{c}",
+            clients=float(c),
+            prompt_tokens=p,
+            percentile=50.0,
+            measured_ms=30.0 + 2.0 + 0.5 * (c - 1),
+            simulated_ms=30.0,
+        )
         for p in (64.0, 256.0)
         for c in (1, 8, 8)
     ]
@@ -119,7 +142,10 @@ def test_levels_repeated_across_sweeps_fit_a_line_where_a_half_holds_one_concurr
 def test_a_sweep_whose_ttft_holds_a_front_end_is_sized_with_it() -> None:
     """One sweep, two servers: the same engine, one with 300 ms of front end in every TTFT. The sizing
     simulation runs the engine; it used to judge a TTFT SLO as if the front end were not there."""
-    slos = (SloTarget(Metric.TPOT, 95, 60.0), SloTarget(Metric.TTFT, 95, 2000.0))
+    slos = (
+        SloTarget(metric=Metric.TPOT, percentile=95, limit=60.0),
+        SloTarget(metric=Metric.TTFT, percentile=95, limit=2000.0),
+    )
     request = PlanRequest(slos=slos, qps=20, output_tokens=32, seed=1)
     plain = plan_from_results(sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32))), request)
     slowed = plan_from_results(sweep_results(law_sweep(25.0, 0.4, 64, (1, 8, 16, 32), front_end_ms=300.0)), request)

@@ -24,7 +24,7 @@ LAW = EngineConfig(base_ms=10, per_seq_ms=0, adapter_slots=2, adapter_load_ms=50
 
 
 def test_a_step_pays_for_each_adapter_it_mixes_and_each_it_loads() -> None:
-    engine = Engine(LAW)
+    engine = Engine(config=LAW)
     engine.submit(0, prompt_tokens=1, max_tokens=3, now_ms=0, adapter="a")
     engine.submit(1, prompt_tokens=1, max_tokens=3, now_ms=0, adapter="b")
     engine.submit(2, prompt_tokens=1, max_tokens=3, now_ms=0)  # the base model: no adapter cost
@@ -35,7 +35,7 @@ def test_a_step_pays_for_each_adapter_it_mixes_and_each_it_loads() -> None:
 
 
 def test_an_adapter_past_the_slots_waits_for_one_to_leave_and_is_loaded_in_its_place() -> None:
-    engine = Engine(LAW)
+    engine = Engine(config=LAW)
     for seq, adapter in enumerate(["a", "b", "c", "a"]):
         engine.submit(seq, prompt_tokens=1, max_tokens=2, now_ms=0, adapter=adapter)
     steps = run_to_idle(engine)
@@ -47,7 +47,7 @@ def test_an_adapter_past_the_slots_waits_for_one_to_leave_and_is_loaded_in_its_p
 
 
 def test_resident_adapters_cost_no_load_the_next_time() -> None:
-    engine = Engine(LAW)
+    engine = Engine(config=LAW)
     for round_ in range(3):
         engine.submit(round_, prompt_tokens=1, max_tokens=1, now_ms=0, adapter="a")
         run_to_idle(engine)

@@ -24,7 +24,7 @@ def token_times(steps: list[Step], seq_id: int) -> list[float]:
 
 
 def test_lone_request_follows_the_batch_1_law() -> None:
-    engine = Engine(EngineConfig())
+    engine = Engine(config=EngineConfig())
     engine.submit(0, prompt_tokens=10, max_tokens=20, now_ms=0.0)
     steps = run_to_idle(engine)
     times = token_times(steps, 0)
@@ -35,7 +35,7 @@ def test_lone_request_follows_the_batch_1_law() -> None:
 
 
 def test_sixteen_streams_step_at_31_4_ms() -> None:
-    engine = Engine(EngineConfig())
+    engine = Engine(config=EngineConfig())
     for i in range(16):
         engine.submit(i, prompt_tokens=1, max_tokens=10, now_ms=0.0)
     steps = run_to_idle(engine)
@@ -44,7 +44,7 @@ def test_sixteen_streams_step_at_31_4_ms() -> None:
 
 
 def test_max_num_seqs_queues_the_rest_fifo() -> None:
-    engine = Engine(EngineConfig(max_num_seqs=4))
+    engine = Engine(config=EngineConfig(max_num_seqs=4))
     for i in range(8):
         engine.submit(i, prompt_tokens=1, max_tokens=5, now_ms=0.0)
     first = engine.next_step(0.0)
@@ -58,14 +58,14 @@ def test_max_num_seqs_queues_the_rest_fifo() -> None:
 
 
 def test_prefill_cost_is_charged_in_the_admitting_step() -> None:
-    engine = Engine(EngineConfig(prefill_ms_per_token=0.01))
+    engine = Engine(config=EngineConfig(prefill_ms_per_token=0.01))
     engine.submit(0, prompt_tokens=1000, max_tokens=3, now_ms=0.0)
     steps = run_to_idle(engine)
     assert [s.duration_ms for s in steps] == pytest.approx([25.4 + 10.0, 25.4, 25.4])
 
 
 def test_static_batch_3_3_3_10_uses_40_slot_steps_for_19_tokens() -> None:
-    engine = Engine(EngineConfig(mode=Mode.STATIC, static_batch=4))
+    engine = Engine(config=EngineConfig(mode=Mode.STATIC, static_batch=4))
     for i, n in enumerate([3, 3, 3, 10]):
         engine.submit(i, prompt_tokens=1, max_tokens=n, now_ms=0.0)
     steps = run_to_idle(engine)
@@ -79,7 +79,7 @@ def test_continuous_finishes_the_same_work_in_fewer_steps_than_static() -> None:
     lengths = [3, 3, 3, 10] * 2
 
     def steps_for(mode: str) -> tuple[int, int, int]:
-        engine = Engine(EngineConfig(mode=mode, max_num_seqs=4, static_batch=4))  # type: ignore[arg-type]
+        engine = Engine(config=EngineConfig(mode=mode, max_num_seqs=4, static_batch=4))  # type: ignore[arg-type]
         for i, n in enumerate(lengths):
             engine.submit(i, prompt_tokens=1, max_tokens=n, now_ms=0.0)
         steps = run_to_idle(engine)
@@ -95,7 +95,7 @@ def test_continuous_finishes_the_same_work_in_fewer_steps_than_static() -> None:
 
 
 def test_static_mode_waits_for_a_full_batch_or_the_timeout() -> None:
-    engine = Engine(EngineConfig(mode=Mode.STATIC, static_batch=4, static_wait_ms=50.0))
+    engine = Engine(config=EngineConfig(mode=Mode.STATIC, static_batch=4, static_wait_ms=50.0))
     engine.submit(0, prompt_tokens=1, max_tokens=2, now_ms=0.0)
     assert engine.next_step(10.0) is None
     assert engine.wake_at_ms() == 50.0
@@ -104,7 +104,7 @@ def test_static_mode_waits_for_a_full_batch_or_the_timeout() -> None:
 
 
 def test_cancel_frees_the_slot() -> None:
-    engine = Engine(EngineConfig(max_num_seqs=1))
+    engine = Engine(config=EngineConfig(max_num_seqs=1))
     engine.submit(0, prompt_tokens=1, max_tokens=100, now_ms=0.0)
     engine.submit(1, prompt_tokens=1, max_tokens=1, now_ms=0.0)
     engine.next_step(0.0)
@@ -116,7 +116,7 @@ def test_cancel_frees_the_slot() -> None:
 
 def test_noise_is_seeded_with_mean_one_and_the_requested_cv() -> None:
     def durations(seed: int) -> np.ndarray:
-        engine = Engine(EngineConfig(noise_cv=0.2, seed=seed, base_ms=10.0, per_seq_ms=0.0))
+        engine = Engine(config=EngineConfig(noise_cv=0.2, seed=seed, base_ms=10.0, per_seq_ms=0.0))
         engine.submit(0, prompt_tokens=1, max_tokens=4000, now_ms=0.0)
         return np.array([s.duration_ms for s in run_to_idle(engine)])
 
@@ -146,7 +146,7 @@ def test_bad_config_is_rejected(kwargs: dict[str, object], match: str) -> None:
 
 def test_a_step_pays_for_the_kv_cache_it_reads() -> None:
     # one sequence, prompt 1000: step k reads 1000 + (k - 1) tokens (its prompt, then its tokens so far)
-    engine = Engine(EngineConfig(per_kv_ms=2.0))
+    engine = Engine(config=EngineConfig(per_kv_ms=2.0))
     engine.submit(0, prompt_tokens=1000, max_tokens=3, now_ms=0.0)
     steps = run_to_idle(engine)
     assert [s.duration_ms for s in steps] == pytest.approx([25.4 + 2.0, 25.4 + 2.002, 25.4 + 2.004])
@@ -155,7 +155,7 @@ def test_a_step_pays_for_the_kv_cache_it_reads() -> None:
 def test_chunked_prefill_spreads_a_long_prompt_over_steps_within_the_token_budget() -> None:
     # budget 256 a step: a running decode takes 1, so the 1,000-token prompt goes in as 255 + 255 + 255 + 235
     config = EngineConfig(prefill_ms_per_token=0.01, max_num_seqs=4, max_num_batched_tokens=256)
-    engine = Engine(config)
+    engine = Engine(config=config)
     engine.submit(0, prompt_tokens=1, max_tokens=10, now_ms=0.0)
     first = engine.next_step(0.0)
     assert first is not None and first.emitted == (0,)
@@ -171,7 +171,7 @@ def test_chunked_prefill_spreads_a_long_prompt_over_steps_within_the_token_budge
 
 def test_a_request_waits_for_kv_space() -> None:
     # 3,000 tokens of cache, each request reserves 1,000 + 100: two run, the third waits for one to finish
-    engine = Engine(EngineConfig(kv_capacity_tokens=3000))
+    engine = Engine(config=EngineConfig(kv_capacity_tokens=3000))
     for i in range(3):
         engine.submit(i, prompt_tokens=1000, max_tokens=100, now_ms=0.0)
     first = engine.next_step(0.0)
@@ -185,7 +185,7 @@ def test_steady_state_step_is_the_design_formula(b: int, prompt: int, output: in
     # DESIGN.md: mean step(b) ~ base + b * (per_seq + per_kv * (P + O/2) / 1000 + prefill * P / O), no budget;
     # a closed loop of b clients, each sending again when its request ends (staggered: one a step at first)
     config = EngineConfig(per_kv_ms=0.5, prefill_ms_per_token=0.002, max_num_seqs=b)
-    engine = Engine(config)
+    engine = Engine(config=config)
     now, next_id, durations = 0.0, 0, []
     for _ in range(b):
         engine.submit(next_id, prompt_tokens=prompt, max_tokens=output, now_ms=now)

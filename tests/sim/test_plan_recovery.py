@@ -39,7 +39,7 @@ def sweep(
 
 def test_law_and_max_batch_are_recovered(tmp_path: Path) -> None:
     out = sweep(tmp_path, "{max_num_seqs: 64}", "1, 4, 16, 32, 64, 96, 128")
-    plan = plan_from_results(load(out), PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 40.0),)))
+    plan = plan_from_results(load(out), PlanRequest(slos=(SloTarget(metric=Metric.TPOT, percentile=95, limit=40.0),)))
     assert plan.fit is not None
     assert plan.fit.base_ms == pytest.approx(25.0, rel=0.01)
     assert plan.fit.per_seq_ms == pytest.approx(0.4, rel=0.02)
@@ -55,7 +55,7 @@ def test_law_and_max_batch_are_recovered(tmp_path: Path) -> None:
 
 def test_every_level_under_the_slo_is_capped_by_the_max_batch(tmp_path: Path) -> None:
     out = sweep(tmp_path, "{max_num_seqs: 16}", "4, 8, 16, 32, 64")
-    plan = plan_from_results(load(out), PlanRequest(slos=(SloTarget(Metric.TPOT, 95, 100.0),)))
+    plan = plan_from_results(load(out), PlanRequest(slos=(SloTarget(metric=Metric.TPOT, percentile=95, limit=100.0),)))
     limit = plan.limits[0]
     assert limit.quality == "capped at max batch"  # c=32, 64 have TPOT far under 100 ms but only queue
     assert plan.max_batch is not None and 14 <= plan.max_batch <= 16

@@ -66,7 +66,7 @@ async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c
     step_ms = 25 + 0.4 * c
     # 5 s: the simulator keeps its steps on absolute deadlines, so after a stall of its process it
     # catches up; a 3 s window that caught one read 5.7% above the law at c=32 (a 5 s one: ~3%)
-    plan = LevelPlan(Load("concurrency", c), duration_s=5.0, warmup_s=1.0, ramp_up_s=0.8)
+    plan = LevelPlan(load=Load(kind="concurrency", value=c), duration_s=5.0, warmup_s=1.0, ramp_up_s=0.8)
     result = await measure(sim.base_url, plan)
     assert result.failed == 0 and result.completed > 0
     tpot_p50 = result.percentile_ms(Metric.TPOT, 50)
@@ -81,8 +81,8 @@ async def test_closed_loop_tpot_and_throughput_follow_the_law(sim: SimProcess, c
 @pytest.mark.asyncio
 async def test_coordinated_omission_queue_is_in_ttft_not_in_ttft_sent(sim: SimProcess) -> None:
     # 16 tokens at batch 2 take ~16 * 25.8 ms = 0.41 s, so 2 slots serve ~4.8 req/s; 10 req/s must queue.
-    load = Load("rate", 10.0, arrival=Arrival.CONSTANT, max_in_flight=2)
-    result = await measure(sim.base_url, LevelPlan(load, duration_s=2.5), workload(16))
+    load = Load(kind="rate", value=10.0, arrival=Arrival.CONSTANT, max_in_flight=2)
+    result = await measure(sim.base_url, LevelPlan(load=load, duration_s=2.5), workload(16))
     ttft = result.percentile_ms(Metric.TTFT, 50)
     ttft_sent = result.percentile_ms(Metric.TTFT_SENT, 50)
     queue = result.percentile_ms(Metric.QUEUE, 50)
@@ -103,7 +103,7 @@ async def test_what_lived_before_a_real_time_level_is_out_of_the_collectors_scan
     # one 30-80 ms pause, and the sends and timestamps due then were that late. Frozen during the level.
     frozen: list[int] = []
     async with make_http_client(sim.base_url + "/", {}, HttpOptions(timeout_s=30)) as http:
-        plan = LevelPlan(Load("concurrency", 2), duration_s=0.3, warmup_s=0.0)
+        plan = LevelPlan(load=Load(kind="concurrency", value=2), duration_s=0.3, warmup_s=0.0)
         result = await run_level(plan, workload(4), http, on_record=lambda _: frozen.append(gc.get_freeze_count()))
     assert result.completed > 0 and frozen and min(frozen) > 1000
     assert gc.get_freeze_count() == 0  # and back in the oldest generation afterwards
@@ -120,7 +120,7 @@ async def test_what_lived_before_a_real_time_level_is_out_of_the_collectors_scan
 )
 def test_faults_are_counted_by_kind_in_the_denominator(faults: FaultConfig, kind: ErrorKind) -> None:
     options = SimOptions(faults=faults, engine=EngineConfig(seed=3))
-    result = measure_virtual(options, LevelPlan(Load("concurrency", 8), requests=40), workload(8))
+    result = measure_virtual(options, LevelPlan(load=Load(kind="concurrency", value=8), requests=40), workload(8))
     assert set(result.errors) == {kind}
     assert result.completed + result.failed == 40
     assert 0.1 < result.error_rate < 0.5  # type: ignore[operator]
@@ -132,7 +132,7 @@ def test_interrupt_stops_admitting_and_marks_the_level_incomplete() -> None:
     async def interrupted() -> LevelResult:
         stop = asyncio.Event()
         async with serving(SimOptions()) as base_url, make_http_client(base_url, {}, HttpOptions(timeout_s=30)) as http:
-            plan = LevelPlan(Load("concurrency", 4), duration_s=30.0)
+            plan = LevelPlan(load=Load(kind="concurrency", value=4), duration_s=30.0)
             clock = asyncio.get_running_loop().time
             task = asyncio.create_task(run_level(plan, workload(8), http, clock=clock, stop=stop, real_time=False))
             await asyncio.sleep(1.0)
@@ -149,7 +149,7 @@ def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
     # As vLLM does, the simulator sends an empty-content chunk for a token that does not decode to
     # text yet (merge_prob). Timing token events keeps every ITL gap one engine step; timing text
     # chunks only merges two steps into one gap, which is the named "text" convention.
-    plan = LevelPlan(Load("concurrency", 1), duration_s=10, warmup_s=0.5)
+    plan = LevelPlan(load=Load(kind="concurrency", value=1), duration_s=10, warmup_s=0.5)
     tokens = measure_virtual(SimOptions(merge_prob=0.2), plan, workload(32, api="chat"))
     text = measure_virtual(
         SimOptions(merge_prob=0.2), plan, replace(workload(32, api="chat"), metric_convention=Convention.TEXT)
@@ -170,8 +170,8 @@ def test_held_back_tokens_are_token_events_so_itl_is_one_step() -> None:
 def test_an_open_loop_level_past_capacity_is_not_steady(load_factor: float, steady: bool) -> None:
     # 4 slots, 8 tokens of 26.6 ms: each slot serves a request per 0.213 s, so capacity is ~18.8 requests/s.
     capacity = 4 / (8 * (25 + 0.4 * 4) / 1000)
-    load = Load("rate", round(load_factor * capacity, 2), arrival=Arrival.POISSON)
-    plan = LevelPlan(load, duration_s=5.0, warmup_s=0.5, seed=2)
+    load = Load(kind="rate", value=round(load_factor * capacity, 2), arrival=Arrival.POISSON)
+    plan = LevelPlan(load=load, duration_s=5.0, warmup_s=0.5, seed=2)
     result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(8))
     from planner.evidence.verdicts import judge
 
@@ -187,7 +187,7 @@ def test_a_closed_loop_past_the_batch_cap_is_steady() -> None:
     # With a warm-up shorter than one lifetime, requests due in it completed inside the window with a
     # short TTFT (they were the first wave), and the trend over them read "queue growing" (issue 30:
     # vLLM at --max-num-seqs 15, c=30). A closed loop's queue is bounded: its level is trusted.
-    plan = LevelPlan(Load("concurrency", 16), duration_s=12.0, warmup_s=0.2, seed=1)
+    plan = LevelPlan(load=Load(kind="concurrency", value=16), duration_s=12.0, warmup_s=0.2, seed=1)
     result = measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=4)), plan, workload(32))
     from planner.evidence.verdicts import judge
 
@@ -205,7 +205,7 @@ def test_two_burst_runs_of_one_build_differ_in_nothing_significant(seeds: tuple[
     # (issue 30).
     from planner.ci.compare import compare_level
 
-    plan = LevelPlan(Load("concurrency", 32), duration_s=20.0, warmup_s=0.5, seed=1, ramp_up_s=0.0)
+    plan = LevelPlan(load=Load(kind="concurrency", value=32), duration_s=20.0, warmup_s=0.5, seed=1, ramp_up_s=0.0)
     a, b = (
         measure_virtual(SimOptions(engine=EngineConfig(max_num_seqs=32, noise_cv=0.15, seed=s)), plan, workload(16))
         for s in seeds
@@ -298,7 +298,7 @@ def test_a_closed_loops_first_round_is_warm_up_wherever_it_ends() -> None:
         base_ms=11.0, per_seq_ms=0.3, per_kv_ms=0.9, prefill_ms_per_token=0.05, prefill_attention_ms=20.0,
         max_num_seqs=64, max_num_batched_tokens=384, kv_capacity_tokens=90_000,
     )  # fmt: skip
-    plan = LevelPlan(Load("concurrency", 8), duration_s=10.0, warmup_s=2.0, ramp_up_s=0.95, seed=11)
+    plan = LevelPlan(load=Load(kind="concurrency", value=8), duration_s=10.0, warmup_s=2.0, ramp_up_s=0.95, seed=11)
     wl = replace(workload(64), prompt_tokens=Lengths(1536))
     result = measure_virtual(SimOptions(engine=law), plan, wl)
     steady = run_closed_loop(law, 8, LengthSample.fixed(1536, 64))

@@ -54,7 +54,7 @@ def test_four_tokens_an_event_every_20_ms(extra_body: dict[str, Any], itl_ms: fl
 
 def test_each_draft_is_accepted_until_the_first_rejection() -> None:
     # acceptance 0.5 of 3 drafts: 1 + 0.5 + 0.25 + 0.125 = 1.875 tokens a verified step, on average
-    engine = Engine(EngineConfig(base_ms=10.0, per_seq_ms=0.0, spec_draft_tokens=3, spec_acceptance=0.5, seed=7))
+    engine = Engine(config=EngineConfig(base_ms=10.0, per_seq_ms=0.0, spec_draft_tokens=3, spec_acceptance=0.5, seed=7))
     for seq in range(200):
         engine.submit(seq, prompt_tokens=8, max_tokens=1000, now_ms=0.0)
     now, tokens, steps = 0.0, 0, 0
