@@ -2,7 +2,7 @@
 
 The shipped ``ci-gate`` profile, swept in real time against the built-in
 simulator (its own process, 127.0.0.1 only), ``--runs`` times for each law:
-the chapter's 25 + 0.4b ms and the same law 10% and 20% slower on both terms.
+docs/design.md's 25 + 0.4b ms and the same law 10% and 20% slower on both terms.
 The runs are interleaved (base, 10%, 20%, base, ...) so that drift of the
 machine falls on every law alike. Then every ordered pair is gated, each
 without the profile's SLOs (only the comparison can fail, as in the issue that

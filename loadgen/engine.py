@@ -5,7 +5,7 @@ No sockets and no clock: the caller passes the time (in milliseconds) into
 server drives it in real time on absolute deadlines; the planner can drive
 the same engine in virtual time.
 
-The law (DESIGN.md, "The step model with lengths")::
+The law (docs/design.md, "The step law")::
 
     step_ms = base_ms + per_seq_ms * decode_sequences + per_kv_ms * kv_tokens_read / 1000
             + prefill_ms_per_token * prompt_tokens_prefilled
@@ -30,7 +30,7 @@ end of its last chunk. A step reads the KV cache of every sequence in it
 (prompt and tokens so far). Waiting sequences are admitted first-in
 first-out, at most ``max_num_seqs`` at once and, with ``kv_capacity_tokens``,
 only while their prompt and output fit beside those running. With the
-defaults (no KV term, no budget, no capacity) this is the chapter's law.
+defaults (no KV term, no budget, no capacity) this is the plain law of docs/design.md.
 
 Static mode, for contrast: collect up to ``static_batch`` waiting sequences
 (or whatever has arrived once the oldest has waited ``static_wait_ms``), run
@@ -56,7 +56,7 @@ class Mode(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
-    """The simulated engine's law and limits. Defaults are the chapter's."""
+    """The simulated engine's law and limits. Defaults are docs/design.md's worked example."""
 
     base_ms: float = 25.0
     per_seq_ms: float = 0.4

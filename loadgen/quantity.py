@@ -24,7 +24,7 @@ LAG_THRESHOLD_MS = 10.0
 
 
 class Metric(enum.StrEnum):
-    """Per-request latency metrics (DESIGN.md definitions; computed in ``loadgen.run.metrics``)."""
+    """Per-request latency metrics (docs/design.md; computed in ``loadgen.run.metrics``)."""
 
     TTFT = "ttft"  # t_first - t_intended
     TTFT_SENT = "ttft_sent"  # t_first - t_sent

@@ -23,6 +23,7 @@ PLANNER_ALLOWED_LOADGEN = {
     "loadgen.load",
     "loadgen.engine",
     "loadgen.lengths",
+    "loadgen.plan_defaults",
     "loadgen.level",
     "loadgen.level.aggregates",
     "loadgen.level.breakdown",

@@ -27,6 +27,7 @@ from loadgen.cli.plan_view import render_outcome
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import DatasetFormat
 from loadgen.load import Arrival
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.results import Results
 from planner import plan as answer
 from planner.reports.report import evidence_caveats
@@ -82,7 +83,8 @@ def plan(
     max_utilization: Annotated[
         float | None,
         typer.Option(
-            metavar="NUMBER", help="Utilization target per replica, in (0, 1] (default: the profile's, or 0.8)."
+            metavar="NUMBER",
+            help=f"Utilization target per replica, in (0, 1] (default: the profile's, or {MAX_UTILIZATION:g}).",
         ),
     ] = None,
     current_batch: CurrentBatchOpt = None,

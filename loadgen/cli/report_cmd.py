@@ -30,6 +30,7 @@ from loadgen.errors import LoadgenError, UsageError
 from loadgen.inputs.plan_layers import stored_layer
 from loadgen.inputs.profile import find_profile, load_profile
 from loadgen.load import Load
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.results import Results, load
 from planner import CapacityPlan
 from planner import plan as answer
@@ -114,7 +115,8 @@ def report(
     max_utilization: Annotated[
         float | None,
         typer.Option(
-            metavar="NUMBER", help="Utilization target per replica, in (0, 1] (default: the profile's, or 0.8)."
+            metavar="NUMBER",
+            help=f"Utilization target per replica, in (0, 1] (default: the profile's, or {MAX_UTILIZATION:g}).",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,

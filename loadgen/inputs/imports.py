@@ -243,7 +243,7 @@ def _checked(level: ImportedLevel, where: str) -> ImportedLevel:
     return level
 
 
-# vLLM ``benchmarks/benchmark_serving.py`` / ``vllm bench serve --save-result`` names, per metric
+# vLLM's ``benchmark_serving.py`` / ``vllm bench serve --save-result`` names, per metric
 _VLLM_METRICS = {"ttft": Metric.TTFT, "tpot": Metric.TPOT, "itl": Metric.ITL, "e2el": Metric.E2E}
 
 

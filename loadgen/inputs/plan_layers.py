@@ -17,6 +17,7 @@ from typing import Any, Final
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
 from loadgen.limits import MAX_TOKENS
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.run_settings import RunSettings
 from loadgen.slo_target import SloTarget
 
@@ -42,7 +43,7 @@ class PlanLayer:
 
 
 #: The bottom layer: what a plan assumes where nothing is said.
-DEFAULTS: Final = PlanLayer(max_utilization=0.8, seed=0)
+DEFAULTS: Final = PlanLayer(max_utilization=MAX_UTILIZATION, seed=0)
 
 
 def resolve(*layers: PlanLayer) -> PlanLayer:

@@ -42,6 +42,7 @@ from loadgen.limits import (
     MAX_TURNS,
 )
 from loadgen.load import DRAWN_ARRIVALS, Arrival
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.sim.faults import FaultConfig
 from loadgen.slo_target import SloTarget
 from loadgen.wire.target import header_problem, redact_url
@@ -158,7 +159,7 @@ class PlanSpec:
 
     qps: float | None = None
     output_tokens: int | None = None
-    max_utilization: float = 0.8
+    max_utilization: float = MAX_UTILIZATION
     variants: tuple[str, ...] = ()  # a fleet plan's variants, as --variant spells each: NAME=RESULTS[,cost=][,gpus=]
 
 
@@ -619,7 +620,7 @@ def _plan(node: Node) -> PlanSpec:
     return PlanSpec(
         qps=node.optional_number("qps", minimum=0, exclusive=True),
         output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
-        max_utilization=node.number("max_utilization", 0.8, minimum=0, exclusive=True, maximum=1.0),
+        max_utilization=node.number("max_utilization", MAX_UTILIZATION, minimum=0, exclusive=True, maximum=1.0),
         variants=tuple(listed),
     )
 

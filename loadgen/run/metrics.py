@@ -1,4 +1,4 @@
-"""The metric definitions (DESIGN.md), in one place: timestamps in, histograms out.
+"""The metric definitions (docs/design.md), in one place: timestamps in, histograms out.
 
 Per request (loop-clock seconds, recorded as integer microseconds):
 
@@ -411,7 +411,7 @@ class RequestMetrics:
 
 
 def request_metrics(record: RequestRecord) -> RequestMetrics:
-    """The DESIGN.md per-request metrics of a successful request."""
+    """The per-request metrics (docs/design.md) of a successful request."""
     tokens = record.output_tokens or 0
     # the server's usage saying 0 output tokens outweighs an empty delta: nothing was generated to time
     first, last = (None, None) if record.output_tokens == 0 else (record.t_first, record.t_last)

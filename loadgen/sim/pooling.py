@@ -1,6 +1,6 @@
 """The simulator's pooling APIs (embeddings, rerank), pure: parse a batch, count its inputs, frame the answer.
 
-The law (DESIGN.md's step law, nothing new): each input of a batch is a
+The law (docs/design.md's step law, nothing new): each input of a batch is a
 sequence the engine prefills as a prompt (``prefill_ms_per_token`` per token,
 chunked under the token budget, queued for a slot like any other) whose pooled
 output is ready at the end of its last prefill step, where a generation would

@@ -225,7 +225,7 @@ class Convention(StrEnum):
 
 """Which chunks time the stream (``--metric-convention``).
 
-``tokens`` (default): every token event (DESIGN.md): a chunk carrying a
+``tokens`` (default): every token event (docs/design.md): a chunk carrying a
 choice delta for an output token, including vLLM's empty-content chunks for
 a token that does not yet decode to complete text; the role-only first
 chunk is not one. ``text``: only chunks carrying text, as some tools do;

@@ -1,4 +1,4 @@
-"""The chapter's diagnosis: a latency breach is fixed by a smaller batch, a capacity
+"""The diagnosis (docs/design.md): a latency breach is fixed by a smaller batch, a capacity
 shortfall by more replicas. Never the crossed wires (pure; returns findings, not prose to print)."""
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def _sweep_limits(
 
 
 def plan_from_law(model: StepModel, request: PlanRequest) -> CapacityPlan:
-    """What-if planning from a stated law (no sweep): the chapter's arithmetic, exactly.
+    """What-if planning from a stated law (no sweep): docs/design.md's arithmetic, exactly.
 
     The stated law is the decode step; with ``--prefill-ms-per-token`` the steps also carry
     the prompts' prefill, so every TPOT and throughput figure comes from the law with that
@@ -355,7 +355,7 @@ def _findings(
     count: ReplicaCount | None,
     warnings: list[str],
 ) -> tuple[Finding, ...]:
-    """The chapter's diagnosis of the current batch and replicas against the plan's."""
+    """The diagnosis (docs/design.md) of the current batch and replicas against the plan's."""
     floor = next(
         (
             floor_note(lim.model, lim.slo)

@@ -1,6 +1,6 @@
 """The prefill a plan's steps carry: the term, where it came from, and the decode step left beside it (pure).
 
-One step model (DESIGN.md): a law fitted on a sweep's TPOT holds prefill's share of each step on
+One step law (docs/design.md): a law fitted on a sweep's TPOT holds prefill's share of each step on
 average; the sizing simulation runs the decode step and charges prefill per admitted prompt, so prefill
 is counted once either way.
 """
@@ -19,7 +19,7 @@ from planner.laws.stepmodel import StepModel, prefill_share_ms
 class Prefill:
     """The prefill a step that admits prompts pays, and where it came from.
 
-    One step model (DESIGN.md): a running sequence's prompt is prefilled once in its
+    One step law (docs/design.md): a running sequence's prompt is prefilled once in its
     ``output_tokens`` steps, so the mean step at batch b is the decode law plus
     ``b * per_seq_ms(output_tokens)``. A law fitted on a sweep's TPOT already holds that
     share; a law stated by hand does not.

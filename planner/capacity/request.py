@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadgen.load import Arrival
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.slo_target import SloTarget
 from planner.capacity.replay import Correction
 from planner.capacity.sizing import queueing_slos
@@ -18,7 +19,7 @@ class PlanRequest:
     slos: tuple[SloTarget, ...] = ()
     qps: float | None = None
     output_tokens: float | None = None  # per request; default: the sweep's mean
-    max_utilization: float = 0.8
+    max_utilization: float = MAX_UTILIZATION
     current_batch: int | None = None
     current_replicas: int | None = None
     arrival: Arrival = Arrival.POISSON

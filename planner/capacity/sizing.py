@@ -1,7 +1,7 @@
-"""Replicas for a target load: the chapter's arithmetic, a utilisation target, and a simulation.
+"""Replicas for a target load: docs/design.md's arithmetic, a utilisation target, and a simulation.
 
 1. No headroom: ``ceil(qps * output_tokens / per_replica_tok_s)``: every
-   replica at its SLO-limited capacity (the chapter's 6 for 40 QPS x 200).
+   replica at its SLO-limited capacity (docs/design.md's 6 for 40 QPS x 200).
 2. Utilisation target: ``ceil(need / (max_utilization * per_replica_tok_s))``:
    TTFT tails explode well before utilisation 1 (methodology §2.6).
 3. Simulation: the simulated server's law in virtual time
@@ -28,6 +28,7 @@ import numpy as np
 
 from loadgen.engine import EngineConfig
 from loadgen.load import Arrival, arrival_offsets
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner.evidence.observations import Z95
@@ -69,7 +70,7 @@ def replicas_for(
     output_tokens: float,
     per_replica_tok_s: float | Fraction,
     *,
-    max_utilization: float = 0.8,
+    max_utilization: float = MAX_UTILIZATION,
     e2e_s: float | None = None,
 ) -> ReplicaPlan:
     """Replica counts from token throughput, on exact decimals.
@@ -152,7 +153,7 @@ def capacity_rps(
 
     Each slot's prompt is prefilled once in its ``output_tokens`` steps, so a full step also
     carries ``prefill * prompt * slots / output``, and reads each slot's prompt and half its
-    answer of KV (the one step model of DESIGN.md); ``context``: KV tokens per sequence-step
+    answer of KV (the one step law of docs/design.md); ``context``: KV tokens per sequence-step
     where lengths vary (``LengthSample.mix``).
     """
     slots = law.max_num_seqs

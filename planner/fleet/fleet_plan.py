@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.load import Arrival
+from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import Traffic, max_rate_per_replica, queueing_slos
@@ -88,7 +89,7 @@ def variant_capacity(
     variant: Variant,
     slos: Sequence[SloTarget],
     *,
-    max_utilization: float = 0.8,
+    max_utilization: float = MAX_UTILIZATION,
     arrival: Arrival = Arrival.POISSON,
     burstiness: float = 1.0,
     seed: int = 0,
@@ -229,7 +230,7 @@ def plan_fleet(
     scale_up_s: float = 0.0,
     spare: int = 0,
     mix: bool = False,
-    max_utilization: float = 0.8,
+    max_utilization: float = MAX_UTILIZATION,
     seed: int = 0,
 ) -> FleetPlan:
     """Every variant's fleet over ``demand`` (and every pair's, with ``mix``), cheapest first."""

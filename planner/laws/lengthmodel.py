@@ -1,6 +1,6 @@
 """The step model with lengths, fitted on all levels of several sweeps at once (pure).
 
-DESIGN.md's step (one definition for the simulator, this fit and the sizing simulation)::
+docs/design.md's step law (one definition for the simulator, this fit and the sizing simulation)::
 
     step_ms = base + per_seq * decoding + per_kv * KV tokens read / 1000 + prefill * prompt tokens prefilled
 

@@ -121,7 +121,7 @@ class StepModel:
 
         How a decode law and the prefill its sequences carry become one mean step, and back:
         a request's prompt is prefilled once in its output's steps, so each running sequence
-        adds ``prefill_ms_per_token * prompt / output`` to the mean step (DESIGN.md).
+        adds ``prefill_ms_per_token * prompt / output`` to the mean step (docs/design.md).
         """
         if delta_ms == 0:
             return self
@@ -147,7 +147,7 @@ class StepModel:
 
 def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: float | None) -> float:
     """Prefill's share of the mean step per running sequence: a request's prompt is prefilled once in
-    its output's steps, so it adds ``ms_per_token * prompt / output`` to each (DESIGN.md's step model).
+    its output's steps, so it adds ``ms_per_token * prompt / output`` to each (docs/design.md's step law).
     0 without a prefill term, a prompt or an output length."""
     if not output_tokens or ms_per_token <= 0 or prompt_tokens <= 0:
         return 0.0
@@ -156,13 +156,13 @@ def prefill_share_ms(ms_per_token: float, prompt_tokens: float, output_tokens: f
 
 def prompt_pairs(prompt_tokens: Tokens) -> Tokens:
     """The (token, earlier token) pairs a prompt's prefill attends, itself included: ``P * (P + 1) / 2``,
-    however it is chunked (attention's share of prefill, DESIGN.md's step model with lengths)."""
+    however it is chunked (attention's share of prefill, docs/design.md's step law)."""
     return prompt_tokens * (prompt_tokens + 1) / 2
 
 
 def context_tokens(prompt_tokens: float, output_tokens: float) -> float:
     """Mean KV tokens a decoding sequence holds over its answer: its prompt and the tokens generated
-    before each of its steps, ``(O - 1) / 2`` on average (DESIGN.md's step model with lengths)."""
+    before each of its steps, ``(O - 1) / 2`` on average (docs/design.md's step law)."""
     return prompt_tokens + (output_tokens - 1) / 2
 
 

@@ -5,7 +5,7 @@ llm-d's analysis notebooks and dashboards read one report per benchmark stage:
 throughput, service). The mapping, field by field, is in docs/export.md. Two
 choices that matter when numbers are compared across tools:
 ``time_to_first_token`` is loadgen's TTFT, timed from when each request was
-due (an open loop's queueing at the client counts, as DESIGN.md defines it;
+due (an open loop's queueing at the client counts, as docs/design.md defines it;
 TTFT from the send is in ``metadata``); ``time_per_output_token`` is loadgen's
 per-request TPOT and ``inter_token_latency`` its pooled ITL, both in
 ms/token. ``scenario.load.name`` is ``loadgen``, which llm-d's own validator

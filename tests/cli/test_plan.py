@@ -1,4 +1,4 @@
-"""``loadgen plan``: the chapter's what-if, JSON keys, a fixture sweep, one-line errors."""
+"""``loadgen plan``: docs/design.md's what-if, JSON keys, a fixture sweep, one-line errors."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def run_on_core_0(base_url: str, out: Path) -> subprocess.CompletedProcess[str]:
 
 def test_a_cpu_hog_on_the_generators_core_flags_the_level(tmp_path: Path) -> None:
     # a fast law (8 ms steps at 64) keeps the generator busy, about a tenth of its core: a neighbour then takes
-    # a share of the window far above the floor, where the chapter's 50 ms steps left it idle and near it
+    # a share of the window far above the floor, where the worked example's 50 ms steps left it idle and near it
     with SimProcess(SimOptions(engine=EngineConfig(base_ms=5.0, per_seq_ms=0.05, max_num_seqs=256))) as sim:
         assert sim._proc is not None
         os.sched_setaffinity(sim._proc.pid, {1})  # the target on the other core: only the client is disturbed

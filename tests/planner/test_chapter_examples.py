@@ -1,4 +1,4 @@
-"""Every number of the chapter (DESIGN.md), exactly, plus the float traps."""
+"""Every number of docs/design.md's worked example, exactly, plus the float traps."""
 
 from __future__ import annotations
 

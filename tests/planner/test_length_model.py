@@ -1,5 +1,5 @@
 """The step model with lengths: exact recovery on its own rows, what it cannot separate, and the
-simulator's laws recovered from virtual-time sweeps at two prompt lengths (DESIGN.md, issue 25)."""
+simulator's laws recovered from virtual-time sweeps at two prompt lengths (docs/design.md, issue 25)."""
 
 from __future__ import annotations
 

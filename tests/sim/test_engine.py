@@ -182,7 +182,7 @@ def test_a_request_waits_for_kv_space() -> None:
 
 @pytest.mark.parametrize(("b", "prompt", "output"), [(8, 512, 64), (32, 128, 256)])
 def test_steady_state_step_is_the_design_formula(b: int, prompt: int, output: int) -> None:
-    # DESIGN.md: mean step(b) ~ base + b * (per_seq + per_kv * (P + O/2) / 1000 + prefill * P / O), no budget;
+    # docs/design.md: mean step(b) ~ base + b * (per_seq + per_kv * (P + O/2) / 1000 + prefill * P / O), no budget;
     # a closed loop of b clients, each sending again when its request ends (staggered: one a step at first)
     config = EngineConfig(per_kv_ms=0.5, prefill_ms_per_token=0.002, max_num_seqs=b)
     engine = Engine(config=config)
