@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,3 +239,14 @@ def test_the_planners_public_names_are_honest() -> None:
     assert sorted(planner.__all__) == sorted(imported), set(planner.__all__) ^ imported
     assert all(hasattr(planner, name) for name in planner.__all__)
     assert callable(planner.plan) and planner.plan.__module__ == "planner.front_door"
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """A package missing from pyproject's list works from the checkout and fails installed (loadgen.level once)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("loadgen", "planner")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert found <= listed, sorted(found - listed)
