@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from loadgen.cli import app
 from loadgen.results import load
+from loadgen.run.vtime import in_flight, tcp_bytes
 from planner import PlanRequest, plan_from_results
 from tests.virtual import in_virtual_time
 
@@ -62,6 +64,31 @@ def test_bytes_on_a_socket_arrive_before_the_clock_moves() -> None:
 def _sleep_then_done() -> str:
     time.sleep(0.2)
     return "done"
+
+
+def test_bytes_one_end_sent_and_the_other_has_not_received_hold_the_clock() -> None:
+    """A busy kernel may defer a loopback delivery to its softirq thread: the sender's counter has the bytes,
+    the receiver's not yet. The clock must not jump then (a stream's next chunk would be read a timeout late)."""
+    a, b = ("127.0.0.1", 5000), ("127.0.0.1", 6000)
+    assert not in_flight([((a, b), (1000, 77)), ((b, a), (77, 1000))])  # every byte arrived, read or not
+    assert in_flight([((a, b), (1200, 77)), ((b, a), (77, 1000))])  # 200 bytes still on their way to b
+    assert in_flight([((a, b), (1000, 77)), ((b, a), (90, 1000))])  # and the other way
+    assert not in_flight([((a, b), (1200, 77))])  # the other end is not this loop's: not ours to wait for
+
+
+def test_a_connections_two_ends_count_the_same_bytes() -> None:
+    """The TCP counters the check reads (``TCP_INFO``), at both ends of a real loopback connection."""
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as a:
+        b, _ = server.accept()
+        with b:
+            a.sendall(b"x" * 1000)
+            b.sendall(b"y" * 77)
+            assert b.recv(1000, socket.MSG_PEEK) and a.recv(77, socket.MSG_PEEK)  # both delivered
+            ends = [tcp_bytes(a), tcp_bytes(b)]
+            assert ends[0] is not None and ends[1] is not None
+            assert ends[0][1] == (1000, 77) and ends[1][1] == (77, 1000)
+            assert not in_flight(e for e in ends if e is not None)
+            assert tcp_bytes(server) is None  # listening: no peer
 
 
 def test_a_threads_answer_is_waited_for_in_real_time_not_jumped_over() -> None:
