@@ -1,5 +1,6 @@
-"""The optional compiled parts: the sizing simulation's event loop (``planner/simulation/replica_sim_compiled.pyx``)
-and the native wire's per-read path (``loadgen/wire/fastread.pyx``).
+"""The optional compiled parts: the sizing simulation's event loop (``planner/simulation/replica_sim_compiled.pyx``),
+the closed loop plans step through the engine (``planner/simulation/closed_loop_compiled.pyx``) and the native
+wire's per-read path (``loadgen/wire/fastread.pyx``).
 
 Everything else is in ``pyproject.toml``. The extensions are built where Cython and a C compiler are
 present; where either is missing, or a build fails, the package installs without it and the Python
@@ -38,8 +39,13 @@ def extensions() -> list[Extension]:
         ["planner/simulation/replica_sim_compiled.pyx"],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )
+    closed = Extension(
+        "planner.simulation.closed_loop_compiled",
+        ["planner/simulation/closed_loop_compiled.pyx"],
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+    )
     reader = Extension("loadgen.wire.fastread", ["loadgen/wire/fastread.pyx"], extra_compile_args=["-O2"])
-    return list(cythonize([sizing, reader], language_level=3, quiet=True))
+    return list(cythonize([sizing, closed, reader], language_level=3, quiet=True))
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

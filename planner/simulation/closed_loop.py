@@ -27,6 +27,11 @@ import numpy as np
 from loadgen.engine import Engine, EngineConfig
 from planner.laws.lengthsample import LengthSample
 
+try:  # the same loop in C, built at install where a C compiler is present (setup.py); else the reference
+    from planner.simulation import closed_loop_compiled as compiled
+except ImportError:
+    compiled = None  # type: ignore[assignment]
+
 WARMUP_PER_CLIENT = 2  # requests per client before the measured ones: the batch reaches its steady mix
 MEASURED_PER_CLIENT = 12
 MIN_MEASURED = 60  # a p95 of at least this many requests
@@ -69,15 +74,52 @@ def run_closed_loop(
     cohorts that prefill and finish together."""
     if clients < 1:
         raise ValueError(f"a closed loop needs clients >= 1, got {clients}")
-    sim = Engine(config=engine)
     warmup = WARMUP_PER_CLIENT * clients
     varied = len(lengths.output_tokens) > 1
     measured = max(MEASURED_PER_CLIENT * clients, MIN_DRAWN if varied else MIN_MEASURED)
     total = warmup + (measured if per_client is None else per_client * clients)
-    prompts, outputs = lengths.draw(total, np.random.default_rng(seed))
+    drawn_prompts, drawn_outputs = lengths.draw(total, np.random.default_rng(seed))
+    prompts = np.array([max(round(p), 0) for p in drawn_prompts], dtype=np.int64)  # as ``Engine.submit`` takes them
+    outputs = np.array([int(o) for o in drawn_outputs], dtype=np.int64)
     mean = lengths.mix
     ramp_ms = _alone_ms(engine, round(mean.prompt_tokens), max(round(mean.output_tokens), 1))
-    starts = deque(ramp_ms * k / clients for k in range(clients))
+    starts = np.array([ramp_ms * k / clients for k in range(clients)], dtype=np.float64)
+    if compiled is not None and compilable(engine) and outputs.min() >= 1:
+        ttft, tpot, e2e, done = compiled.serve(starts, prompts, outputs, warmup, *law_terms(engine))
+    else:
+        ttft, tpot, e2e, done = serve_reference(engine, starts, prompts, outputs, warmup)
+    return ClosedLevel(clients=clients, ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e, output_tokens=done)
+
+
+def compilable(engine: EngineConfig) -> bool:
+    """Whether the compiled loop serves this engine: what a plan fits (continuous batching, no step noise,
+    no speculative decoding, no adapters); the reference serves the rest."""
+    return (
+        engine.mode == "continuous"
+        and not engine.noise_cv
+        and not engine.spec_draft_tokens
+        and not (engine.per_adapter_ms or engine.adapter_load_ms)
+    )
+
+
+def law_terms(engine: EngineConfig) -> tuple[float, float, float, float, float, int, int, int]:
+    """The compiled loop's arguments after the requests (-1: no token budget, no KV capacity)."""
+    budget, kv = engine.max_num_batched_tokens, engine.kv_capacity_tokens
+    return (
+        engine.base_ms, engine.per_seq_ms, engine.per_kv_ms, engine.prefill_ms_per_token,
+        engine.prefill_attention_ms, engine.max_num_seqs, -1 if budget is None else budget, -1 if kv is None else kv,
+    )  # fmt: skip
+
+
+def serve_reference(
+    engine: EngineConfig, starts: np.ndarray, prompts: np.ndarray, outputs: np.ndarray, warmup: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The closed loop stepped through ``loadgen.engine.Engine`` itself (the compiled loop is held to it):
+    each measured request's TTFT, TPOT (two tokens or more), E2E and output tokens, in finishing order.
+    The clients first send at ``starts``; each next request in ``prompts``/``outputs`` order is sent by a
+    client whose answer ended, once the next step began (the first ``warmup`` are not measured)."""
+    sim = Engine(config=engine)
+    total, pending = len(prompts), deque(float(t) for t in starts)
     sent_ms: list[float] = []
     first_ms: dict[int, float] = {}
     ttft: list[float] = []
@@ -88,12 +130,14 @@ def run_closed_loop(
     def send(now_ms: float) -> None:
         seq = len(sent_ms)
         sent_ms.append(now_ms)
-        sim.submit(seq, prompt_tokens=round(prompts[seq]), max_tokens=int(outputs[seq]), now_ms=now_ms)
+        sim.submit(seq, prompt_tokens=int(prompts[seq]), max_tokens=int(outputs[seq]), now_ms=now_ms)
 
     t, ended = 0.0, 0  # ended: clients whose answer ended at t, who send again once the next step began
     while True:
-        while starts and starts[0] <= t:
-            send(starts.popleft())
+        while pending and pending[0] <= t:
+            start = pending.popleft()
+            if len(sent_ms) < total:  # a client that starts once every request was sent sends none
+                send(start)
         step = sim.next_step(t)
         if ended:
             for _ in range(min(ended, total - len(sent_ms))):
@@ -102,10 +146,9 @@ def run_closed_loop(
             if step is None:  # an idle engine wakes for them at once
                 step = sim.next_step(t)
         if step is None:
-            if not starts:
-                return ClosedLevel(clients=clients, ttft_ms=np.array(ttft), tpot_ms=np.array(tpot),
-                                   e2e_ms=np.array(e2e), output_tokens=np.array(done_tokens))  # fmt: skip
-            t = starts[0]
+            if not pending:
+                return np.array(ttft), np.array(tpot), np.array(e2e), np.array(done_tokens, dtype=np.int64)
+            t = pending[0]
             continue
         t = step.end_ms
         for seq in step.emitted:
