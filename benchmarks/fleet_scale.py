@@ -1,7 +1,7 @@
 """A fleet plan's cost as its demand grows: wall time and peak memory of ``loadgen plan --variant``.
 
 The fleet replay once created every arrival of the period (``--qps 30000`` passed 3 GB in 36 s,
-``--qps 1e6`` ended in a MemoryError); past ``planner.fleet.replay.MAX_REPLAYED`` arrivals it now
+``--qps 1e6`` ended in a MemoryError); past ``planner.fleet.fleet_replay.MAX_REPLAYED`` arrivals it now
 replays a sample of the fleet, so its cost grows with the buckets and a replica's own load. Each row
 is one ``loadgen plan`` process (peak RSS from the kernel's accounting of the child). No network: the
 variants' sweep is the quickstart profile in virtual time.

@@ -1,5 +1,6 @@
 """planner: pure capacity-planning math on recorded results (no network, clock or event loop)."""
 
+from planner.capacity.batch_limit import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.diagnose import Finding, diagnose
 from planner.capacity.plan import plan_from_law, plan_from_results
@@ -14,7 +15,6 @@ from planner.capacity.sizing import (
     replicas_for,
     simulate_replicas,
 )
-from planner.capacity.slo import BatchLimit, isotonic_increasing, max_batch_under_slo, model_limit, parse_slo
 from planner.evidence.knee import Saturation, classify
 from planner.evidence.observations import LevelObservation, Observations, from_results, percentile_ci_ms
 from planner.front_door import PlanInputs, PlanOutcome, plan

@@ -19,12 +19,12 @@ import numpy as np
 from loadgen.errors import UsageError
 from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, PredictedSweep, absent_statistic, fit_calibration
+from planner.capacity.mix_forecast import MixForecast, PredictedSweep, absent_statistic, fit_calibration
 from planner.capacity.plan import plan_from_law, plan_from_results
 from planner.capacity.plan_mix import plan_for_mix
 from planner.capacity.predicted import predict_levels, predicted_lengths
-from planner.capacity.replay import MeasuredRequests, ReplayCheck, most_conservative, replay_check
 from planner.capacity.request import PlanRequest
+from planner.capacity.validation import MeasuredRequests, ReplayCheck, most_conservative, replay_check
 from planner.fleet.demand import Demand
 from planner.fleet.fleet_plan import FleetPlan, Variant, plan_fleet, variant_capacity
 from planner.laws.lengthsample import LengthSample

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from loadgen.errors import ProfileError, ResultsError
 from loadgen.inputs.profile import load_profile, parse_profile
 from loadgen.results import Results
-from planner.capacity.slo import parse_slo
+from planner.capacity.batch_limit import parse_slo
 from planner.ci.gate import parse_check
 
 KEYS = [

@@ -1,7 +1,7 @@
 """A ``--records`` file read back: each level's completed requests, as the planner's replay check takes them.
 
 ``run --records`` writes one JSON line per request (``loadgen.wire.records``). ``plan --validate``
-replays a level's requests through the plan's engine (``planner.capacity.replay``), so it needs, for each
+replays a level's requests through the plan's engine (``planner.capacity.validation``), so it needs, for each
 request that completed, when it was sent, its prompt and output lengths (the server's usage) and the
 TTFT and E2E its client measured. A failed or cut request is no sample of the served latency; one
 whose server sent no usage has no prompt length to replay: both are counted, not guessed.

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.engine import EngineConfig
+from planner.capacity.batch_limit import BatchLimit, model_name
 from planner.capacity.diagnose import Finding
-from planner.capacity.mixplan import MixForecast
+from planner.capacity.mix_forecast import MixForecast
 from planner.capacity.prefill import Prefill
 from planner.capacity.sizing import ReplicaPlan, SimOutcome
-from planner.capacity.slo import BatchLimit, model_name
 from planner.evidence.knee import Saturation
 from planner.evidence.observations import Observations
 from planner.evidence.verdicts import Verdicts

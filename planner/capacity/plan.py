@@ -20,6 +20,7 @@ from loadgen.engine import EngineConfig
 from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens, reasoning_share
 from loadgen.quantity import Metric
 from loadgen.results import Results
+from planner.capacity.batch_limit import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.decode_fit import PREFILL_MATTERS, decode_by_simulation
 from planner.capacity.diagnose import Finding, Situation, diagnose
@@ -34,7 +35,6 @@ from planner.capacity.replica_count import (
 )
 from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import NO_REPLICA_COUNT, queueing_slos
-from planner.capacity.slo import BatchLimit, floor_note, max_batch_under_slo, model_limit, model_name
 from planner.evidence.knee import Saturation
 from planner.evidence.observations import Observations
 from planner.evidence.verdicts import Verdicts, judge

@@ -1,6 +1,6 @@
 """The capacity plan for a mix no sweep measured, from several calibration sweeps (pure).
 
-The step model with lengths (``planner.capacity.mixplan``) fitted on every calibration sweep at once
+The step model with lengths (``planner.capacity.mix_forecast``) fitted on every calibration sweep at once
 gives the law at the asked mix; the pipeline's shared end (``planner.capacity.plan.finish``) turns it into
 a batch and replicas, as for a sweep; then the mix's own answers: the rate one replica holds, the token
 budget to set, and the KV cache's limit.
@@ -15,7 +15,7 @@ from loadgen.engine import EngineConfig
 from loadgen.level.aggregates import reasoning_share
 from loadgen.results import Results
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import (
+from planner.capacity.mix_forecast import (
     MixForecast,
     calibration_server_limit,
     forecast_mix,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from loadgen.engine import EngineConfig
 from loadgen.quantity import Metric
 from loadgen.results import Results
-from planner.capacity.mixplan import MixForecast, PredictedLevel, PredictedSweep
+from planner.capacity.mix_forecast import MixForecast, PredictedLevel, PredictedSweep
 from planner.laws.lengthmodel import LengthModel, Mix, calibrated_levels, tpot_features
 from planner.laws.lengthsample import LengthSample, shape_of
 from planner.laws.ttft_residual import STATISTICS, ResidualRow, TtftResidual, fit_ttft_residual

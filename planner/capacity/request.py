@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from loadgen.load import Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.slo_target import SloTarget
-from planner.capacity.replay import Correction
 from planner.capacity.sizing import queueing_slos
+from planner.capacity.validation import Correction
 from planner.laws.lengthsample import LengthSample
 
 

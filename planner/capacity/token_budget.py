@@ -1,7 +1,7 @@
 """The token budget per step a plan recommends (vLLM's ``--max-num-batched-tokens``), checked by simulation (pure).
 
 Two SLOs pull it apart. A step that carries a prefill chunk beside the decodes is longer, so the per-token
-latency (ITL, TPOT) wants small chunks: ``planner.capacity.mixplan.recommended_budget`` gives the largest
+latency (ITL, TPOT) wants small chunks: ``planner.capacity.mix_forecast.recommended_budget`` gives the largest
 chunk with which such a step stays under the ITL (or TPOT) limit. A long prompt prefilled in small chunks
 waits for many steps, and the prompts that arrive together queue behind each other's chunks, so TTFT wants
 large ones: on the simulator (law 12 + 0.35 seqs + 0.9 KV/1k + 0.04 prefill tokens, prompts of 2,048) the
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from loadgen.engine import EngineConfig
 from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
-from planner.capacity.mixplan import recommended_budget
+from planner.capacity.mix_forecast import recommended_budget
 from planner.laws.stepmodel import StepModel
 
 GROWTH = 1.5  # each larger budget tried is this much the one before, up to a whole prompt beside the batch

@@ -12,7 +12,7 @@
     LEVEL     c=32 or r=2.5 (default: every level)
 
 Latencies are read in ms (``2s`` is 2000), ratios as fractions (``1%`` is 0.01), rates as plain numbers.
-An SLO (``parse_slo`` in ``planner.capacity.slo``) is the subset that states a promise: a latency's
+An SLO (``parse_slo`` in ``planner.capacity.batch_limit``) is the subset that states a promise: a latency's
 percentile or mean, or the error rate, held at most (``<`` or ``<=``) at every level.
 """
 

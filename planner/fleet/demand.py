@@ -2,7 +2,7 @@
 
 A fleet is sized bucket by bucket, so demand is a step function: the mean arrival rate in each
 bucket of ``bucket_s`` seconds. A trace keeps its own arrival times as well, so the replay that
-checks the plan (``planner.fleet.replay``) serves the requests that really came, with their
+checks the plan (``planner.fleet.fleet_replay``) serves the requests that really came, with their
 bursts inside a bucket, not only each bucket's mean.
 """
 

@@ -11,7 +11,7 @@ Then, per bucket k of the demand:
 
 1. a perfect autoscaler serves ``need_k = ceil(lambda_k / mu)`` replicas, the lower bound
    llm-d's autoscaling work names (on exact decimals, as ``replicas_for``);
-2. the replay (``planner.fleet.replay``) serves the actual arrivals on that fleet; a bucket
+2. the replay (``planner.fleet.fleet_replay``) serves the actual arrivals on that fleet; a bucket
    whose requests break an SLO gets one more replica, until every bucket holds;
 3. a replica asked for at t serves from t + ``scale_up_s``: with L = ceil(scale_up_s / bucket)
    buckets of lag, the fleet pays for ``max(need[k..k+L])`` in bucket k (a replica needed in
@@ -43,7 +43,7 @@ from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import Traffic, max_rate_per_replica, queueing_slos
 from planner.fleet.demand import ONE_HOUR_S, Demand
-from planner.fleet.replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
+from planner.fleet.fleet_replay import Arrivals, BucketCheck, ReplicaKind, arrivals_for, replay
 from planner.laws.exact import exact
 
 MAX_REPLAY_ROUNDS = 30  # each round adds a replica to every failing bucket

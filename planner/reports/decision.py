@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from planner.capacity.batch_limit import BatchLimit
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import Estimate, SimOutcome
-from planner.capacity.slo import BatchLimit
 from planner.evidence.said_once import said_once
 from planner.reports.document import Section, Table
 from planner.reports.plan_text import batch_text, replicas_text

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from planner.capacity.batch_limit import BatchLimit, model_name
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import MixForecast, PredictedSweep
-from planner.capacity.replay import ReplayCheck
+from planner.capacity.mix_forecast import MixForecast, PredictedSweep
 from planner.capacity.sizing import Estimate, SimOutcome
-from planner.capacity.slo import BatchLimit, model_name
+from planner.capacity.validation import ReplayCheck
 from planner.laws.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.laws.stepmodel import StepModel
 from planner.reports.document import Section, Table

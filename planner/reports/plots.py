@@ -21,8 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
 from loadgen.quantity import Metric
+from planner.capacity.batch_limit import model_name
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.slo import model_name
 from planner.fleet.fleet_plan import FleetPlan
 from planner.laws.lengthmodel import tpot_features
 from planner.reports.document import Plot

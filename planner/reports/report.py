@@ -16,7 +16,7 @@ from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mixplan import PredictedSweep
+from planner.capacity.mix_forecast import PredictedSweep
 from planner.evidence.caveats import measurement_caveats
 from planner.evidence.said_once import said_once
 from planner.evidence.verdicts import Verdicts, judge

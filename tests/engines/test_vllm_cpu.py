@@ -24,7 +24,7 @@ from loadgen.inputs.measured import read_measured
 from loadgen.quantity import Metric
 from loadgen.results import Results, load
 from planner import PlanRequest, plan_from_results
-from planner.capacity.replay import MIN_REQUESTS, Correction, replay_check
+from planner.capacity.validation import MIN_REQUESTS, Correction, replay_check
 from planner.evidence.verdicts import judge
 from planner.reports.report import caveats
 from tests.engines.vllm_cpu import EARLY_ENGINE, MODEL, VllmCpuServer, required_engine_python

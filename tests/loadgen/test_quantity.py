@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from loadgen.quantity import Aggregate, Metric, Quantity, samples_needed
 from loadgen.slo_target import SloTarget
-from planner.capacity.slo import parse_slo
+from planner.capacity.batch_limit import parse_slo
 from planner.ci.gate import check_from_slo, evaluate_gate, parse_check
 from tests.planner.synthetic import closed_level, sweep_results
 

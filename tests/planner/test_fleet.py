@@ -13,7 +13,7 @@ from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
 from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity, with_spares
-from planner.fleet.replay import ReplicaKind, arrivals_for, replay
+from planner.fleet.fleet_replay import ReplicaKind, arrivals_for, replay
 from tests.planner.synthetic import law_sweep, sweep_results
 
 TPOT_60 = SloTarget(metric=Metric.TPOT, percentile=50.0, limit=60.0)

@@ -15,7 +15,7 @@ from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law
 from planner.fleet.demand import demand_from_arrivals
 from planner.fleet.fleet_plan import Variant, VariantCapacity, plan_fleet, variant_capacity
-from planner.fleet.replay import ReplicaKind, arrivals_for, replay
+from planner.fleet.fleet_replay import ReplicaKind, arrivals_for, replay
 
 TRACE = Path(__file__).parents[1] / "data" / "diurnal_trace.csv"
 SLOS = (

@@ -17,7 +17,7 @@ from loadgen.results import Results
 from loadgen.sim.openai_app import SimOptions
 from loadgen.slo_target import SloTarget
 from planner import Mix, PlanRequest, StepModel, fit_length_model, plan_for_mix
-from planner.capacity.mixplan import (
+from planner.capacity.mix_forecast import (
     below_zero_note,
     forecast_mix,
     idle_ttft_bound,

@@ -1,4 +1,4 @@
-"""``planner.capacity.replay``: a measured run served again by the plan's engine, request for request."""
+"""``planner.capacity.validation``: a measured run served again by the plan's engine, request for request."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from loadgen.engine import EngineConfig
 from planner import parse_slo
-from planner.capacity.replay import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
 from planner.capacity.sizing import Traffic, simulate_replicas
+from planner.capacity.validation import MIN_REQUESTS, Correction, most_conservative, replay_check, scaled
 from planner.simulation.replica_sim import simulate
 
 LAW = EngineConfig(base_ms=20, per_seq_ms=0.5, max_num_seqs=16, prefill_ms_per_token=0.02)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.slo_target import SloTarget
-from planner.capacity.slo import parse_slo
+from planner.capacity.batch_limit import parse_slo
 from planner.ci.gate import check_from_slo, parse_check
 from planner.evidence.thresholds import ThresholdSyntaxError, UnknownQuantity, parse_threshold
 

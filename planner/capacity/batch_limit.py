@@ -38,7 +38,7 @@ Quality = Literal[
     "below the floor",  # a law whose batch-1 step already breaches: no batch meets it
     "insufficient range",  # no unsaturated level measured it
     "model only",  # what-if: the stated law alone
-    "predicted",  # a length model fitted on other mixes predicts it (``planner.capacity.mixplan``)
+    "predicted",  # a length model fitted on other mixes predicts it (``planner.capacity.mix_forecast``)
     "unknown",  # imported numbers: it crosses between two levels, but without samples no interval decides it
 ]
 EPS = 1e-9

@@ -20,7 +20,7 @@ from loadgen.level.result import LevelResult
 from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
-from planner.capacity.slo import BatchLimit, floor_note
+from planner.capacity.batch_limit import BatchLimit, floor_note
 from planner.laws.lengthmodel import (
     COEFFICIENTS,
     LengthModel,
