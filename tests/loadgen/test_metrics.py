@@ -225,3 +225,14 @@ def test_unsampled_requests_count_their_token_events_and_reasoning_like_their_ou
     assert level.itl_per_token  # every completed request said each chunk's tokens
     assert level.reasoning_tokens == 4
     assert level.histograms[Metric.TTFT].count == 1  # the latencies stay the sampled request's
+
+
+def test_the_request_floor_counts_the_requests_the_verdict_counts() -> None:
+    """Issue 69: a floor met on completions (a closed loop's untimed first round among them) left the level
+    short of the samples its trust verdict counts, and the verdict then advised 'give it a request floor'."""
+    rec = LevelRecorder(Load(kind="rate", value=1.0), window_start=0.0)
+    for i, sampled in enumerate((False, False, True)):
+        rec.started(10.0 + i)
+        rec.add(record(t_intended=10.0 + i, t_sent=10.0 + i, chunks=(10.1 + i, 10.2 + i)), sampled=sampled)
+    assert rec.completed == 3
+    assert rec.independent_samples == 1.0 == rec.finish(20.0).independent_samples(Metric.E2E)
