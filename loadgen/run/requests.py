@@ -24,6 +24,7 @@ from loadgen.inputs.images import ImageSource, ImageSpec
 from loadgen.inputs.model_mix import ModelMix
 from loadgen.inputs.workload import DatasetEntry, flatten_messages
 from loadgen.lengths import Lengths
+from loadgen.run.believable import asked_max_tokens
 from loadgen.wire.sse import Convention
 
 VOCABULARY = [
@@ -161,7 +162,7 @@ class Workload:
 @dataclass(slots=True, kw_only=True)  # built once per request: not frozen (object.__setattr__ per field), never changed
 class PreparedRequest:
     body: bytes
-    max_tokens: int
+    max_tokens: int  # the output tokens the server was asked for at most (0: none we can bound by)
     messages: tuple[Mapping[str, Any], ...] | None = None  # chat: what was sent (a conversation's next history)
     words: int | None = None  # a synthetic prompt's words, alone in the request: its usage corrects the sizing
     model: str | None = None  # the model it named, where the workload splits requests over several
@@ -377,10 +378,8 @@ class RequestFactory:
         extra = dict(self._w.extra_body)
         if self._w.api.pooling:  # one JSON answer: nothing to stream, usage always in it; its batch is its inputs
             body.update(extra)
-            inputs = len(body[self._w.api.prompt_field])
-            return PreparedRequest(
-                body=orjson.dumps(body), max_tokens=max_tokens, messages=None, words=words, model=model, inputs=inputs
-            )
+            n = len(body[self._w.api.prompt_field])
+            return PreparedRequest(body=orjson.dumps(body), max_tokens=max_tokens, words=words, model=model, inputs=n)
         body["stream"] = True
         options = {**extra.pop("stream_options", {}), "include_usage": True}
         if self._w.api is not Api.RESPONSES:  # the Responses API reports usage in response.completed, always
@@ -388,9 +387,10 @@ class RequestFactory:
         body.update(extra)
         field = self._w.api.prompt_field
         messages = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None
+        max_tokens = asked_max_tokens(body, self._w.api.max_tokens_field)  # an --extra-body override included
         return PreparedRequest(
             body=orjson.dumps(body), max_tokens=max_tokens, messages=messages, words=words, model=model
-        )  # C: a tenth of json.dumps
+        )
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
         calibration = self._w.calibration

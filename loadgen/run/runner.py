@@ -41,6 +41,7 @@ from loadgen.histogram import LatencyHistogram
 from loadgen.level.result import WINDOW_LIFETIMES, LevelResult
 from loadgen.load import LevelPlan, open_loop_offsets
 from loadgen.quantity import Metric
+from loadgen.run.believable import believable
 from loadgen.run.metrics import LevelRecorder
 from loadgen.run.observe import LevelObserver, LoadSnapshot, NullObserver
 from loadgen.run.requests import Conversation, RequestFactory, Workload
@@ -350,8 +351,7 @@ class _Level:
         self.factory.observe(prepared, record.prompt_tokens)
         if self._outage.seen(record) >= GONE_AFTER_S:
             self.gone.set()
-        if prepared.model is not None:
-            record = replace(record, model=prepared.model)
+        record = replace(believable(record, prepared.max_tokens), model=prepared.model)
         if conversation is not None:
             record = replace(record, turn=conversation.turn)
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
