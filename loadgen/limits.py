@@ -10,6 +10,7 @@ from __future__ import annotations
 
 MAX_CONCURRENCY = 100_000  # clients (or an in-flight cap) in one level: one process; --workers or hosts beyond
 MAX_RATE_RPS = 100_000.0  # requests per second offered in one level
+MAX_FLEET_RPS = 1e8  # requests/s a plan or a whole fleet is asked to serve: past it no demand is a measurement
 MAX_TOKENS = 1_000_000  # prompt or output tokens of one request
 MAX_LEVELS = 100  # levels in one sweep, listed or generated
 MAX_FILE_LEVELS = 5_000  # levels in one results file or one imported table (a 100,000-row import once took 4 GB)

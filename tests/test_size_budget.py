@@ -16,7 +16,7 @@ MAX_LOADGEN_MODULE_LINES = 400
 # loadgen's modules over the budget when it was set (issue 69), each at its size then: a ratchet, allowed only
 # to shrink (a module split under the budget leaves this list; none joins it)
 LOADGEN_OVER_BUDGET = {
-    "loadgen/inputs/profile.py": 702,
+    "loadgen/inputs/profile.py": 701,
     "loadgen/inputs/imports.py": 635,
     "loadgen/wire/client.py": 606,
     "loadgen/cli/run_cmd.py": 532,

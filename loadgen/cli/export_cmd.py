@@ -18,7 +18,7 @@ from loadgen.results import load
 from loadgen.run.records_table import COLUMNS as RECORD_COLUMNS
 from loadgen.run.records_table import read_records, record_row
 from planner.reports.llmd import llmd_reports
-from planner.reports.render_csv import CSV_COLUMNS, LATENCY_COLUMNS, level_table
+from planner.reports.render_csv import CSV_COLUMNS, LATENCY_COLUMNS, level_table, spreadsheet_safe
 
 PARQUET_MISSING = "--format parquet writes with pyarrow, which is not installed: pip install 'loadgen[export]'"
 
@@ -91,7 +91,9 @@ def _csv(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
     writer.writerow(columns)
     for row in rows:
         cells = [row[c] for c in columns]
-        writer.writerow(["" if v is None else " ".join(map(str, v)) if isinstance(v, list) else v for v in cells])
+        writer.writerow(
+            ["" if v is None else spreadsheet_safe(" ".join(map(str, v)) if isinstance(v, list) else v) for v in cells]
+        )
     return buf.getvalue()
 
 

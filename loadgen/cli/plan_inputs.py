@@ -20,7 +20,7 @@ from loadgen.inputs.measured import read_measured
 from loadgen.inputs.plan_layers import DEFAULTS, PlanLayer, profile_layer, resolve, stored_layer
 from loadgen.inputs.profile import Profile, find_profile, load_profile
 from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
-from loadgen.limits import MAX_TOKENS
+from loadgen.limits import MAX_FLEET_RPS, MAX_TOKENS
 from loadgen.load import Arrival
 from loadgen.results import Results, load
 from loadgen.slo_target import SloTarget
@@ -204,7 +204,7 @@ def _check_bounds(flags: PlanFlags, request: PlanRequest) -> None:
     """Each numeric flag (or the value a profile gave it) within its range, or one line naming the flag."""
     for flag, value, low, exclusive, high in (
         ("--max-utilization", request.max_utilization, 0, True, 1),
-        ("--qps", request.qps, 0, True, None),
+        ("--qps", request.qps, 0, True, MAX_FLEET_RPS),
         ("--output-tokens", request.output_tokens, 0, True, MAX_TOKENS),
         ("--burstiness", flags.burstiness, 0, True, None),
         ("--current-batch", flags.current_batch, 1, False, None),

@@ -9,14 +9,13 @@ module alone, so one question gets one answer whichever command asks it (a profi
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
-from loadgen.limits import MAX_TOKENS
+from loadgen.limits import MAX_FLEET_RPS, MAX_TOKENS
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.run_settings import RunSettings
 from loadgen.slo_target import SloTarget
@@ -77,7 +76,7 @@ def stored_layer(settings: RunSettings, source: str, *, slos: bool = True) -> Pl
         raise UsageError(f"{source}: the stored profile's seed: expected a whole number >= 0, got {seed!r}")
     return PlanLayer(
         slos=_stored_slos(settings.profile_section("slo"), source) if slos else (),
-        qps=_number(plan, "qps", source, upper=math.inf),
+        qps=_number(plan, "qps", source, upper=MAX_FLEET_RPS),
         output_tokens=_number(plan, "output_tokens", source, upper=MAX_TOKENS),
         max_utilization=_number(plan, "max_utilization", source, upper=1.0),
         seed=seed,

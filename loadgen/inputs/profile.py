@@ -33,6 +33,7 @@ from loadgen.lengths import LengthDist, Lengths
 from loadgen.limits import (
     MAX_BATCH,
     MAX_CONCURRENCY,
+    MAX_FLEET_RPS,
     MAX_LEVELS,
     MAX_RATE_RPS,
     MAX_RETRIES,
@@ -73,10 +74,8 @@ class Bound:
 
     def integers(self) -> tuple[int | None, int | None]:
         """The range of an integer field (its minimum is never exclusive)."""
-        return (
-            None if self.minimum is None else int(self.minimum),
-            None if self.maximum is None else int(self.maximum),
-        )
+        low, high = self.minimum, self.maximum
+        return None if low is None else int(low), None if high is None else int(high)
 
 
 #: Every bounded numeric field of a profile, by its path: the one table the profile reader and the flags
@@ -618,7 +617,7 @@ def _plan(node: Node) -> PlanSpec:
     if not isinstance(listed, list) or not all(isinstance(v, str) and v.strip() for v in listed):
         variants.fail("expected a list of NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N], as --variant takes")
     return PlanSpec(
-        qps=node.optional_number("qps", minimum=0, exclusive=True),
+        qps=node.optional_number("qps", minimum=0, exclusive=True, maximum=MAX_FLEET_RPS),
         output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
         max_utilization=node.number("max_utilization", MAX_UTILIZATION, minimum=0, exclusive=True, maximum=1.0),
         variants=tuple(listed),

@@ -17,6 +17,7 @@ from pathlib import Path
 from loadgen.errors import UsageError
 from loadgen.inputs.textfiles import logical_suffix, read_text
 from loadgen.inputs.trace import load_trace
+from loadgen.limits import MAX_FLEET_RPS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -54,7 +55,6 @@ def load_traffic(path: Path) -> Traffic:
     return Traffic(trace.offsets_s, None, f"{path.name} ({len(trace.offsets_s):,} requests)")
 
 
-MAX_FLEET_RPS = 1e8  # requests/s a whole fleet is offered: past it no demand is a measurement
 MAX_TIME_S = 1e10  # a series' time: seconds (past three centuries is no traffic log)
 
 

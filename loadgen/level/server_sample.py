@@ -38,8 +38,11 @@ class ServerSample:
 
     @property
     def spec_acceptance(self) -> float | None:
-        """The share of draft tokens the server accepted over the window (None: it counts none)."""
+        """The share of draft tokens the server accepted over the window (None: it counts none, or counts it
+        cannot have: more accepted than drafted, or fewer than none)."""
         if not self.spec_draft_tokens or self.spec_accepted_tokens is None:
+            return None
+        if not 0 <= self.spec_accepted_tokens <= self.spec_draft_tokens:
             return None
         return self.spec_accepted_tokens / self.spec_draft_tokens
 

@@ -37,6 +37,15 @@ MODEL_COLUMNS = frozenset({"load_kind", "load_value", "window_s", "completed", "
                            *LATENCY_COLUMNS})  # fmt: skip
 
 
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell that starts so as a formula
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """A text cell that a spreadsheet would run as a formula (a model named ``=cmd|' /C calc'!A0``), quoted
+    with a leading apostrophe so it is shown as text; numbers and other text as they are."""
+    return f"'{cell}" if isinstance(cell, str) and cell.startswith(FORMULA_LEADS) else cell
+
+
 def to_csv(results: Results) -> str:
     """One row per level with the summary columns (latencies in ms)."""
     buf = io.StringIO()
@@ -44,7 +53,9 @@ def to_csv(results: Results) -> str:
     writer.writerow([*CSV_COLUMNS, *LATENCY_COLUMNS])
     for lv in results.levels:
         values = level_values(lv)
-        writer.writerow(["" if values[c] is None else values[c] for c in (*CSV_COLUMNS, *LATENCY_COLUMNS)])
+        writer.writerow(
+            ["" if values[c] is None else spreadsheet_safe(values[c]) for c in (*CSV_COLUMNS, *LATENCY_COLUMNS)]
+        )
     return buf.getvalue()
 
 

@@ -266,3 +266,16 @@ def test_a_flag_and_the_profile_field_it_sets_are_held_to_one_bound(
     with pytest.raises(ProfileError) as refused_there:
         parse_profile({"schema_version": 1, "name": "b", "target": "sim", **document}, "b.yaml")
     assert message in str(refused_there.value), refused_there.value  # one spelling of the bound in both
+
+
+SWEEP = Path(__file__).resolve().parents[1] / "data" / "results_v1_sweep.json"
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [["--law", "25+0.4b"], ["--variant", f"x={SWEEP},cost=1.1", "--variant", f"y={SWEEP},cost=3.9,gpus=2"]],
+    ids=["what-if", "fleet"],
+)
+def test_a_qps_past_any_fleet_is_refused_as_a_traffic_row_is(plan: list[str]) -> None:
+    """Issue 70, S17: ``--qps 1e300`` ended in an OverflowError traceback in the fleet plan."""
+    refused(["plan", *plan, "--qps", "1e300", "--slo", "tpot_p95<50ms"], "--qps")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -100,3 +101,19 @@ def test_bad_input_is_one_line(tmp_path: Path, content: str, args: list[str], me
     source.write_text(content)
     result = runner.invoke(app, ["export", str(source), *args, "-o", str(tmp_path / "o")])
     assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.output
+
+
+def test_a_model_name_a_spreadsheet_would_run_is_written_as_text(split_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 70, S6: model names that start with = + - @ went into the CSV raw (formula injection)."""
+    results_file, _ = split_run
+    raw = json.loads(results_file.read_text())
+    hostile = "=cmd|' /C calc'!A0"
+    models = raw["levels"][0]["by_model"]
+    models[hostile] = models.pop("b")
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps(raw))
+    out = tmp_path / "levels.csv"
+    export(str(planted), "-o", str(out))
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["model"] for r in rows] == ["", "a", "'" + hostile]
+    assert all(not cell.startswith(("=", "+", "@")) for r in rows for cell in r.values())

@@ -154,3 +154,11 @@ def test_the_client_bound_remedy_follows_its_cause() -> None:
     assert two.client_bound and remedy(two).startswith("more workers than its 2")
     shared = replace(two, client_cpu_s=8.0, runqueue_wait_s=12.0)  # two processes, one core between them
     assert shared.client_bound and "more workers" not in remedy(shared)
+
+
+def test_speculative_counters_that_cannot_be_true_are_not_printed() -> None:
+    """Issue 70, S12: 'accepted few ... 10000.0% of 270' from a /metrics whose accepted exceeded drafted."""
+    lying = ServerSample(source="vllm", samples=3, running_mean=1.0, waiting_mean=0.0,
+                         spec_draft_tokens=270.0, spec_accepted_tokens=27000.0)  # fmt: skip
+    assert lying.spec_acceptance is None
+    assert rules.several_tokens_an_event(results(replace(FULL, server=lying))) is None
