@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from typing import Any
 
 
@@ -60,6 +61,10 @@ def parse_json(text: str | bytes, where: str, kind: str = "JSON", error: type[Lo
         raise error(f"{where}: {kind} nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not valid {kind} (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
+    except ValueError:  # json's only other refusal: an integer past Python's digit limit (4,300)
+        raise error(
+            f"{where}: not valid {kind} (an integer of more than {sys.get_int_max_str_digits():,} digits)"
+        ) from None
 
 
 class ErrorKind(enum.StrEnum):

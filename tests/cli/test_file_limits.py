@@ -53,6 +53,9 @@ def test_a_trace_with_a_year_one_timestamp_an_oversized_field_or_a_far_row_is_on
                       None),
         "field.csv": ("time_s,prompt_tokens,output_tokens\n0,4," + "9" * 140_000 + "\n", "not a CSV row"),
         "far.csv": ("time_s,prompt_tokens,output_tokens\n0,4,4\n1e15,4,4\n", "a replay spans at most 30 days"),
+        # issue 70, S8: a hash id of 5,000 digits was a ValueError traceback from json.loads
+        "ids.jsonl": ('{"timestamp": 0, "input_length": 4, "output_length": 4, "hash_ids": [' + "7" * 5000 + "]}\n",
+                      "an integer of more than 4,300 digits"),
     }  # fmt: skip
     for name, (text, message) in cases.items():
         trace = tmp_path / name
