@@ -84,14 +84,39 @@ def read_folder(folder: Path) -> tuple[str, ...]:
         raise UsageError(f"images folder {folder}: no image files ({', '.join(MIME)})")
     if len(files) > MAX_FOLDER_FILES:
         raise UsageError(f"images folder {folder}: more than {MAX_FOLDER_FILES:,} images; use a smaller folder")
-    urls, total = [], 0
+    urls, total, inside = [], 0, folder.resolve()
     for path in files:
-        data = path.read_bytes()
+        data = _read_image(path, inside, MAX_FOLDER_BYTES - total)
         total += len(data)
-        if total > MAX_FOLDER_BYTES:
-            raise UsageError(f"images folder {folder}: more than {MAX_FOLDER_BYTES >> 20} MiB of images")
         urls.append(f"data:{MIME[path.suffix.lower()]};base64,{base64.b64encode(data).decode()}")
     return tuple(urls)
+
+
+#: the bytes each image format starts with (WebP: a RIFF container whose form, at byte 8, is WEBP)
+MAGIC = {"image/png": (b"\x89PNG\r\n\x1a\n",), "image/jpeg": (b"\xff\xd8\xff",), "image/gif": (b"GIF87a", b"GIF89a"),
+         "image/webp": (b"RIFF",)}  # fmt: skip
+
+
+def _read_image(path: Path, folder: Path, room: int) -> bytes:
+    """One image file's bytes, read no further than ``room`` (what the folder's cap leaves): a file that
+    leads out of the folder (a link), cannot be read, is larger than the room or is not the image its
+    suffix says is one line naming it, before its bytes are held."""
+    where = f"images folder {folder}: {path.name}"
+    try:
+        if not path.resolve().is_relative_to(folder):
+            raise UsageError(f"{where}: a link out of the folder; give the image files themselves")
+        if path.stat().st_size > room:  # refused before its bytes are read
+            raise UsageError(f"images folder {folder}: more than {MAX_FOLDER_BYTES >> 20} MiB of images")
+        with path.open("rb") as f:
+            data = f.read(room + 1)  # a file whose size lies (a device, /proc) is still read no further
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > room:
+        raise UsageError(f"images folder {folder}: more than {MAX_FOLDER_BYTES >> 20} MiB of images")
+    mime = MIME[path.suffix.lower()]
+    if not data.startswith(MAGIC[mime]) or (mime == "image/webp" and data[8:12] != b"WEBP"):
+        raise UsageError(f"{where}: not a {mime.removeprefix('image/').upper()} image (its first bytes say otherwise)")
+    return data
 
 
 class _SharedPng:

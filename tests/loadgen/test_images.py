@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ from typer.testing import CliRunner
 from loadgen.api import Api
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
-from loadgen.inputs.images import ImageSource, ImageSpec, adler32_combine
+from loadgen.errors import UsageError
+from loadgen.inputs.images import ImageSource, ImageSpec, adler32_combine, read_folder
 from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
 from loadgen.lengths import Lengths
 from loadgen.results import load
@@ -85,10 +89,39 @@ def test_a_request_carries_its_images_as_the_apis_content_parts(api: Api) -> Non
 
 
 def test_images_from_a_folder_are_sent_as_they_are(tmp_path: Path) -> None:
-    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0 a jpeg's head")
     (tmp_path / "notes.txt").write_text("skipped")
     source = ImageSource(ImageSpec(count=1, folder=str(tmp_path)), seed=0)
-    assert source.next() == "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8 not really a jpeg").decode()
+    assert source.next() == "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8\xff\xe0 a jpeg's head").decode()
+
+
+def _sparse(path: Path, size: int) -> None:
+    """A file of ``size`` bytes that takes no disk (and, refused by its size, no memory)."""
+    path.touch()
+    os.truncate(path, size)
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        (lambda d: (d / "x.png").symlink_to("/etc/passwd"), "x.png: a link out of the folder"),  # S9
+        (lambda d: (d / "x.png").symlink_to("/proc/self/mem"), "x.png: a link out of the folder"),  # S7
+        (lambda d: (d / "x.png").write_text("root:x:0:0"), "x.png: not a PNG image"),  # S9: text sent as image/png
+        (lambda d: (d / "x.png").write_bytes(b""), "x.png: not a PNG image"),  # S9: a 0-byte .png
+        (lambda d: _sparse(d / "x.png", 600 << 20), "more than 512 MiB"),  # S2: refused before it is read
+    ],
+    ids=["link-to-a-file", "link-to-proc", "text", "empty", "600-MiB"],
+)
+def test_a_folder_image_that_is_not_one_is_one_line_before_its_bytes_are_held(
+    tmp_path: Path, plant: Callable[[Path], object], message: str
+) -> None:
+    """Issue 70, S2, S7 and S9: a 4 GB .png was read whole before the cap; a link to /proc/self/mem was an
+    OSError traceback; /etc/passwd linked as x.png, a text file and a 0-byte .png went out as image/png."""
+    folder = tmp_path / "img"
+    folder.mkdir()
+    plant(folder)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        read_folder(folder)
 
 
 def test_the_simulator_charges_each_images_tokens_to_prefill_and_the_level_records_them() -> None:
