@@ -171,7 +171,7 @@ class LevelResult:
     synthesised: bool = declare("synthesised", default=False, read=flag, combine=first)
     # which attempt at this level counts (``--retries``: earlier ones are in ``Results.retried``)
     attempt: int = declare("attempt", default=1, read=count, combine=first)
-    # the longest stretch in which the server refused every connection and answered nothing (None: never)
+    # the stretches in which the server refused every connection and answered nothing, added up (None: never)
     outage_s: float | None = declare("outage_s", default=None, read=number, combine=largest_known)
     # the level stopped because the server had stopped answering (and the sweep)
     target_gone: bool = declare("target_gone", default=False, read=flag, combine=any_share)

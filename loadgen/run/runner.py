@@ -147,7 +147,7 @@ class _Level:
         self._loop_lag_held: list[float] = []  # recorded LOOP_PROBE_HELD at a time, and at the level's end
         self._wait_start: float | None = None  # runnable-but-waiting seconds at the window's start
         self._wait_end: float | None = None
-        self._outage = _Outage()
+        self._outage = Outage()
         self.gone = asyncio.Event()  # the target stopped answering: the level stops (and the session after it)
 
     def stopping(self) -> bool:
@@ -219,7 +219,7 @@ class _Level:
         result = self.recorder.finish(
             end, server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted and not gone
         )
-        result = replace(result, outage_s=self._outage.longest(end), target_gone=gone)
+        result = replace(result, outage_s=self._outage.total(end), target_gone=gone)
         if self._cpu_start is not None:
             result = replace(result, client_cpu_s=(self._cpu_end or time.process_time()) - self._cpu_start)
         if self._wait_start is not None:
@@ -427,16 +427,16 @@ def _runqueue_wait_s() -> float | None:
         return None
 
 
-class _Outage:
-    """Stretches in which the server refused every connection: the longest so far, and how long the one in
-    progress has lasted. A request that connected (an HTTP error too) ends one where it was sent: the
-    server was there."""
+class Outage:
+    """Stretches in which the server refused every connection: their sum so far (a server down 0.6 s of every
+    2 s is down 30% of the level, though no stretch is long), and how long the one in progress has lasted. A
+    request that connected (an HTTP error too) ends one where it was sent: the server was there."""
 
-    __slots__ = ("_from", "_longest")
+    __slots__ = ("_from", "_total")
 
     def __init__(self) -> None:
         self._from: float | None = None  # the first refused connection since the last answer
-        self._longest: float | None = None
+        self._total: float | None = None
 
     def seen(self, record: RequestRecord) -> float:
         """Take a finished request; how long the outage in progress has lasted (0: none)."""
@@ -452,15 +452,15 @@ class _Outage:
         """How long the outage in progress has lasted at ``now`` (0: none)."""
         return 0.0 if self._from is None else now - self._from
 
-    def longest(self, end: float) -> float | None:
-        """The longest outage, one still in progress at ``end`` included."""
+    def total(self, end: float) -> float | None:
+        """Every outage added up, one still in progress at ``end`` included (None: none)."""
         if self._from is not None:
             self._close(end)
-        return self._longest
+        return self._total
 
     def _close(self, at: float) -> None:
         assert self._from is not None
-        self._longest = max(self._longest or 0.0, at - self._from)
+        self._total = (self._total or 0.0) + at - self._from
         self._from = None
 
 

@@ -160,7 +160,7 @@ def _trust_findings(
         out.append((f"{label}: interrupted; a partial level", "client"))
     elif level.outage_s is not None and level.outage_s >= max(OUTAGE_S, OUTAGE_SHARE * level.window_s):
         text = (
-            f"{label}: the server stopped answering for {level.outage_s:.1f} s of the level (connections "
+            f"{label}: the server stopped answering for {level.outage_s:.1f} s of the level in all (connections "
             "refused, nothing answered): its numbers are not the server's steady state"
         )
         out.append((text, "service"))

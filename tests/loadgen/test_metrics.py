@@ -14,6 +14,7 @@ from loadgen.errors import ErrorKind
 from loadgen.load import Load
 from loadgen.quantity import Metric
 from loadgen.run.metrics import LevelRecorder, inter_token_gaps
+from loadgen.run.runner import Outage
 from loadgen.wire.records import RequestRecord
 
 
@@ -236,3 +237,17 @@ def test_the_request_floor_counts_the_requests_the_verdict_counts() -> None:
         rec.add(record(t_intended=10.0 + i, t_sent=10.0 + i, chunks=(10.1 + i, 10.2 + i)), sampled=sampled)
     assert rec.completed == 3
     assert rec.independent_samples == 1.0 == rec.finish(20.0).independent_samples(Metric.E2E)
+
+
+def test_an_outage_is_the_sum_of_its_stretches() -> None:
+    """Issue 70, S13: a server down 0.6 s of every 2 s was 'no outage' (only the longest stretch, 0.78 s,
+    was kept, under the 1 s floor), though it refused connections 30% of the level."""
+    outage = Outage()
+    for k in range(5):
+        start = 2.0 * k
+        for t in (start, start + 0.3, start + 0.6):
+            refused = record(t_intended=t, t_sent=t, chunks=(), t_done=t, error=ErrorKind.CONNECT)
+            outage.seen(refused)
+        outage.seen(record(t_intended=start + 0.6, t_sent=start + 0.6, chunks=(start + 0.7,)))
+    total = outage.total(10.0)
+    assert total == pytest.approx(3.0)
