@@ -479,20 +479,8 @@ class _WireExchange:
 class _StreamState:
     """Parsing state of one response body."""
 
-    __slots__ = (
-        "by_token",
-        "completion_tokens",
-        "done",
-        "error",
-        "finish_reason",
-        "image_tokens",
-        "prompt_tokens",
-        "reasoning_at",
-        "reasoning_tokens",
-        "response_id",
-        "texts",
-        "tool_call",
-    )
+    __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "image_tokens", "malformed",
+                 "prompt_tokens", "reasoning_at", "reasoning_tokens", "response_id", "texts", "tool_call")  # fmt: skip
 
     def __init__(self, convention: Convention, texts: list[str] | None = None) -> None:
         self.texts = texts
@@ -503,6 +491,7 @@ class _StreamState:
         self.prompt_tokens: int | None = None
         self.image_tokens: int | None = None  # of the prompt's tokens, where the server's usage says them apart
         self.error: str | None = None
+        self.malformed: str | None = None  # why an answer that ended cannot be what it says
         self.response_id: str | None = None
         # which timed events were reasoning alone (their indices in the times): the plain-token fast
         # paths only ever time answer text, so only this general path can mark one
@@ -543,11 +532,17 @@ class _StreamState:
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)
             if api is Api.RESPONSES and chunk.finish_reason is not None:  # response.completed: the last event
+                if not times and chunk.completion_tokens:  # its usage counts tokens that no delta carried
+                    self.malformed = (
+                        f"response.{chunk.finish_reason} before any of its {chunk.completion_tokens} tokens"
+                    )
                 self.done = True
                 return True
         return False
 
     def outcome(self) -> tuple[ErrorKind | None, str | None]:
+        if self.malformed is not None:
+            return ErrorKind.MALFORMED_CHUNK, self.malformed
         if self.error is not None:
             return ErrorKind.STREAM_BROKEN, f"server error in stream: {self.error}"
         if self.done or self.finish_reason is not None:

@@ -733,3 +733,22 @@ async def test_an_endless_run_of_interim_responses_ends_named_with_memory_flat(t
         tracemalloc.stop()
     assert record.error in (ErrorKind.PROTOCOL, ErrorKind.TIMEOUT) and record.error_detail, record
     assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB held while the interim responses flowed"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", tuple(Transport))
+async def test_a_responses_stream_that_completes_before_its_deltas_is_malformed(transport: str) -> None:
+    """Issue 70, S11: ``response.completed`` (usage: 3 output tokens) before any delta counted as an empty
+    success (0 tok/s, nothing timed); the deltas after it were never read."""
+    completed = b'{"type":"response.completed","response":{"id":"r1","usage":{"input_tokens":2,"output_tokens":3}}}'
+    delta = b'{"type":"response.output_text.delta","delta":"w "}'
+    early = SSE_HEAD + chunked(b"".join(b"data: %s\n\n" % e for e in (completed, delta, delta, delta))) + b"0\r\n\r\n"
+    body = b'{"model": "m", "input": "hi", "max_output_tokens": 4, "stream": true}'
+    async with raw_server(sends(early)) as url:
+        options = HttpOptions(timeout_s=10, transport=transport)  # type: ignore[arg-type]
+        async with make_http_client(url + "/", {}, options) as http:
+            record = await stream_request(
+                http, "responses", body, Api.RESPONSES, t_intended=time.monotonic(), clock=time.monotonic, timeout_s=10
+            )
+    assert record.error == ErrorKind.MALFORMED_CHUNK, record
+    assert record.error_detail == "response.completed before any of its 3 tokens"
