@@ -11,6 +11,7 @@ look twice as fast. Failures are data, as for a stream (``ErrorKind``).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -149,7 +150,8 @@ class _Answer:
             self.prompt_tokens = tokens if isinstance(tokens, int) and tokens >= 0 else None
         if self.inputs != self.sent:
             return ErrorKind.MALFORMED_CHUNK, f"answered {self.inputs} of the {self.sent} inputs sent"
-        return None
+        problem = _reranked(items, self.sent) if self.api is Api.RERANK else _embedded(items)
+        return None if problem is None else (ErrorKind.MALFORMED_CHUNK, problem)
 
     def record(
         self,
@@ -185,3 +187,29 @@ class _Answer:
             cut=cut,
             inputs=self.inputs if ok else 0,
         )
+
+
+def _reranked(items: list[Any], sent: int) -> str | None:
+    """Why a rerank answer's results are not one score for each document sent (None: they are)."""
+    seen: set[int] = set()
+    for item in items:
+        index = item.get("index") if isinstance(item, dict) else None
+        score = item.get("relevance_score") if isinstance(item, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < sent or index in seen:
+            return f"a result's index ({str(index)[:20]}) names none of the {sent} documents, or one twice"
+        if not isinstance(score, int | float) or isinstance(score, bool) or not math.isfinite(score):
+            return f"document {index}'s relevance_score is not a number"
+        seen.add(index)
+    return None
+
+
+def _embedded(items: list[Any]) -> str | None:
+    """Why an embeddings answer is not one vector of one length for each input (None: it is); a vector is a
+    list of numbers or, as asked, base64 (its length in characters compared)."""
+    lengths = set()
+    for item in items:
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        if not isinstance(vector, list | str) or not vector:
+            return "an input has no embedding"
+        lengths.add(len(vector))
+    return None if len(lengths) <= 1 else f"embeddings of {len(lengths)} different lengths in one answer"

@@ -752,3 +752,39 @@ async def test_a_responses_stream_that_completes_before_its_deltas_is_malformed(
             )
     assert record.error == ErrorKind.MALFORMED_CHUNK, record
     assert record.error_detail == "response.completed before any of its 3 tokens"
+
+
+def _json_answer(doc: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(doc), doc)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", tuple(Transport))
+@pytest.mark.parametrize(
+    ("api", "doc", "said"),
+    [
+        (Api.RERANK, b'{"results":[{"index":0,"relevance_score":0.5},{"index":1000000000,"relevance_score":0.1}]}',
+         "names none of the 2 documents"),
+        (Api.RERANK, b'{"results":[{"index":0,"relevance_score":0.5},{"index":0,"relevance_score":0.1}]}',
+         "names none of the 2 documents, or one twice"),
+        (Api.RERANK, b'{"results":[{"index":0,"relevance_score":null},{"index":1,"relevance_score":0.1}]}',
+         "relevance_score is not a number"),
+        (Api.EMBEDDINGS, b'{"data":[{"embedding":[0.1,0.2]},{"embedding":[0.1]}]}', "2 different lengths"),
+        (Api.EMBEDDINGS, b'{"data":[{"embedding":[0.1,0.2]},{"object":"embedding"}]}', "an input has no embedding"),
+    ],
+    ids=["index-1e9", "index-twice", "null-score", "ragged", "missing"],
+)  # fmt: skip
+async def test_a_pooled_answer_is_checked_item_by_item_not_by_count(
+    transport: str, api: Api, doc: bytes, said: str
+) -> None:
+    """Issue 70, S16: rerank indices that name no document, null scores and embeddings of different lengths in
+    one answer were successes: only the number of items was checked."""
+    from loadgen.wire.pooled import pooled_request
+
+    async with raw_server(sends(_json_answer(doc))) as url:
+        options = HttpOptions(timeout_s=10, transport=transport)  # type: ignore[arg-type]
+        async with make_http_client(url + "/", {}, options) as http:
+            record = await pooled_request(
+                http, "x", b"{}", api, 2, t_intended=time.monotonic(), clock=time.monotonic, timeout_s=10
+            )
+    assert record.error == ErrorKind.MALFORMED_CHUNK and said in (record.error_detail or ""), record
