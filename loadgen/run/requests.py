@@ -339,6 +339,8 @@ class RequestFactory:
     def _block_words(self, block: int, n: int) -> list[str]:
         """The first ``n`` words of block ``block``: a word naming it, then words dealt from its own decks."""
         mark = f"b{(block * 0x9E3779B97F4A7C15 ^ self._salt) & 0xFFFFFFFFFF:010x}"
+        if n == 1:  # the mark alone: no deck to seed (a seeded generator a block cost 239 s for 10^6 blocks)
+            return [mark]
         return [mark, *_Deck(np.random.default_rng([self._seed, 5, block]), VOCABULARY).deal(n - 1)][:n]
 
     def calibration_probe(self, copies: int) -> PreparedRequest:
@@ -386,11 +388,9 @@ class RequestFactory:
             body["stream_options"] = options
         body.update(extra)
         field = self._w.api.prompt_field
-        messages = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None
+        held = tuple(body[field]) if self._w.turns > 1 and isinstance(body.get(field), list) else None  # the history
         max_tokens = asked_max_tokens(body, self._w.api.max_tokens_field)  # an --extra-body override included
-        return PreparedRequest(
-            body=orjson.dumps(body), max_tokens=max_tokens, messages=messages, words=words, model=model
-        )
+        return PreparedRequest(body=orjson.dumps(body), max_tokens=max_tokens, messages=held, words=words, model=model)
 
     def _synthetic_prompt(self, tokens: int) -> tuple[str, int]:
         calibration = self._w.calibration
