@@ -200,9 +200,8 @@ class _Level:
         if self.real_time:
             helpers.append(asyncio.create_task(self._cpu_window()))
         if self.scraper is not None:
-            helpers.append(
-                asyncio.create_task(self.scraper.run(self.recorder.window_start, lambda: self.t_stop, self.clock))
-            )
+            scrape = self.scraper.run(self.recorder.window_start, lambda: self.t_stop, self.clock)
+            helpers.append(asyncio.create_task(scrape))
         try:
             await self._supervise(drive)
         finally:
@@ -216,9 +215,8 @@ class _Level:
         if self._outage.lasting(end) >= GONE_AT_END_S:
             self.gone.set()  # refused to the end: the next level would meet the same closed port
         gone = self.gone.is_set()  # the server died in this level: a partial level, and the session stops
-        result = self.recorder.finish(
-            end, server=self.scraper.sample() if self.scraper else None, complete=not self.interrupted and not gone
-        )
+        server = self.scraper.sample() if self.scraper else None
+        result = self.recorder.finish(end, server=server, complete=not self.interrupted and not gone)
         result = replace(result, outage_s=self._outage.total(end), target_gone=gone)
         if self._cpu_start is not None:
             result = replace(result, client_cpu_s=(self._cpu_end or time.process_time()) - self._cpu_start)
@@ -351,7 +349,9 @@ class _Level:
         self.factory.observe(prepared, record.prompt_tokens)
         if self._outage.seen(record) >= GONE_AFTER_S:
             self.gone.set()
-        record = replace(believable(record, prepared.max_tokens), model=prepared.model)
+        record = believable(record, prepared.max_tokens)
+        if prepared.model is not None:  # a copy only where the workload splits requests over models
+            record = replace(record, model=prepared.model)
         if conversation is not None:
             record = replace(record, turn=conversation.turn)
             conversation.advance(prepared.messages, "".join(answer or ()), record.ok)
