@@ -49,25 +49,15 @@ def test_compiled_modules_are_leaves() -> None:
         assert not [m for m in imported if m.split(".")[0] in ("loadgen", "planner")], path
 
 
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
-
-
-def runtime_imports_of(path: Path) -> set[str]:
-    """``imports_of`` less the imports under ``if TYPE_CHECKING:``: those are never executed, so a module
-    whose functions take a record as an argument may name the record's module there without a cycle."""
+def imports_of(path: Path, *, typing_only: bool = True) -> set[str]:
+    """The modules ``path`` imports; ``typing_only=False`` leaves out those under ``if TYPE_CHECKING:``, which
+    never run (a module whose functions take a record as an argument may name the record's module there
+    without an import cycle)."""
     names: set[str] = set()
     pending: list[ast.AST] = [ast.parse(path.read_text(), filename=str(path))]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if not typing_only and isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             pending.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
@@ -210,7 +200,7 @@ def test_the_module_import_graph_has_no_cycle() -> None:
         path = ROOT / (
             module.replace(".", "/") + ("/__init__.py" if (ROOT / module.replace(".", "/")).is_dir() else ".py")
         )
-        for name in runtime_imports_of(path) - COMPILED:
+        for name in imports_of(path, typing_only=False) - COMPILED:
             target = name if name in owner else name.rpartition(".")[0]
             if target in owner and target != module:
                 graph[module].add(target)
