@@ -85,7 +85,7 @@ def run_closed_loop(
     ramp_ms = _alone_ms(engine, round(mean.prompt_tokens), max(round(mean.output_tokens), 1))
     starts = np.array([ramp_ms * k / clients for k in range(clients)], dtype=np.float64)
     if compiled is not None and compilable(engine) and outputs.min() >= 1:
-        ttft, tpot, e2e, done = compiled.serve(starts, prompts, outputs, warmup, *law_terms(engine))
+        ttft, tpot, e2e, done = compiled.serve(starts, prompts, outputs, warmup, *engine_terms(engine))
     else:
         ttft, tpot, e2e, done = serve_reference(engine, starts, prompts, outputs, warmup)
     return ClosedLevel(clients=clients, ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e, output_tokens=done)
@@ -102,7 +102,7 @@ def compilable(engine: EngineConfig) -> bool:
     )
 
 
-def law_terms(engine: EngineConfig) -> tuple[float, float, float, float, float, int, int, int]:
+def engine_terms(engine: EngineConfig) -> tuple[float, float, float, float, float, int, int, int]:
     """The compiled loop's arguments after the requests (-1: no token budget, no KV capacity)."""
     budget, kv = engine.max_num_batched_tokens, engine.kv_capacity_tokens
     return (

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.engine import EngineConfig, Mode
-from planner.simulation.closed_loop import compilable, law_terms, serve_reference
+from planner.simulation.closed_loop import compilable, engine_terms, serve_reference
 
 closed_loop_compiled = pytest.importorskip(
     "planner.simulation.closed_loop_compiled",
@@ -51,7 +51,7 @@ def test_the_compiled_loop_measures_what_the_engine_does_bit_for_bit(
 ) -> None:
     law, starts, prompts, outputs, warmup = level
     assert compilable(law)
-    compiled = closed_loop_compiled.serve(starts, prompts, outputs, warmup, *law_terms(law))
+    compiled = closed_loop_compiled.serve(starts, prompts, outputs, warmup, *engine_terms(law))
     reference = serve_reference(law, starts, prompts, outputs, warmup)
     for mine, theirs in zip(compiled, reference, strict=True):
         assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
