@@ -35,7 +35,7 @@ Ts = TypeVarTuple("Ts")
 THREAD_POLL_S = 0.001  # while a thread works for the loop: real waits this long, the clock stands still
 # struct tcp_info (linux/tcp.h): tcpi_bytes_received at offset 128, tcpi_bytes_sent at 200 (Linux >= 4.19)
 _TCP_INFO_LEN = 208
-_RECEIVED = _SENT = struct.Struct("=Q")
+_U64 = struct.Struct("=Q")
 
 
 class _JumpingSelector(selectors.DefaultSelector):
@@ -86,7 +86,7 @@ def tcp_bytes(fileobj: Any) -> tuple[Addresses, tuple[int, int]] | None:
         return None
     if len(info) < _TCP_INFO_LEN:
         return None
-    received, sent = _RECEIVED.unpack_from(info, 128)[0], _SENT.unpack_from(info, 200)[0]
+    received, sent = _U64.unpack_from(info, 128)[0], _U64.unpack_from(info, 200)[0]
     return addresses, (sent, received)
 
 
