@@ -22,7 +22,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mix_forecast import MixForecast, PredictedSweep, absent_statistic, fit_calibration
 from planner.capacity.plan import plan_from_law, plan_from_results
 from planner.capacity.plan_mix import plan_for_mix
-from planner.capacity.predicted import predict_levels, predicted_lengths
+from planner.capacity.predicted import closed_loop_budget, predict_levels, predicted_lengths
 from planner.capacity.request import PlanRequest
 from planner.capacity.validation import MeasuredRequests, ReplayCheck, most_conservative, replay_check
 from planner.fleet.demand import Demand
@@ -198,7 +198,7 @@ def _predicted(
     engine = dataclasses.replace(
         forecast.engine,
         max_num_seqs=seqs,
-        max_num_batched_tokens=budget,
+        max_num_batched_tokens=closed_loop_budget(budget, seqs, forecast.mix.prompt_tokens),
         kv_capacity_tokens=forecast.kv_capacity_tokens,  # known: a sequence waits for room, as on the server
     )
     p95 = forecast.tpot_p95

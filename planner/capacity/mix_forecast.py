@@ -11,6 +11,8 @@ carrying a prefill chunk under the latency SLO. Every figure is "predicted for a
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,8 +23,8 @@ from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.batch_limit import BatchLimit, floor_note
+from planner.laws.held_out import hold_out
 from planner.laws.lengthmodel import (
-    COEFFICIENTS,
     LengthModel,
     Mix,
     calibrated_levels,
@@ -89,6 +91,10 @@ class PredictedLevel:
     ttft_p50_range_ms: tuple[float, float] | None = None
     ttft_p95_range_ms: tuple[float, float] | None = None
     ttft_mean_range_ms: tuple[float, float] | None = None
+    # TPOT's: the engine at either end, and the law at the mix's interval widened to the held-out error
+    tpot_p50_range_ms: tuple[float, float] | None = None
+    tpot_p95_range_ms: tuple[float, float] | None = None
+    tpot_mean_range_ms: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +204,8 @@ def fit_calibration(
 ) -> LengthModel:
     """The length model on TPOT ``percentile`` (None: the mean) over every file's trusted unsaturated levels."""
     points = [p for name, results in calibrations for p in points_from_results(results, name, percentile)]
-    return fit_length_model(points, statistic=fit_statistic(percentile), budget=budget, seed=seed)
+    model = fit_length_model(points, statistic=fit_statistic(percentile), budget=budget, seed=seed)
+    return dataclasses.replace(model, held_out=hold_out(model))
 
 
 def idle_ttft_bound(model: LengthModel, prompt_tokens: float) -> float | None:
@@ -253,22 +260,6 @@ def prefix_cache_note(calibrations: Sequence[tuple[str, Results]]) -> str:
     )
 
 
-def below_zero_note(model: LengthModel) -> str:
-    """The engine's terms fitted below zero, which no step is ("" when none): the simulated engine runs them
-    at zero, so the plan says it, with each term's interval."""
-    negative = [c for c in model.coefficients if c.name in COEFFICIENTS and c.value is not None and c.value < 0]
-    if not negative:
-        return ""
-    terms = "; ".join(
-        f"{c.name} {c.value:.3g}" + (f" (95% CI {c.ci[0]:.3g}..{c.ci[1]:.3g})" if c.ci else "") for c in negative
-    )
-    return (
-        f"fitted below zero, which no engine's step is: {terms}: the calibration does not resolve it (engine drift "
-        "between sweeps, or too few levels); the sizing simulation and the predicted levels run it at zero; the "
-        "batch limits read the law as fitted, at the upper end of its 95% interval, which holds the term's own"
-    )
-
-
 def forecast_mix(
     calibrations: Sequence[tuple[str, Results]],
     mix: Mix,
@@ -284,13 +275,7 @@ def forecast_mix(
     model = fit_calibration(calibrations, statistic, budget, seed)
     law = model.at_mix(mix)
     extrapolation = model.extrapolation(mix)
-    notes = (
-        prefix_cache_note(calibrations),
-        model.separation_note(),
-        model.drift_note(),
-        _linear_prefill_note(model, mix),
-    )
-    warnings = [note for note in notes if note]
+    warnings = _calibration_notes(calibrations, model, mix)
     if law is None:
         return MixForecast(mix=mix, model=model, extrapolation=extrapolation, warnings=tuple(warnings))
     limits = []
@@ -305,7 +290,8 @@ def forecast_mix(
             fitted[slo.percentile] = fit_calibration(calibrations, slo.percentile, budget, seed)
         limits.append(mix_batch_limit(fitted[slo.percentile], mix, slo))
     split = slope_range(model, mix)
-    warnings += [note for note in (below_zero_note(model), split and split_note(split, law)) if note]
+    if split:
+        warnings.append(split_note(split, law))
     engine: EngineConfig | None = _engine({c.name: c.value for c in model.coefficients})
     # the replicates at either end of a request's E2E at the largest calibrated batch: its prefill and its
     # decode steps together (by idle TTFT alone, the high end once read KV low, and sized a replica short)
@@ -329,6 +315,19 @@ def forecast_mix(
         tpot_p95=fitted.get(95.0),
         engine_range=engine_range if engine is not None else None,
     )
+
+
+def _calibration_notes(calibrations: Sequence[tuple[str, Results]], model: LengthModel, mix: Mix) -> list[str]:
+    """What the plan says of its calibration: prompts the prefix cache served, terms not separated, drift between
+    sweeps, the error of its own mixes held out, and prefill taken as linear beyond the calibrated prompts."""
+    notes = (
+        prefix_cache_note(calibrations),
+        model.separation_note(),
+        model.drift_note(),
+        model.held_out.text if model.held_out is not None else "",
+        _linear_prefill_note(model, mix),
+    )
+    return [note for note in notes if note]
 
 
 def _engine(coef: Mapping[str, float | None]) -> EngineConfig:
@@ -381,7 +380,7 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     if point is None:
         return BatchLimit(slo=slo, quality="below the floor", model=law, note=floor_note(law, slo))
     batch = point
-    while batch >= 1 and (p := model.predict(tpot_features(batch, mix))) is not None:
+    while batch >= 1 and (p := model.tpot_range(batch, mix)) is not None:
         if p.high_ms + extra * batch <= slo.limit:
             break
         batch -= 1
@@ -391,9 +390,42 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
         if batch != point
         else f"predicted for {mix.label} (not measured)"
     ) + (f"; {split_note(split, law)}" if split else "")
-    if batch < 1:
-        return BatchLimit(slo=slo, model_batch=point, quality="below the floor", model=law, note=note)
+    if batch < USEFUL_SHARE * point:
+        why = f"the upper end of its {'range' if split else '95% interval'} allows {max(batch, 0)}" + (
+            f" ({split_cause(split, law)})" if split and extra * point > law.per_seq_ms * point * 0.25 else ""
+        )
+        note = (
+            f"predicted for {mix.label} (not measured): the law's own answer is {point}, but {why}, less than "
+            f"{USEFUL_SHARE:.0%} of it: too unsure to act on; {next_sweep(mix, point)}"
+        )
+        return BatchLimit(slo=slo, model_batch=point, quality="insufficient range", model=law, note=note)
     return BatchLimit(slo=slo, model_batch=point, batch=batch, quality="predicted", model=law, note=note)
+
+
+#: a safe answer below this share of the law's own is refused, with the sweep that would pin it: a batch a quarter
+#: of what the server holds is no plan (two published mixes of gpt-oss-120b were sized 1-4 where the truth is ~23)
+USEFUL_SHARE = 0.5
+
+
+def next_sweep(mix: Mix, point: int) -> str:
+    """The one calibration sweep that pins the answer: the asked mix itself, at concurrencies up to past the
+    law's answer (its own levels then decide, as for any measured mix)."""
+    top = max(4, math.ceil(1.5 * point))
+    levels = sorted({1, *(c for c in (2**k for k in range(2, 16)) if c < top), top})
+    return (
+        f"the sweep that answers it: prompt {mix.prompt_tokens:.0f} / output {mix.output_tokens:.0f} tokens at "
+        f"concurrency {','.join(map(str, levels))} (loadgen sweep --prompt-tokens {mix.prompt_tokens:.0f} "
+        f"--levels {','.join(map(str, levels))}, the profile's output_tokens {mix.output_tokens:.0f}), given to "
+        "plan with the others"
+    )
+
+
+def split_cause(split: tuple[float, float], law: StepModel) -> str:
+    """Why the slope is unsure: the calibrated mixes' slopes split into terms more than one way."""
+    return (
+        f"the calibrated mixes' slopes split into KV and prefill terms several ways, {split[0]:.3g}..{split[1]:.3g} "
+        f"ms a sequence at this mix against the fit's {law.per_seq_ms:.3g}"
+    )
 
 
 def split_note(split: tuple[float, float], law: StepModel) -> str:

@@ -43,6 +43,8 @@ from loadgen.quantity import Metric
 from loadgen.results import Results
 from planner.evidence.observations import LevelObservation
 from planner.evidence.verdicts import judge
+from planner.laws.mix_error import HeldOut
+from planner.laws.nonnegative import RANK_TOL, nonnegative_lstsq
 from planner.laws.stepmodel import StepModel, context_tokens, prompt_pairs
 
 TERMS = ("base_ms", "per_seq_ms", "per_kv_ms", "prefill_ms_per_token", "prefill_attention_ms", "overhead_ms")
@@ -56,7 +58,6 @@ ATTENTION_NOTE = (
     "not fitted (it needs a third prompt length): prefill is taken as linear in the prompt, and attention's "
     "square share of a longer prompt is not measured"
 )
-RANK_TOL = 1e-8  # singular values below this share of the largest: a direction the data do not see
 ESTIMABLE_TOL = 1e-6  # a feature vector this far (relative) outside the row space is not estimable
 HUBER_K = 1.345
 MIN_SPREAD = 0.01  # relative residual spread never taken below 1%: a noiseless sweep flags no outliers
@@ -149,12 +150,14 @@ class LengthModel:
     budget: int | None  # the calibration's token budget per step (None: unchunked)
     r_squared: float | None
     residual_mad: float  # median absolute relative residual
+    residual_p90: float  # the TPOT rows' 90th percentile |relative residual|: no prediction is surer than its own fit
     outliers: tuple[str, ...]  # labels of rows the Huber weights discounted below one half
     _beta: tuple[float, ...]  # the minimum-norm solution in scaled units
     _scale: tuple[float, ...]
     _basis: tuple[tuple[float, ...], ...]  # orthonormal row space of the scaled design
     _boot: tuple[tuple[float, ...], ...]  # bootstrap solutions, scaled units
     _mask: tuple[float, ...]  # 0 for a term left out of the fit (taken as zero in every prediction)
+    held_out: HeldOut | None = None  # each mix predicted from the others (``planner.laws.held_out``)
 
     def coefficient(self, name: str) -> Coefficient:
         return self.coefficients[TERMS.index(name)]
@@ -190,6 +193,16 @@ class LengthModel:
         draws = np.asarray(self._boot) @ x
         low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
         return Prediction(value, min(low, value), max(high, value))
+
+    def tpot_range(self, batch: float, mix: Mix) -> Prediction | None:
+        """The mean step at ``batch`` and ``mix`` with its 95% interval widened to the held-out error (None: not
+        estimable): what a TPOT predicted for a mix not measured is said and decided with."""
+        p = self.predict(tpot_features(batch, mix))
+        if p is None:
+            return None
+        reach = self.reach(mix)
+        w = max(self.held_out.widening(batch, reach) if self.held_out is not None else 0.0, self.residual_p90)
+        return Prediction(p.value_ms, min(p.low_ms, p.value_ms * (1 - w)), max(p.high_ms, p.value_ms * (1 + w)))
 
     def draw_at(self, features: np.ndarray, q: float) -> dict[str, float] | None:
         """The bootstrap replicate's coefficients (by term, in ms units; a term left out is 0) whose prediction
@@ -244,6 +257,10 @@ class LengthModel:
             "context_tokens": (min(p.mix.context_tokens for p in tpot), max(p.mix.context_tokens for p in tpot)),
         }
 
+    def reach(self, mix: Mix) -> float:
+        """How far ``mix`` lies outside the calibrated lengths (``reach``)."""
+        return reach(mix, [p.mix for p in self.points])
+
     def extrapolation(self, mix: Mix, batch: float | None = None) -> tuple[str, ...]:
         """Where ``mix`` (and ``batch``) leave the calibrated range, in words (empty: inside it)."""
         ranges = self.ranges()
@@ -264,7 +281,7 @@ class LengthModel:
     def drift_note(self) -> str:
         """Why the intervals may be too narrow: a mix swept once shows only its own levels' noise, not
         how far the engine's speed moves between sweeps ("" when every mix was swept at least twice)."""
-        once = [sweeps[0] for sweeps in _strata(self.points) if len(sweeps) == 1]
+        once = [sweeps[0] for sweeps in strata(self.points) if len(sweeps) == 1]
         if not once:
             return ""
         return (
@@ -333,6 +350,7 @@ def fit_length_model(
         budget=budget,
         r_squared=r2,
         residual_mad=float(np.median(np.abs(rel))),
+        residual_p90=float(np.percentile(np.abs(rel[[p.kind == "tpot" for p in rows]]), 90.0)),
         outliers=tuple(p.label for p, w in zip(rows, weights) if w < 0.5),
         _beta=tuple(float(v) for v in beta),
         _scale=tuple(float(v) for v in scale),
@@ -340,6 +358,20 @@ def fit_length_model(
         _boot=tuple(tuple(float(v) for v in b) for b in boot),
         _mask=tuple(float(v) for v in mask),
     )
+
+
+def reach(mix: Mix, calibrated: Sequence[Mix]) -> float:
+    """How far ``mix`` lies outside the calibrated mixes' prompt and output lengths: the larger log-ratio by
+    which either falls beyond their range (0 between them)."""
+    out = 0.0
+    for asked, seen in (
+        (mix.prompt_tokens, [m.prompt_tokens for m in calibrated]),
+        (mix.output_tokens, [m.output_tokens for m in calibrated]),
+    ):
+        low, high = max(min(seen), 1.0), max(max(seen), 1.0)
+        value = max(asked, 1.0)
+        out = max(out, math.log(low / value) if value < low else math.log(value / high) if value > high else 0.0)
+    return out
 
 
 def _coefficients(
@@ -402,13 +434,13 @@ def _features(point: CalibrationPoint, budget: int | None) -> np.ndarray:
 
 
 def _huber(xs: np.ndarray, y: np.ndarray, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares on relative residuals, reweighted by Huber's rule; the minimum-norm solution
-    (``lstsq``), so directions the data do not see stay at zero instead of taking noise."""
+    """Least squares on relative residuals over non-negative terms (``nonnegative_lstsq``), reweighted by
+    Huber's rule."""
     weights = np.ones(len(y))
     beta = np.zeros(xs.shape[1])
     for _ in range(iterations):
         w = np.sqrt(weights) / y
-        beta_new = np.linalg.lstsq(xs * w[:, None], y * w, rcond=RANK_TOL)[0]
+        beta_new = nonnegative_lstsq(xs * w[:, None], y * w)
         rel = (y - xs @ beta_new) / y
         spread = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))), MIN_SPREAD)
         u = np.abs(rel) / (HUBER_K * spread)
@@ -424,7 +456,7 @@ def _bootstrap(
     rows: tuple[CalibrationPoint, ...], xs: np.ndarray, y: np.ndarray, n: int, seed: int
 ) -> list[np.ndarray]:
     """Refits on resamples that keep the calibration's design, in two stages: the sweeps of each mix
-    (``_strata``) are drawn with replacement, then each drawn sweep's rows within each kind. Where a mix
+    (``strata``) are drawn with replacement, then each drawn sweep's rows within each kind. Where a mix
     was swept more than once, the first stage carries the engine's drift between sweeps into every
     interval (vLLM's CPU build prefilled 256-token prompts in 13.6 and 12.0 ms in two sweeps minutes apart,
     with prompts the server had not seen in either); where it was swept once it cannot
@@ -435,12 +467,12 @@ def _bootstrap(
     rows_of: dict[str, dict[str, list[int]]] = {}
     for i, p in enumerate(rows):
         rows_of.setdefault(p.group, {}).setdefault(p.kind, []).append(i)
-    strata = _strata(rows)
+    sweeps_of_mix = strata(rows)
     full_rank = design_rank(np.linalg.svd(xs, compute_uv=False))
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        drawn = [sweeps[k] for sweeps in strata for k in rng.integers(len(sweeps), size=len(sweeps))]
+        drawn = [sweeps[k] for sweeps in sweeps_of_mix for k in rng.integers(len(sweeps), size=len(sweeps))]
         pick = np.concatenate([rng.choice(idx, size=len(idx)) for group in drawn for idx in rows_of[group].values()])
         sub = xs[pick]
         if design_rank(np.linalg.svd(sub, compute_uv=False)) < full_rank:
@@ -449,13 +481,13 @@ def _bootstrap(
     return out
 
 
-def _strata(rows: Iterable[CalibrationPoint]) -> list[list[str]]:
+def strata(rows: Iterable[CalibrationPoint]) -> list[list[str]]:
     """The sweeps (groups) of each mix: sweeps whose prompt and output lengths are each within 10% of
     the mix's shortest (``_distinct``'s rule) repeat one mix."""
     mixes: dict[str, Mix] = {}
     for p in rows:
         mixes.setdefault(p.group, p.mix)
-    strata: list[list[str]] = []
+    found: list[list[str]] = []
     first: list[Mix] = []
     for group, mix in sorted(mixes.items(), key=lambda item: (item[1].prompt_tokens, item[1].output_tokens)):
         for k, m in enumerate(first):
@@ -463,12 +495,12 @@ def _strata(rows: Iterable[CalibrationPoint]) -> list[list[str]]:
                 mix.prompt_tokens <= m.prompt_tokens * 1.1
                 and m.output_tokens / 1.1 <= mix.output_tokens <= m.output_tokens * 1.1
             ):
-                strata[k].append(group)
+                found[k].append(group)
                 break
         else:
             first.append(mix)
-            strata.append([group])
-    return strata
+            found.append([group])
+    return found
 
 
 IDLE_CONCURRENCY = 1.5  # a level below this achieved concurrency met an idle engine

@@ -229,9 +229,9 @@ def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Secti
             _with_range(lv.ttft_p50_ms, lv.ttft_p50_range_ms),
             _with_range(lv.ttft_p95_ms, lv.ttft_p95_range_ms),
             *((_with_range(lv.ttft_mean_ms, lv.ttft_mean_range_ms),) if means else ()),
-            fmt(lv.tpot_p50_ms),
-            fmt(lv.tpot_p95_ms),
-            *((fmt(lv.tpot_mean_ms),) if means else ()),
+            _with_range(lv.tpot_p50_ms, lv.tpot_p50_range_ms),
+            _with_range(lv.tpot_p95_ms, lv.tpot_p95_range_ms),
+            *((_with_range(lv.tpot_mean_ms, lv.tpot_mean_range_ms),) if means else ()),
         )
         for lv in predicted.levels
     )
@@ -247,7 +247,8 @@ def predicted_section(predicted: PredictedSweep, forecast: MixForecast) -> Secti
             "A sweep not run: the fitted engine closed-loop in the simulator, in virtual time, at the asked mix "
             f"(lengths: {predicted.lengths}); TTFT plus {added}, with its 95% interval (the engine at either end "
             "of its own, and the residual's); TPOT p95 from the model fitted on TPOT p95, at the batch the level "
-            f"runs.{unmeasured} Re-measure these levels on the server before acting on the plan.",
+            "runs; each TPOT's interval the engine at either end and the law's at the mix, widened to the error of "
+            f"the calibration's own mixes each predicted from the others.{unmeasured} Re-measure these levels on the server before acting on the plan.",
         ),
         table=Table(
             (
