@@ -50,19 +50,26 @@ def import_cmd(
     bounded("--prompt-tokens", prompt_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
     check_writable(output)
     levels: list[ImportedLevel] = []
+    where: list[str] = []  # each level's file and row (or entry), for a refusal that names them
     formats = set()
     for path in files:
         found, fmt = read_levels(path)
         levels += found
+        where += [f"{path.name} {'row' if fmt == 'table' else 'level'} {i + (2 if fmt == 'table' else 1)}"
+                  for i in range(len(found))]  # fmt: skip
         formats.add(fmt)
     if not levels:
         raise UsageError(f"{', '.join(map(str, files))}: no level found")
     kinds = {lv.load.kind for lv in levels}
     if len(kinds) > 1:
         raise UsageError("the levels mix concurrency and rate: import closed-loop and open-loop runs separately")
-    values = [lv.load.value for lv in levels]
-    if len(set(values)) != len(values):
-        raise UsageError("two levels have the same load: one row per load level")
+    seen: dict[float, int] = {}
+    for i, lv in enumerate(levels):
+        if (first := seen.setdefault(lv.load.value, i)) != i:
+            raise UsageError(
+                f"two levels have the same load {lv.load.label} ({where[first]} and {where[i]}): one row per load "
+                "level (a level measured twice: keep one, or import each run to its own file)"
+            )
     results = to_results(
         levels,
         source=", ".join(p.name for p in files),

@@ -31,6 +31,18 @@ def said_once(caveats: Iterable[str]) -> list[str]:
     return [_merged(shape, members) for shape, members in groups.items()]
 
 
+def said_once_across(named: Iterable[tuple[str, str]]) -> list[str]:
+    """Each source's caveat once across sources (``(source, caveat)``, e.g. a calibration file and its note):
+    those differing only in their numbers are one line naming every source they hold for, each number as
+    its range. Four imported tables of one vendor otherwise said the same three notes four times each."""
+    groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for source, text in named:
+        members = groups.setdefault(tuple(_NUMBER.split(text)), [])
+        if (source, text) not in members:
+            members.append((source, text))
+    return [_merged(shape, members) for shape, members in groups.items()]
+
+
 def _merged(shape: tuple[str, ...], members: list[tuple[str, str]]) -> str:
     """One line for a group: the levels named (where every member had one), the numbers as ranges."""
     numbers = [_NUMBER.findall(body) for _, body in members]

@@ -18,7 +18,7 @@ from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mix_forecast import PredictedSweep
 from planner.evidence.caveats import measurement_caveats
-from planner.evidence.said_once import said_once
+from planner.evidence.said_once import said_once, said_once_across
 from planner.evidence.verdicts import Verdicts, judge
 from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.decision import decide, deciding_limit, weak_limits
@@ -238,10 +238,13 @@ def caveats(results: Results, plan: CapacityPlan | None = None, slos: Sequence[S
 
 
 def evidence_caveats(calibrations: Sequence[tuple[str, Results]], slos: Sequence[SloTarget]) -> tuple[str, ...]:
-    """What the results a plan rests on say of themselves; with several sweeps, each note names its file."""
+    """What the results a plan rests on say of themselves; with several sweeps, each note names its files (a note
+    several files share, once)."""
     if len(calibrations) == 1:
         return caveats(calibrations[0][1], None, slos)
-    return tuple(f"{name}: {note}" for name, results in calibrations for note in caveats(results, None, slos))
+    return tuple(
+        said_once_across((name, note) for name, results in calibrations for note in caveats(results, None, slos))
+    )
 
 
 def plan_caveats(plan: CapacityPlan) -> list[str]:

@@ -157,3 +157,25 @@ def test_an_output_length_not_calibrated_is_refused_with_the_sweep_that_answers_
     three = _mix_files(tmp_path, (200, 200), (5000, 500), (500, 2000))
     narrowed = json.loads(runner.invoke(app, ["plan", *three, *ask, "--json"]).stdout)["max_batch"]
     assert 0.6 * truth <= narrowed <= truth
+
+
+def test_a_level_given_twice_is_refused_naming_its_load_and_both_rows(tmp_path: Path) -> None:
+    table = tmp_path / "twice.csv"
+    table.write_text(
+        "concurrency,ttft_mean_ms,itl_mean_ms,output_tokens_per_s,prompt_tokens,output_tokens\n"
+        "1,10,5,200,100,100\n4,12,6,700,100,100\n4,13,6,710,100,100\n"
+    )
+    refused = runner.invoke(app, ["import", str(table), "-o", str(tmp_path / "out.json")])
+    assert refused.exit_code == 2
+    assert "same load c=4 (twice.csv row 3 and twice.csv row 4)" in refused.stderr
+
+
+def test_notes_several_calibration_files_share_are_said_once_naming_the_files(tmp_path: Path) -> None:
+    ask = ["--prompt-tokens", "1000", "--output-tokens", "1000", "--slo", "tpot_mean<30ms", "--no-simulate"]
+    files = _mix_files(tmp_path, (200, 200), (5000, 500), (500, 2000))
+    planned = runner.invoke(app, ["plan", *files, *ask])
+    assert planned.exit_code == 0, planned.output
+    text = " ".join(planned.stdout.split())
+    # the two files measured at the same levels share one line; the third (no c=250 row) keeps its own
+    assert text.count("request count not given") == 2
+    assert "m200_200.json, m5000_500.json: c=1, c=5, c=25, c=50, c=100, c=150, c=200, c=250: request count" in text
