@@ -24,6 +24,7 @@ from planner.capacity.mix_forecast import (
     prefix_cache_note,
     recommended_budget,
 )
+from planner.capacity.plan_mix import _at_least_the_rate_one_replica_holds
 from planner.capacity.predicted import calibration_residual
 from planner.laws.lengthmodel import (
     COEFFICIENTS,
@@ -355,3 +356,19 @@ def test_a_calibration_whose_prompts_the_prefix_cache_served_is_said() -> None:
     note = prefix_cache_note(calibrations)
     assert "calib-256.json c=1 (94%)" in note and "calib-64" not in note
     assert note in forecast_mix(calibrations, Mix(1024, 128), ()).warnings
+
+
+def test_replicas_are_never_fewer_than_the_rate_one_replica_holds_implies() -> None:
+    """The fleet's simulation and the one-replica rate search read the same engine; where they disagree the
+    plan takes the larger count and says why, and where they agree it says nothing."""
+    law, budget = LAWS[3]
+    calibrations = [(f"calib-{p}.json", _calibrate(law, budget, p)) for p in (256, 512)]
+    slos = (SloTarget.from_key("tpot_p95_ms", 80.0), SloTarget.from_key("ttft_p95_ms", 1500.0))
+    plan = plan_for_mix(calibrations, PlanRequest(slos=slos, qps=6.75, prompt_tokens=384, output_tokens=64, seed=1))
+    assert plan.mix is not None and plan.mix.max_rate_rps and plan.recommended_replicas is not None
+    assert plan.recommended_replicas >= math.ceil(6.75 / plan.mix.max_rate_rps)
+    assert "raised from" not in (plan.replicas_method or "")
+    half = plan.mix.max_rate_rps / 2  # a rate search that read half the rate
+    raised = _at_least_the_rate_one_replica_holds(plan, replace(plan.mix, max_rate_rps=half), 6.75)
+    assert raised.recommended_replicas == math.ceil(6.75 / half) > plan.recommended_replicas
+    assert raised.replicas_method is not None and f"raised from {plan.recommended_replicas}" in raised.replicas_method
