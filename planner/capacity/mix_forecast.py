@@ -404,7 +404,7 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
 
 #: a safe answer below this share of the law's own is refused, with the sweep that would pin it: a batch a quarter
 #: of what the server holds is no plan (two published mixes of gpt-oss-120b were sized 1-4 where the truth is ~23)
-USEFUL_SHARE = 0.5
+USEFUL_SHARE = 0.6
 
 
 def next_sweep(mix: Mix, point: int) -> str:

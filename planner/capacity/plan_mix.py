@@ -24,7 +24,7 @@ from planner.capacity.mix_forecast import (
     scraped_kv_capacity,
 )
 from planner.capacity.plan import PlanParts, finish
-from planner.capacity.predicted import calibration_residual, predicted_lengths
+from planner.capacity.predicted import alone_prefill_ms, calibration_residual, predicted_lengths
 from planner.capacity.prefill import Prefill
 from planner.capacity.request import PlanRequest
 from planner.capacity.sizing import SIMULATED_METRICS, Traffic, max_rate_per_replica, simulate_replicas
@@ -68,6 +68,8 @@ def plan_for_mix(calibrations: Sequence[tuple[str, Results]], request: PlanReque
     residual = None
     if forecast.engine is not None:  # TTFT beyond the fitted engine: that engine run at each calibration level
         residual = calibration_residual(forecast.engine, calibrations, forecast.model.budget, kv)
+        if residual is not None:
+            residual = residual.at_prompt(alone_prefill_ms(forecast.engine, mix.prompt_tokens, forecast.model.budget))
         forecast = dataclasses.replace(forecast, ttft_residual=residual)
         if residual is not None and (note := residual.prompt_note()):
             warnings.append(note)

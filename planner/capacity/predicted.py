@@ -94,6 +94,13 @@ def _tpot_with_range(
     return point, (min(*ends, point * low), max(*ends, point * high))
 
 
+def alone_prefill_ms(engine: EngineConfig, prompt_tokens: float, budget: int | None) -> float:
+    """How long ``engine`` takes to a prompt's first token with nothing else running: what TTFT's growth
+    with the load beyond the engine is read in proportion to (``TtftResidual.at_prompt``)."""
+    served = engine.serving(1, closed_loop_budget(budget, 1, prompt_tokens), None)
+    return run_closed_loop(served, 1, LengthSample.fixed(prompt_tokens, 2), per_client=1).ttft_ms_at(None)
+
+
 def closed_loop_budget(budget: int | None, max_num_seqs: int, prompt_tokens: float) -> int:
     """The token budget per step a simulated closed loop runs: the server's where known, else one prompt beside
     the decodes. Without a budget the simulator prefills every waiting prompt in one step, and a closed loop
@@ -125,7 +132,8 @@ def calibration_residual(
     """Each calibration level's TTFT p50, p95 and mean (those it gives) beside the same statistics of ``engine`` run closed-loop
     at that sweep's mix and the level's concurrency (with the calibration server's token ``budget`` per
     step and ``kv`` capacity, where known), its lengths drawn as the sweep asked for them: the residual
-    line ``planner.laws.ttft_residual`` fits."""
+    line ``planner.laws.ttft_residual`` fits, its growth per client in proportion to each sweep's prompt's
+    prefill alone (``TtftResidual.at_prompt`` reads it at another prompt)."""
     rows = []
     for name, results in calibrations:
         mix, calibrated = calibrated_levels(results, name)
@@ -135,6 +143,7 @@ def calibration_residual(
         lengths = LengthSample.shaped(mix, results.settings.prompt_tokens, results.settings.output_tokens)
         cap = max(round(level.load.value) for _, level in closed)  # the server's is at least this: unsaturated
         served = engine.serving(cap, closed_loop_budget(budget, cap, mix.prompt_tokens), kv)
+        prefill = alone_prefill_ms(engine, mix.prompt_tokens, budget)
         for lv, level in closed:
             simulated = run_closed_loop(served, round(level.load.value), lengths)
             label = f"{name} {lv.label}"
@@ -149,6 +158,7 @@ def calibration_residual(
                             percentile=q,
                             measured_ms=measured,
                             simulated_ms=simulated.ttft_ms_at(q),
+                            prefill_ms=prefill,
                         )
                     )
     return fit_ttft_residual(rows)

@@ -7,7 +7,9 @@ widened to the errors seen (``LengthModel.tpot_range``). A left-out mix the rest
 split of their slopes (``planner.laws.slope_split``) is judged against that whole range: the point of a
 split the data cannot choose is no prediction, and three mixes would otherwise be judged by two-mix
 guesses (NIM 70B's 1,000/1,000, from 200/200, 5,000/500 and 500/2,000: held-out errors of 26% from the
-split alone, and a max batch of 39 where the table holds 74).
+split alone, and a max batch of 39 where the table holds 74). That is done only where the whole
+calibration leaves ranges too: where its mixes determine every slope term, a point answers the asked
+mix, and the held-out points are judged as points.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from planner.laws.lengthmodel import (
     tpot_features,
 )
 from planner.laws.mix_error import HeldOut
-from planner.laws.slope_split import slope_range
+from planner.laws.slope_split import slope_range, slopes_determined
 
 MIN_MIXES = 3  # two leave one, which predicts no other
 
@@ -33,6 +35,7 @@ def hold_out(model: LengthModel) -> HeldOut | None:
     mixes = strata(rows)
     if len(mixes) < MIN_MIXES:
         return None
+    ranged = not slopes_determined(model)  # the plan answers with ranges of splits: judge the held-out alike
     errors: list[float] = []
     batches: list[float] = []
     reaches: list[float] = []
@@ -43,7 +46,7 @@ def hold_out(model: LengthModel) -> HeldOut | None:
         if not left or sum(p.kind == "tpot" for p in kept) < 2:
             continue
         rest = fit_length_model(kept, statistic=model.statistic, budget=model.budget, bootstrap=0)
-        found = [_error(rest, p) for p in left]
+        found = [_error(rest, p, ranged) for p in left]
         if any(e is None for e in found):
             unpredicted.append(left[0].mix.label)
             continue
@@ -60,15 +63,15 @@ def hold_out(model: LengthModel) -> HeldOut | None:
     )
 
 
-def _error(rest: LengthModel, point: CalibrationPoint) -> float | None:
-    """How far ``point``'s measured TPOT lies outside what ``rest`` predicts for it, relative to the measured
-    value: 0 inside the range of the slope's splits, else the distance to its nearer end (None: the rest
-    cannot predict the mix)."""
+def _error(rest: LengthModel, point: CalibrationPoint, ranged: bool) -> float | None:
+    """How far ``point``'s measured TPOT lies from what ``rest`` predicts for it, relative to the measured
+    value; ``ranged`` (the whole calibration leaves ranges of splits too): 0 inside the range of the slope's
+    splits, else the distance to its nearer end (None: the rest cannot predict the mix)."""
     p = rest.predict(tpot_features(point.batch, point.mix))
     law = rest.at_mix(point.mix)
     if p is None or law is None:
         return None
-    split = slope_range(rest, point.mix)
+    split = slope_range(rest, point.mix) if ranged else None
     low, high = p.value_ms, p.value_ms
     if split is not None:
         low += (split[0] - law.per_seq_ms) * point.batch

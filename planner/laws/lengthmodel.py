@@ -150,7 +150,7 @@ class LengthModel:
     budget: int | None  # the calibration's token budget per step (None: unchunked)
     r_squared: float | None
     residual_mad: float  # median absolute relative residual
-    residual_p90: float  # the TPOT rows' 90th percentile |relative residual|: no prediction is surer than its own fit
+    residual_max: float  # the TPOT rows' largest |relative residual|: no prediction is surer than its own fit
     outliers: tuple[str, ...]  # labels of rows the Huber weights discounted below one half
     _beta: tuple[float, ...]  # the minimum-norm solution in scaled units
     _scale: tuple[float, ...]
@@ -201,7 +201,7 @@ class LengthModel:
         if p is None:
             return None
         reach = self.reach(mix)
-        w = max(self.held_out.widening(batch, reach) if self.held_out is not None else 0.0, self.residual_p90)
+        w = max(self.held_out.widening(batch, reach) if self.held_out is not None else 0.0, self.residual_max)
         return Prediction(p.value_ms, min(p.low_ms, p.value_ms * (1 - w)), max(p.high_ms, p.value_ms * (1 + w)))
 
     def draw_at(self, features: np.ndarray, q: float) -> dict[str, float] | None:
@@ -350,7 +350,7 @@ def fit_length_model(
         budget=budget,
         r_squared=r2,
         residual_mad=float(np.median(np.abs(rel))),
-        residual_p90=float(np.percentile(np.abs(rel[[p.kind == "tpot" for p in rows]]), 90.0)),
+        residual_max=float(np.max(np.abs(rel[[p.kind == "tpot" for p in rows]]))),
         outliers=tuple(p.label for p, w in zip(rows, weights) if w < 0.5),
         _beta=tuple(float(v) for v in beta),
         _scale=tuple(float(v) for v in scale),

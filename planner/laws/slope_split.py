@@ -53,6 +53,17 @@ def slope_range(model: LengthModel, mix: Mix) -> tuple[float, float] | None:
     return min(values), max(values)
 
 
+def slopes_determined(model: LengthModel) -> bool:
+    """Whether the calibrated mixes' slopes determine every slope term, so that no asked mix has a range of
+    splits (``slope_range`` is then None for every mix)."""
+    active = [TERMS.index(t) for t in SLOPE_TERMS if model.coefficient(t).value is not None]
+    mixes = {(p.mix.prompt_tokens, p.mix.output_tokens, p.mix.context_tokens): p.mix for p in model.points}
+    calibrated = np.array([slope_features(m)[active] for m in mixes.values()])
+    scale = np.max(np.abs(calibrated), axis=0)
+    scale[scale == 0] = 1.0
+    return design_rank(np.linalg.svd(calibrated / scale, compute_uv=False)) >= len(active)
+
+
 def _vertices(g: np.ndarray, a: np.ndarray, slopes: np.ndarray, rank: int) -> list[float]:
     """The asked slope at each vertex of {theta >= 0: g theta = slopes}: ``rank`` terms non-zero, solved."""
     out = []

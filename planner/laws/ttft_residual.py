@@ -15,8 +15,10 @@ from 24 ms by 2.5 ms per added client. Measured against the same simulation that
 residual of each statistic is fitted as
 ``at_one + per_client * (clients - 1)`` (Theil-Sen, ``planner.laws.stepmodel``) on every calibration
 level, and added where a prediction reads that statistic: the predicted levels' TTFT and the sizing
-simulation's TTFT/E2E SLOs (at its mean requests in flight). The prompt does not enter: on vLLM the
-rest hardly depended on it, and ``prompt_note`` says when a calibration disagrees.
+simulation's TTFT/E2E SLOs (at its mean requests in flight). Where the calibration's prompts prefill
+at lengths apart, the growth per client is fitted in proportion to each prompt's prefill alone (the
+queue a real engine keeps beyond the simulated one is of prompts to prefill) and read at the asked
+prompt in proportion (``TtftResidual.at_prompt``); ``prompt_note`` says what that leaves.
 
 A number acted on is conservative: a negative intercept or slope (the simulation over-predicting) is
 taken as zero, never as a discount.
@@ -24,6 +26,7 @@ taken as zero, never as a discount.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +40,7 @@ PERCENTILES = (50.0, 95.0)  # the percentiles fitted: a predicted level's TTFT p
 STATISTICS: tuple[float | None, ...] = (*PERCENTILES, None)  # and the mean (None), which most vendors' tables give
 PROMPT_SLOPE_SHARE = 0.25  # the residual's change between prompt lengths, as a share of its level, worth a note
 PROMPT_SLOPE_MIN_MS = 3.0
+PREFILL_APART = 1.5  # the calibration's prompts prefill this far apart: the growth is fitted in proportion
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +53,7 @@ class ResidualRow:
     percentile: float | None  # None: the mean
     measured_ms: float
     simulated_ms: float
+    prefill_ms: float | None = None  # the engine's TTFT for the level's prompt at one client (None: not scaled)
 
     @property
     def residual_ms(self) -> float:
@@ -64,6 +69,28 @@ class LoadTerm:
     per_client_ms: float  # per added client (0 when one concurrency was calibrated)
     line: StepModel | None  # the fit (None: one concurrency, the median residual)
     rows: tuple[ResidualRow, ...]
+    # the growth per client is for a prompt the engine prefills in this many ms alone, and in proportion to it
+    # for others (None: the same for every prompt: one prompt length calibrated, or no prefill known)
+    reference_ms: float | None = None
+
+    def scaled(self, prefill_ms: float) -> LoadTerm:
+        """This term for a prompt the engine prefills in ``prefill_ms`` alone: its growth per client in
+        proportion (the same term where it was not fitted in proportion)."""
+        if self.reference_ms is None or self.reference_ms <= 0:
+            return self
+        k = prefill_ms / self.reference_ms
+        line = self.line
+        if line is not None:
+            ci = line.per_seq_ci_ms
+            line = dataclasses.replace(
+                line, per_seq_ms=line.per_seq_ms * k, per_seq_ci_ms=None if ci is None else (ci[0] * k, ci[1] * k)
+            )
+        return dataclasses.replace(self, per_client_ms=self.per_client_ms * k, line=line, reference_ms=prefill_ms)
+
+    def unexplained_ms(self, row: ResidualRow) -> float:
+        """What this term leaves of a row's residual (its own growth read at the row's prompt)."""
+        term = self.scaled(row.prefill_ms) if row.prefill_ms is not None else self
+        return row.residual_ms - (term.at_one_ms + term.per_client_ms * max(row.clients - 1.0, 0.0))
 
     def added_ms(self, clients: float) -> float:
         """What this statistic adds beyond the engine at ``clients`` in flight: never below zero, never
@@ -89,11 +116,17 @@ class LoadTerm:
         ci = self.line.per_seq_ci_ms if self.line is not None else None
         interval = f" (95% CI {ci[0]:.2f}..{ci[1]:.2f})" if ci is not None and np.isfinite(ci).all() else ""
         c = [row.clients for row in self.rows]
+        prompt = (
+            f" at a prompt the engine prefills in {self.reference_ms:.1f} ms alone (in proportion to a prompt's "
+            "prefill)"
+            if self.reference_ms is not None
+            else ""
+        )
         return (
             f"TTFT {self.name} adds {round(self.at_one_ms, 1) + 0.0:.1f} ms at one client and "
             f"{round(self.per_client_ms, 2) + 0.0:+.2f} ms "
-            f"per added client{interval} beyond the fitted engine, from {len(self.rows)} calibration levels at "
-            f"concurrency {round(min(c), 1):g}..{round(max(c), 1):g}"
+            f"per added client{interval}{prompt} beyond the fitted engine, from {len(self.rows)} calibration levels "
+            f"at concurrency {round(min(c), 1):g}..{round(max(c), 1):g}"
         )
 
 
@@ -123,6 +156,10 @@ class TtftResidual:
 
     def added_ms(self, percentile: float | None, clients: float) -> float:
         return self.term(percentile).added_ms(clients)
+
+    def at_prompt(self, prefill_ms: float) -> TtftResidual:
+        """The residual for a prompt the engine prefills in ``prefill_ms`` alone (``LoadTerm.scaled``)."""
+        return TtftResidual(tuple(t.scaled(prefill_ms) for t in self.terms))
 
     @property
     def sizing_note(self) -> str:
@@ -156,11 +193,13 @@ class TtftResidual:
     def prompt_note(self) -> str:
         """Whether the residual changed with the prompt between the calibration's mixes ("" when not): the
         line holds it constant across prompts, so a prediction for a longer prompt would carry the gap."""
-        rows = self.term(50.0).rows  # p50's where fitted, else the mean's
+        term = self.term(50.0)  # p50's where fitted, else the mean's
+        rows = term.rows
         group = prompt_group(row.prompt_tokens for row in rows)
         by_prompt: dict[float, list[float]] = {}  # a prompt length swept again joins its group
         for row in rows:
-            by_prompt.setdefault(group[row.prompt_tokens], []).append(row.residual_ms)
+            left = term.unexplained_ms(row) + term.at_one_ms if term.reference_ms is not None else row.residual_ms
+            by_prompt.setdefault(group[row.prompt_tokens], []).append(left)
         if len(by_prompt) < 2:
             return ""
         medians = [(prompt, float(np.median(v))) for prompt, v in sorted(by_prompt.items())]
@@ -168,9 +207,14 @@ class TtftResidual:
         gap = high - low
         if abs(gap) < max(PROMPT_SLOPE_MIN_MS, PROMPT_SLOPE_SHARE * max(abs(low), abs(high))):
             return ""
+        how = (
+            "grows with the load in proportion to a prompt's prefill, and beyond that proportion"
+            if term.reference_ms is not None
+            else "is taken as the same for every prompt"
+        )
         return (
             f"TTFT beyond the fitted engine differs with the prompt: median {low:.1f} ms at {short:.0f} prompt tokens, "
-            f"{high:.1f} at {long:.0f}; it is taken as the same for every prompt, so a longer prompt's predicted TTFT "
+            f"{high:.1f} at {long:.0f}; it {how}, so a longer prompt's predicted TTFT "
             f"can be {'short' if gap > 0 else 'long'} by about that much again"
         )
 
@@ -186,13 +230,37 @@ def fit_ttft_residual(rows: Sequence[ResidualRow]) -> TtftResidual | None:
         mine = tuple(row for row in rows if row.percentile == q)
         if not mine:
             continue
-        x = np.array([row.clients - 1.0 for row in mine])
+        reference = _reference_ms(mine)
+        scale = np.array([(row.prefill_ms or 0.0) / reference if reference else 1.0 for row in mine])
+        x = np.array([row.clients - 1.0 for row in mine]) * scale
         y = np.array([row.residual_ms for row in mine])
         if np.unique(np.round(x, 1)).size < 2:
             terms.append(LoadTerm(percentile=q, at_one_ms=float(np.median(y)), per_client_ms=0.0, line=None, rows=mine))
             continue
         line = fit_step_model(x, y)
         terms.append(
-            LoadTerm(percentile=q, at_one_ms=line.base_ms, per_client_ms=line.per_seq_ms, line=line, rows=mine)
+            LoadTerm(
+                percentile=q,
+                at_one_ms=line.base_ms,
+                per_client_ms=line.per_seq_ms,
+                line=line,
+                rows=mine,
+                reference_ms=reference,
+            )
         )
     return TtftResidual(tuple(terms)) if terms else None
+
+
+def _reference_ms(rows: Sequence[ResidualRow]) -> float | None:
+    """The prefill (ms alone) the growth per client is fitted at, where the rows' prompts prefill at lengths
+    ``PREFILL_APART`` apart (the median row's); None: every row at one prompt, or a prefill not known.
+
+    What a real engine adds beyond the simulated one under load grows with the prompts waiting to prefill:
+    on NVIDIA's NIM 8B table, 0.5 ms per added client at prompts of 200 tokens, 3 at 500, 50 at 5,000 and
+    183 at 20,000 (a line the same for every prompt read 2.3 ms for all of them, and a 1,000-token mix's
+    TTFT 60-70% low)."""
+    prefills = [row.prefill_ms for row in rows]
+    known = [p for p in prefills if p is not None and p > 0]
+    if len(known) < len(prefills) or max(known) < PREFILL_APART * min(known):
+        return None
+    return float(np.median(known))

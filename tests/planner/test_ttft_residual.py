@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from loadgen.engine import EngineConfig
@@ -157,3 +159,28 @@ def test_a_sweep_whose_ttft_holds_a_front_end_is_sized_with_it() -> None:
     assert "(p50 0.0 ms + 0.00/client, p95 0.0 ms + 0.00/client, mean 0.0 ms + 0.00/client)" in (
         plain.replicas_method or ""
     )  # none there
+
+
+def test_the_growth_per_client_is_read_in_proportion_to_the_prompts_prefill() -> None:
+    """Prompts the engine prefills in 10 and 40 ms alone, whose TTFT grew beyond the engine by 0.5 and 2 ms per
+    added client: one line in proportion to the prefill, read at another prompt in proportion too."""
+
+    def level(prefill: float, per_client: float, c: int) -> ResidualRow:
+        return ResidualRow(
+            label=f"p{prefill:g} c={c}", clients=float(c), prompt_tokens=prefill * 10, percentile=50.0,
+            measured_ms=30.0 + 5.0 + per_client * (c - 1), simulated_ms=30.0, prefill_ms=prefill,
+        )  # fmt: skip
+
+    rows = [level(10.0, 0.5, c) for c in (1, 2, 4, 8)] + [level(40.0, 2.0, c) for c in (1, 2, 4, 8)]
+    residual = fit_ttft_residual(rows)
+    assert residual is not None
+    term = residual.term(50.0)
+    assert term.reference_ms is not None and "in proportion to a prompt's prefill" in term.text
+    at_80 = residual.at_prompt(80.0)
+    assert at_80.added_ms(50.0, 5.0) == pytest.approx(5.0 + 4.0 * 4)  # 4 ms per client at twice the longest
+    assert residual.prompt_note() == ""  # the proportion explains the prompts' difference
+    same = [dataclasses.replace(row, prefill_ms=None) for row in rows]  # no prefill known: one line for all
+    flat = fit_ttft_residual(same)
+    assert flat is not None and flat.term(50.0).reference_ms is None
+    assert flat.at_prompt(80.0).added_ms(50.0, 5.0) == flat.added_ms(50.0, 5.0)
+    assert "differs with the prompt" in flat.prompt_note()
