@@ -12,6 +12,7 @@ carrying a prefill chunk under the latency SLO. Every figure is "predicted for a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner.capacity.batch_limit import BatchLimit, floor_note
+from planner.evidence.verdicts import judge
 from planner.laws.held_out import hold_out
 from planner.laws.lengthmodel import (
     LengthModel,
@@ -32,10 +34,11 @@ from planner.laws.lengthmodel import (
     points_from_results,
     prompt_group,
     tpot_features,
+    ttft_at_idle,
     ttft_idle_features,
 )
 from planner.laws.slope_split import slope_range
-from planner.laws.stepmodel import StepModel, fit_statistic, prompt_pairs
+from planner.laws.stepmodel import StepModel, context_tokens, fit_statistic, prompt_pairs
 from planner.laws.ttft_residual import TtftResidual
 
 MAX_BUDGET = 1 << 20  # tokens per step: no engine batches more
@@ -162,6 +165,44 @@ def inferred_kv_capacity(
             found.append((int(held), f"{name} {level.load.label}: {running:.1f} sequences of {prompt + output:,.0f} "
                           f"tokens running, {waiting:.1f} waiting, under a cap of {max_num_seqs}"))  # fmt: skip
     return min(found) if found else None
+
+
+PLATEAU_CLIENTS = 1.2  # clients grew at least this much between two levels ...
+PLATEAU_BATCH = 1.05  # ... while the batch grew less than this, and TTFT at least PLATEAU_TTFT-fold
+PLATEAU_TTFT = 2.0
+
+
+def plateau_kv_capacity(calibrations: Sequence[tuple[str, Results]]) -> tuple[int, str] | None:
+    """The KV cache's size as a table without a server's gauges shows it, and which levels (None: none did).
+
+    Where a sweep's clients grew but its batch (Little's law) did not, and TTFT multiplied, the server
+    held requests back: its cache was full (or its seats were). The tokens it held then, batch x the mean
+    context a running sequence holds (its prompt and half its answer), are at most the cache, so the
+    largest such reading is the size taken, on the safe side of the truth. NVIDIA's NIM 8B table reads
+    895k tokens at 5,000/500 (170 sequences from 200 clients to 250) and 924k at 20,000/2,000; without it,
+    20,000/2,000 predicted from the others read TPOT 75-311% high from 100 clients up."""
+    found = []
+    for name, results in calibrations:
+        obs = judge(results.levels).observations
+        levels = sorted(zip(obs.levels, obs.results), key=lambda pair: pair[0].concurrency)
+        for (a, first), (b, then) in itertools.pairwise(levels):
+            ttft_a, ttft_b = ttft_at_idle(first), ttft_at_idle(then)  # TTFT p50 (else the mean) of each
+            prompt, output = mean_prompt_tokens([then]), mean_output_tokens([then])
+            if (
+                b.concurrency < PLATEAU_CLIENTS * a.concurrency
+                or not 0 < b.batch < PLATEAU_BATCH * a.batch
+                or not ttft_a
+                or not ttft_b
+                or ttft_b < PLATEAU_TTFT * ttft_a
+                or prompt is None
+                or output is None
+            ):
+                continue
+            context = context_tokens(prompt, output)
+            found.append((int(b.batch * context), f"{name} {a.label} to {b.label}: the batch held at "
+                          f"{b.batch:.0f} sequences of {context:,.0f} tokens of context while clients grew "
+                          f"{b.concurrency / a.concurrency:.2g}x and TTFT {ttft_b / ttft_a:.2g}x"))  # fmt: skip
+    return max(found) if found else None
 
 
 def throughput_percentile(calibrations: Sequence[tuple[str, Results]]) -> float | None:

@@ -21,6 +21,7 @@ from planner.capacity.mix_forecast import (
     calibration_server_limit,
     forecast_mix,
     inferred_kv_capacity,
+    plateau_kv_capacity,
     scraped_kv_capacity,
 )
 from planner.capacity.plan import PlanParts, finish
@@ -139,6 +140,9 @@ def _kv_cache(
     if kv is None and (inferred := inferred_kv_capacity(calibrations, seats)) is not None:
         kv, where = inferred
         said = f" (inferred, not told: a calibration level filled it, {where}; give --kv-capacity-tokens where known)"
+    if kv is None and (plateau := plateau_kv_capacity(calibrations)) is not None:
+        kv, where = plateau
+        said = f" (inferred, not told: a calibration sweep plateaued, {where}; give --kv-capacity-tokens where known)"
     if kv is None:
         warnings.append(
             "the KV cache's size is not known (--kv-capacity-tokens; vLLM logs it at start as 'GPU KV cache size: "

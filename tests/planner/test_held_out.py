@@ -20,7 +20,7 @@ from loadgen.quantity import Metric
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
 from planner import Mix, fit_length_model
-from planner.capacity.mix_forecast import fit_calibration, mix_batch_limit
+from planner.capacity.mix_forecast import fit_calibration, mix_batch_limit, plateau_kv_capacity
 from planner.capacity.predicted import closed_loop_budget
 from planner.evidence.verdicts import judge
 from planner.laws.held_out import hold_out
@@ -140,3 +140,15 @@ def test_a_closed_loop_without_a_known_budget_runs_one_prompt_a_step_not_one_coh
     tpot = chunked.tpot_ms_at(None)
     assert tpot is not None and 27 < tpot < 32
     assert closed_loop_budget(2048, 150, 5000) == 2048  # the server's, where known
+
+
+def test_a_table_whose_batch_plateaued_gives_the_kv_cache_and_one_that_did_not_gives_none(tmp_path: Path) -> None:
+    """NIM 70B publishes no cache size and no server gauges: where clients grew and the batch (Little's law)
+    did not while TTFT multiplied, the cache was full. Its two such mixes read within 1% of each other."""
+    mixes = _nim_mixes()
+    long_prompts = plateau_kv_capacity([_imported(tmp_path, (5000, 500), mixes[(5000, 500)])])
+    longest = plateau_kv_capacity([_imported(tmp_path, (20000, 2000), mixes[(20000, 2000)])])
+    assert long_prompts is not None and longest is not None
+    assert 400_000 < long_prompts[0] < 500_000 and abs(longest[0] / long_prompts[0] - 1) < 0.02
+    assert "c=100 to c=150: the batch held at 86 sequences" in long_prompts[1]
+    assert plateau_kv_capacity([_imported(tmp_path, (200, 200), mixes[(200, 200)])]) is None  # it kept growing
