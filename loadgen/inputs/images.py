@@ -30,6 +30,9 @@ MAX_SIDE = 8192  # pixels: past any vision encoder's input; a row must fit one s
 MAX_IMAGES = 64  # per request
 MAX_FOLDER_FILES = 10_000
 MAX_FOLDER_BYTES = 512 * 1024 * 1024
+#: a request's images as base64, at most: every request in flight holds its own body (a 200 MB file sent 8 times a
+#: request at 2 clients once held 3.5 GB); OpenAI's API takes images of at most 20 MB, and most servers far less
+MAX_REQUEST_IMAGE_BYTES = 64 * 1024 * 1024
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
 CELL = 16  # the shared picture is random colours in CELL x CELL squares: compressible, not blank
 
@@ -48,6 +51,13 @@ class ImageSpec:
             raise ValueError(f"images per request must be from 1 to {MAX_IMAGES}, got {self.count}")
         if not (1 <= self.width <= MAX_SIDE and 1 <= self.height <= MAX_SIDE):
             raise ValueError(f"image sides must be from 1 to {MAX_SIDE} pixels, got {self.width}x{self.height}")
+        if self.folder is None and (body := self.count * base64_bytes(png_bytes(self.width, self.height))) > (
+            MAX_REQUEST_IMAGE_BYTES
+        ):
+            raise ValueError(
+                f"{self.count} images of {self.width}x{self.height} make each request's body about {body >> 20} MiB; "
+                f"at most {MAX_REQUEST_IMAGE_BYTES >> 20} MiB a request (fewer or smaller images)"
+            )
 
     def describe(self) -> str:
         source = f"from {Path(self.folder).name}" if self.folder else f"{self.width}x{self.height} PNG"
@@ -61,7 +71,7 @@ class ImageSource:
         self._rng = np.random.default_rng([seed, 7])
         self._spec = spec
         if spec.folder is not None:
-            self._files = read_folder(Path(spec.folder))
+            self._files = read_folder(Path(spec.folder), spec.count)
             self._order = self._rng.permutation(len(self._files))
             self._next = 0
         else:
@@ -75,8 +85,19 @@ class ImageSource:
         return url
 
 
-def read_folder(folder: Path) -> tuple[str, ...]:
-    """Every image file in ``folder`` (by suffix), as data URLs, sorted by name."""
+def base64_bytes(n: int) -> int:
+    """The length of ``n`` bytes in base64."""
+    return 4 * ((n + 2) // 3)
+
+
+def png_bytes(width: int, height: int) -> int:
+    """A generated image's size at most: its rows stored (3 bytes a pixel and a filter byte), and the framing."""
+    return height * (3 * width + 1) + 64 * (height // 20_000 + 1) + 128
+
+
+def read_folder(folder: Path, count: int = 1) -> tuple[str, ...]:
+    """Every image file in ``folder`` (by suffix), as data URLs, sorted by name; refused before any is read
+    where ``count`` of its largest would pass ``MAX_REQUEST_IMAGE_BYTES`` a request."""
     if not folder.is_dir():
         raise UsageError(f"images folder {folder}: not a folder")
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in MIME and p.is_file())[: MAX_FOLDER_FILES + 1]
@@ -84,12 +105,28 @@ def read_folder(folder: Path) -> tuple[str, ...]:
         raise UsageError(f"images folder {folder}: no image files ({', '.join(MIME)})")
     if len(files) > MAX_FOLDER_FILES:
         raise UsageError(f"images folder {folder}: more than {MAX_FOLDER_FILES:,} images; use a smaller folder")
+    _check_request_bytes(folder, files, count)
     urls, total, inside = [], 0, folder.resolve()
     for path in files:
         data = _read_image(path, inside, MAX_FOLDER_BYTES - total)
         total += len(data)
         urls.append(f"data:{MIME[path.suffix.lower()]};base64,{base64.b64encode(data).decode()}")
     return tuple(urls)
+
+
+def _check_request_bytes(folder: Path, files: list[Path], count: int) -> None:
+    """Refuse, by the files' sizes alone, a folder whose largest image sent ``count`` times a request passes
+    ``MAX_REQUEST_IMAGE_BYTES``."""
+    try:
+        size, largest = max((p.stat().st_size, p.name) for p in files)
+    except OSError:
+        return  # a file that cannot be read is named when it is read
+    if (body := count * base64_bytes(size)) > MAX_REQUEST_IMAGE_BYTES:
+        raise UsageError(
+            f"images folder {folder}: {largest} ({size / 2**20:,.1f} MiB) sent {count} time{'s' * (count > 1)} a "
+            f"request makes a body of {body / 2**20:,.0f} MiB; at most {MAX_REQUEST_IMAGE_BYTES >> 20} MiB a request "
+            "(fewer --images, or smaller files)"
+        )
 
 
 #: the bytes each image format starts with (WebP: a RIFF container whose form, at byte 8, is WEBP)

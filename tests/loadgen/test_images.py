@@ -108,7 +108,7 @@ def _sparse(path: Path, size: int) -> None:
         (lambda d: (d / "x.png").symlink_to("/proc/self/mem"), "x.png: a link out of the folder"),  # S7
         (lambda d: (d / "x.png").write_text("root:x:0:0"), "x.png: not a PNG image"),  # S9: text sent as image/png
         (lambda d: (d / "x.png").write_bytes(b""), "x.png: not a PNG image"),  # S9: a 0-byte .png
-        (lambda d: _sparse(d / "x.png", 600 << 20), "more than 512 MiB"),  # S2: refused before it is read
+        (lambda d: _sparse(d / "x.png", 600 << 20), "x.png (600.0 MiB) sent 1 time a request"),  # S2, S3: unread
     ],
     ids=["link-to-a-file", "link-to-proc", "text", "empty", "600-MiB"],
 )
@@ -122,6 +122,24 @@ def test_a_folder_image_that_is_not_one_is_one_line_before_its_bytes_are_held(
     plant(folder)
     with pytest.raises(UsageError, match=re.escape(message)):
         read_folder(folder)
+
+
+def test_a_folder_whose_largest_image_times_the_images_a_request_passes_the_body_cap_is_refused_unread(
+    tmp_path: Path,
+) -> None:
+    """Issue 70, S3: a 200 MB file sent 8 times a request at 2 clients held 3.5 GB. Refused by the files' sizes
+    before any is read; the same file once a request, or 8 smaller ones, pass."""
+    folder = tmp_path / "img"
+    folder.mkdir()
+    (folder / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+    _sparse(folder / "big.png", 30 << 20)  # 40 MiB as base64: one a request fits, eight do not
+    with pytest.raises(UsageError, match=re.escape("big.png (30.0 MiB) sent 8 times a request makes a body of 320")):
+        read_folder(folder, 8)
+    with pytest.raises(UsageError, match="not a PNG image"):  # once a request passes the cap: then read
+        read_folder(folder, 1)
+    with pytest.raises(ValueError, match="make each request's body about"):
+        ImageSpec(count=64, width=2048, height=2048)
+    assert ImageSpec(count=4, width=1024, height=1024).count == 4  # 4 x 4 MiB as base64: fits
 
 
 def test_the_simulator_charges_each_images_tokens_to_prefill_and_the_level_records_them() -> None:
