@@ -30,6 +30,7 @@ drift between sweeps.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -442,10 +443,11 @@ def _huber(xs: np.ndarray, y: np.ndarray, iterations: int = 30) -> tuple[np.ndar
         w = np.sqrt(weights) / y
         beta_new = nonnegative_lstsq(xs * w[:, None], y * w)
         rel = (y - xs @ beta_new) / y
-        spread = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))), MIN_SPREAD)
+        middle = statistics.median(rel.tolist())  # a few dozen rows: a list's median, not numpy's call overhead
+        spread = max(1.4826 * statistics.median(np.abs(rel - middle).tolist()), MIN_SPREAD)
         u = np.abs(rel) / (HUBER_K * spread)
         new_weights = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
-        done = np.allclose(beta_new, beta, rtol=1e-10, atol=1e-12)
+        done = bool(np.all(np.abs(beta_new - beta) <= 1e-12 + 1e-10 * np.abs(beta)))  # allclose, without its overhead
         beta, weights = beta_new, new_weights
         if done:
             break
