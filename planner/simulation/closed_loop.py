@@ -168,8 +168,8 @@ def _alone_ms(engine: EngineConfig, prompt_tokens: int, output_tokens: int) -> f
     """How long one request takes on an idle ``engine``: the ramp a closed loop's clients start over (the
     compiled loop's one request where it serves the engine: the same steps, without stepping them in Python)."""
     if compiled is not None and compilable(engine) and output_tokens >= 1:
-        one = np.array([prompt_tokens], dtype=np.int64), np.array([output_tokens], dtype=np.int64)
-        e2e = compiled.serve(np.zeros(1), *one, 0, *engine_terms(engine))[2]
+        prompts, outputs = np.array([prompt_tokens], dtype=np.int64), np.array([output_tokens], dtype=np.int64)
+        e2e = compiled.serve(np.zeros(1), prompts, outputs, 0, *engine_terms(engine))[2]
         return float(e2e[0])
     sim = Engine(config=engine)
     sim.submit(0, prompt_tokens=prompt_tokens, max_tokens=output_tokens, now_ms=0.0)
