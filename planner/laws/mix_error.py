@@ -56,13 +56,13 @@ class HeldOut:
     @property
     def text(self) -> str:
         """e.g. "held out on your own calibration (each of 4 mixes predicted from the others): TPOT median
-        |error| 3.1%, 90th percentile 8.2%"."""
+        |error| 3.1%, largest 8.2%"."""
         if not self.tpot_errors:
             return ""
         errors = np.abs(self.tpot_errors)
         return (
             f"held out on your own calibration (each of {len(self.mixes)} mixes predicted from the others): TPOT "
-            f"median |error| {float(np.median(errors)):.1%}, {HELD_OUT_QUANTILE:g}th percentile {self.widening():.1%}"
-            " (every predicted TPOT's interval is widened to it)"
+            f"median |error| {float(np.median(errors)):.1%}, largest {self.widening():.1%}"
+            " (each predicted TPOT's interval is widened to the largest near its batch)"
             + (f"; not predictable from the others: {', '.join(self.unpredicted)}" if self.unpredicted else "")
         )
