@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -30,6 +31,8 @@ from loadgen.load import Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.results import Results
 from planner import plan as answer
+from planner.capacity.capacity_plan import CapacityPlan
+from planner.capacity.mix_forecast import next_sweep as mix_next_sweep
 from planner.reports.report import evidence_caveats
 
 
@@ -156,6 +159,15 @@ def plan(
     spare: SpareOpt = 0,
     mix: MixOpt = False,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the complete plan as JSON.")] = False,
+    next_sweep: Annotated[
+        bool,
+        typer.Option(
+            "--next-sweep",
+            metavar="",
+            help="A mix plan: print only the one calibration sweep that would pin its answer (the asked mix, at "
+            "concurrencies past the law's batch).",
+        ),
+    ] = False,
     explain: Annotated[
         bool,
         typer.Option(
@@ -164,16 +176,34 @@ def plan(
     ] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
-    flags = PlanFlags(**{name: value for name, value in locals().items() if name not in ("json_out", "explain")})
+    flags = PlanFlags(
+        **{name: value for name, value in locals().items() if name not in ("json_out", "explain", "next_sweep")}
+    )
     inputs = read_plan_inputs(flags, check_sources)
     refuse_pooling(inputs.calibrations)
     outcome = answer(inputs)
-    if json_out:
+    if next_sweep:
+        typer.echo(_next_sweep(outcome.capacity))
+    elif json_out:
         typer.echo(json.dumps(outcome.to_json(), indent=2))
     else:
         notes = evidence_caveats(inputs.calibrations, inputs.request.slos)
         for part in render_outcome(outcome, notes, explain=explain):
             consoles().out.print(part)
+
+
+def _next_sweep(capacity: CapacityPlan | None) -> str:
+    """The sweep that pins a mix plan's answer: the asked mix, at concurrencies past the law's batch for the
+    first TPOT SLO (else past the calibration's largest batch)."""
+    forecast = capacity.mix if capacity is not None else None
+    if forecast is None:
+        raise UsageError(
+            "--next-sweep names the sweep that pins a plan for a mix not measured: give several RESULTS and "
+            "--prompt-tokens/--output-tokens"
+        )
+    point = next((lim.model_batch for lim in forecast.limits if lim.model_batch), None)
+    batch = point or math.ceil(forecast.model.ranges()["batch"][1])
+    return f"for {forecast.mix.label}: {mix_next_sweep(forecast.mix, batch)}"
 
 
 def register(app: typer.Typer) -> None:

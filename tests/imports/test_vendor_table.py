@@ -179,3 +179,14 @@ def test_notes_several_calibration_files_share_are_said_once_naming_the_files(tm
     # the two files measured at the same levels share one line; the third (no c=250 row) keeps its own
     assert text.count("request count not given") == 2
     assert "m200_200.json, m5000_500.json: c=1, c=5, c=25, c=50, c=100, c=150, c=200, c=250: request count" in text
+
+
+def test_next_sweep_prints_the_one_sweep_that_pins_a_mix_plan_and_refuses_a_single_sweep(tmp_path: Path) -> None:
+    ask = ["--prompt-tokens", "1000", "--output-tokens", "1000", "--slo", "tpot_mean<30ms", "--no-simulate"]
+    files = _mix_files(tmp_path, (200, 200), (5000, 500))
+    said = runner.invoke(app, ["plan", *files, *ask, "--next-sweep"])
+    assert said.exit_code == 0, said.output
+    assert said.stdout.startswith("for prompt 1000 / output 1000: the sweep that answers it: prompt 1000 / output 1000")
+    assert "--levels 1,4,8,16,32,64,126" in said.stdout and len(said.stdout.splitlines()) == 1
+    alone = runner.invoke(app, ["plan", files[0], "--slo", "tpot_mean<30ms", "--next-sweep"])
+    assert alone.exit_code == 2 and "--next-sweep names the sweep that pins a plan for a mix" in alone.stderr
