@@ -115,7 +115,10 @@ class Results:
     def from_json(cls, text: str, *, source: str = "results") -> Results:
         raw = parse_json(text, source, error=ResultsError)
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-            raise ResultsError(f'{source}: not a loadgen results file (no "schema": "{SCHEMA}")')
+            raise ResultsError(
+                f'{source}: not a loadgen results file (no "schema": "{SCHEMA}"); another tool\'s numbers (vLLM bench '
+                "serve, GuideLLM, AIPerf, a per-level table) become one with `loadgen import FILE... -o results.json`"
+            )
         version = raw.get("schema_version")
         if not isinstance(version, int) or version < 1:
             raise ResultsError(f"{source}: schema_version must be a positive integer, got {version!r}")

@@ -75,7 +75,7 @@ def _batch_action(plan: CapacityPlan) -> Action | None:
         if floor is not None:
             return Action("no batch meets the SLO", floor.message)
         if lim is None:
-            return None
+            return _any_batch_action(plan)
         return Action("no batch meets the SLO", f"{lim.slo.key} <= {lim.slo.limit:g}: {lim.quality}" + _note(lim))
     flag = f"set --max-num-seqs {batch_text(plan.max_batch, plan.max_batch_lower_bound)}"
     kv = plan.mix.kv_batch if plan.mix is not None else None
@@ -92,6 +92,19 @@ def _batch_action(plan: CapacityPlan) -> Action | None:
     else:
         why = f"the largest batch whose {lim.slo.key.removesuffix('_ms')} stays <= {lim.slo.limit:g} ms"
     return Action(flag, f"{why} ({how})")
+
+
+def _any_batch_action(plan: CapacityPlan) -> Action | None:
+    """Where every TPOT SLO is met at any batch (a flat law): say so, rather than nothing."""
+    flat = [lim for lim in plan.limits if lim.quality == "any batch"]
+    if not flat:
+        return None
+    keys = ", ".join(f"{lim.slo.key.removesuffix('_ms')} <= {lim.slo.limit:g} ms" for lim in flat)
+    return Action(
+        "any batch meets the SLO",
+        f"{keys} at every batch: the step does not grow with the batch, so no SLO bounds --max-num-seqs (the "
+        "server's KV cache and memory do)",
+    )
 
 
 def _how_measured(plan: CapacityPlan, lim: BatchLimit) -> str:

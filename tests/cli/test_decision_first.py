@@ -75,3 +75,12 @@ def test_a_batch_the_sweep_never_bounded_says_to_sweep_higher(quickstart: tuple[
     result = runner.invoke(app, ["plan", str(sweep), "--slo", "tpot_p95<100ms"], terminal_width=200)
     flat = " ".join(result.stdout.split())
     assert flat.startswith("set --max-num-seqs >= ") and "sweep higher concurrency to find the largest" in flat
+
+
+def test_a_flat_law_says_any_batch_meets_the_slo_and_a_growing_one_does_not() -> None:
+    """Issue 73: `plan --law 25+0b --slo 'tpot_p95<40ms'` printed no decision at all."""
+    flat = runner.invoke(app, ["plan", "--law", "25+0b", "--slo", "tpot_p95<40ms"])
+    assert flat.exit_code == 0, flat.output
+    assert " ".join(flat.stdout.split()).startswith("any batch meets the SLO tpot_p95 <= 40 ms at every batch")
+    growing = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<40ms"])
+    assert growing.stdout.startswith("set --max-num-seqs 37") and "any batch" not in growing.stdout

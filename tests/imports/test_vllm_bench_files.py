@@ -86,3 +86,11 @@ def test_a_non_finite_or_negative_figure_is_refused_by_name(tmp_path: Path, chan
     done = runner.invoke(app, ["import", str(bad), "-o", str(tmp_path / "x.json")])
     assert done.exit_code == 2 and message in " ".join(done.output.split()), done.output
     assert not (tmp_path / "x.json").exists()
+
+
+def test_planning_a_bench_file_itself_points_to_import() -> None:
+    """Issue 73: `plan` on vLLM's own result file said only "not a loadgen results file"."""
+    done = runner.invoke(app, ["plan", str(FILES[0]), "--slo", "tpot_p95<40ms"])
+    said = " ".join(done.stderr.split())
+    assert done.exit_code == 3 and "not a loadgen results file" in said
+    assert "`loadgen import FILE... -o results.json`" in said
