@@ -433,7 +433,7 @@ def mix_batch_limit(model: LengthModel, mix: Mix, slo: SloTarget) -> BatchLimit:
     ) + (f"; {split_note(split, law)}" if split else "")
     if batch < USEFUL_SHARE * point:
         why = f"the upper end of its {'range' if split else '95% interval'} allows {max(batch, 0)}" + (
-            f" ({split_cause(split, law)})" if split and extra * point > law.per_seq_ms * point * 0.25 else ""
+            f" ({split_cause(split, law)})" if split and extra > 0.25 * law.per_seq_ms else ""
         )
         note = (
             f"predicted for {mix.label} (not measured): the law's own answer is {point}, but {why}, less than "

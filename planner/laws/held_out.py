@@ -46,12 +46,12 @@ def hold_out(model: LengthModel) -> HeldOut | None:
         if not left or sum(p.kind == "tpot" for p in kept) < 2:
             continue
         rest = fit_length_model(kept, statistic=model.statistic, budget=model.budget, bootstrap=0)
-        found = [_error(rest, p, ranged) for p in left]
-        if any(e is None for e in found):
+        found = _errors(rest, left, ranged)
+        if found is None:
             unpredicted.append(left[0].mix.label)
             continue
         predicted.append(left[0].mix.label)
-        errors += [e for e in found if e is not None]
+        errors += found
         batches += [p.batch for p in left]
         reaches += [reach(left[0].mix, [p.mix for p in kept])] * len(left)
     return HeldOut(
@@ -63,22 +63,24 @@ def hold_out(model: LengthModel) -> HeldOut | None:
     )
 
 
-def _error(rest: LengthModel, point: CalibrationPoint, ranged: bool) -> float | None:
-    """How far ``point``'s measured TPOT lies from what ``rest`` predicts for it, relative to the measured
-    value; ``ranged`` (the whole calibration leaves ranges of splits too): 0 inside the range of the slope's
-    splits, else the distance to its nearer end (None: the rest cannot predict the mix)."""
-    p = rest.predict(tpot_features(point.batch, point.mix))
-    law = rest.at_mix(point.mix)
-    if p is None or law is None:
+def _errors(rest: LengthModel, left: list[CalibrationPoint], ranged: bool) -> list[float] | None:
+    """How far each of one mix's ``left`` rows lies from what ``rest`` predicts for it, relative to the
+    measured value; ``ranged`` (the whole calibration leaves ranges of splits too): 0 inside the range of the
+    slope's splits, else the distance to its nearer end (None: the rest cannot predict the mix)."""
+    mix = left[0].mix
+    law = rest.at_mix(mix)
+    if law is None:
         return None
-    split = slope_range(rest, point.mix) if ranged else None
-    low, high = p.value_ms, p.value_ms
-    if split is not None:
-        low += (split[0] - law.per_seq_ms) * point.batch
-        high += (split[1] - law.per_seq_ms) * point.batch
-    measured = point.value_ms
-    if measured < low:
-        return low / measured - 1.0
-    if measured > high:
-        return high / measured - 1.0
-    return 0.0
+    split = slope_range(rest, mix) if ranged else None
+    out = []
+    for point in left:
+        p = rest.predict(tpot_features(point.batch, point.mix))
+        if p is None:
+            return None
+        low, high = p.value_ms, p.value_ms
+        if split is not None:
+            low += (split[0] - law.per_seq_ms) * point.batch
+            high += (split[1] - law.per_seq_ms) * point.batch
+        measured = point.value_ms
+        out.append(low / measured - 1.0 if measured < low else high / measured - 1.0 if measured > high else 0.0)
+    return out

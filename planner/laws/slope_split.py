@@ -31,16 +31,10 @@ def slope_range(model: LengthModel, mix: Mix) -> tuple[float, float] | None:
     """The per-sequence slope at ``mix`` over every non-negative split of the calibrated mixes' fitted slopes
     (the fitted split among them), or None where those slopes determine it (or a term was not fitted).
     Bounded: every calibrated mix has each term (a prompt, a context), so no split grows a term for free."""
-    active = [TERMS.index(t) for t in SLOPE_TERMS if model.coefficient(t).value is not None]
+    active, calibrated = _calibrated_slopes(model)
     if len(active) < len([t for t in SLOPE_TERMS if not model.coefficient(t).note]):
         return None  # a term the calibration could not separate: the mix is not predicted at all
     theta = np.array([model.coefficients[i].value or 0.0 for i in active])
-    mixes = {
-        (p.mix.prompt_tokens, p.mix.output_tokens, p.mix.context_tokens): p.mix
-        for p in model.points
-        if p.kind == "tpot"
-    }
-    calibrated = np.array([slope_features(m)[active] for m in mixes.values()])
     asked = slope_features(mix)[active]
     scale = np.max(np.abs(np.vstack([calibrated, asked])), axis=0)
     scale[scale == 0] = 1.0
@@ -56,12 +50,22 @@ def slope_range(model: LengthModel, mix: Mix) -> tuple[float, float] | None:
 def slopes_determined(model: LengthModel) -> bool:
     """Whether the calibrated mixes' slopes determine every slope term, so that no asked mix has a range of
     splits (``slope_range`` is then None for every mix)."""
-    active = [TERMS.index(t) for t in SLOPE_TERMS if model.coefficient(t).value is not None]
-    mixes = {(p.mix.prompt_tokens, p.mix.output_tokens, p.mix.context_tokens): p.mix for p in model.points}
-    calibrated = np.array([slope_features(m)[active] for m in mixes.values()])
+    active, calibrated = _calibrated_slopes(model)
     scale = np.max(np.abs(calibrated), axis=0)
     scale[scale == 0] = 1.0
     return design_rank(np.linalg.svd(calibrated / scale, compute_uv=False)) >= len(active)
+
+
+def _calibrated_slopes(model: LengthModel) -> tuple[list[int], np.ndarray]:
+    """The slope terms the model fitted (their indices in ``TERMS``), and each calibrated mix's slope features
+    over them, one row a mix."""
+    active = [TERMS.index(t) for t in SLOPE_TERMS if model.coefficient(t).value is not None]
+    mixes = {
+        (p.mix.prompt_tokens, p.mix.output_tokens, p.mix.context_tokens): p.mix
+        for p in model.points
+        if p.kind == "tpot"
+    }
+    return active, np.array([slope_features(m)[active] for m in mixes.values()])
 
 
 def _vertices(g: np.ndarray, a: np.ndarray, slopes: np.ndarray, rank: int) -> list[float]:
