@@ -339,6 +339,7 @@ class _Level:
                 request_id_header=self.plan.request_id_header,
                 answer=answer,
                 on_cut=self.on_record,
+                max_tokens=prepared.max_tokens,
             )
         except asyncio.CancelledError:
             self.recorder.abandoned(self.clock())

@@ -302,6 +302,7 @@ async def _probe(
             clock=clock,
             timeout_s=session.http.timeout_s,
             max_event_chars=session.http.max_event_chars,
+            max_tokens=prepared.max_tokens,
         )
         if record.error is None:
             return record

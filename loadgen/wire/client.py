@@ -21,6 +21,7 @@ import contextlib
 import functools
 import os
 import ssl
+import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -259,6 +260,7 @@ async def stream_request(
     request_id_header: str | None = None,
     answer: list[str] | None = None,
     on_cut: Callable[[RequestRecord], None] | None = None,
+    max_tokens: int = 0,
 ) -> RequestRecord:
     """Send one streaming completion request and time its token events (or text chunks).
 
@@ -268,11 +270,12 @@ async def stream_request(
     ``answer``, the streamed text is appended to it (a multi-turn session sends
     it back as history); it is never stored. Cancelled in flight (the level's
     drain limit, an interrupt), it hands ``on_cut`` the record so far, marked
-    ``cut``, before the cancellation goes on.
+    ``cut``, before the cancellation goes on. ``max_tokens`` (the request's own, 0 for none we can read)
+    bounds the token events taken: a stream past ``event_cap`` of them ends as ``malformed_chunk``.
     """
     times: list[float] = []
     cumulative: list[int | None] = []  # per timed chunk: usage.completion_tokens so far, if sent
-    state = _StreamState(convention, answer)
+    state = _StreamState(convention, answer, max_tokens)
     # (header, this request's id): 32 random hex digits, as uuid4().hex without building a UUID
     tag = (request_id_header, os.urandom(16).hex()) if request_id_header else None
     decoder = SSEDecoder(max_event_chars)
@@ -447,7 +450,10 @@ class _WireExchange:
                 self.cumulative.append(None)
                 if state.texts is not None:
                     state.texts.append(text)
-                return True
+                if len(self.times) <= state.most_events:
+                    return True
+                self.failure = ErrorKind.MALFORMED_CHUNK, state.overrun()
+                return False
         try:
             return not state.consume(self.decoder.feed(data), self.api, now, self.times, self.cumulative)
         except (SSEError, MalformedChunk) as exc:
@@ -480,10 +486,13 @@ class _StreamState:
     """Parsing state of one response body."""
 
     __slots__ = ("by_token", "completion_tokens", "done", "error", "finish_reason", "image_tokens", "malformed",
-                 "prompt_tokens", "reasoning_at", "reasoning_tokens", "response_id", "texts", "tool_call")  # fmt: skip
+                 "max_tokens", "most_events", "prompt_tokens", "reasoning_at", "reasoning_tokens", "response_id",
+                 "texts", "tool_call")  # fmt: skip
 
-    def __init__(self, convention: Convention, texts: list[str] | None = None) -> None:
+    def __init__(self, convention: Convention, texts: list[str] | None = None, max_tokens: int = 0) -> None:
         self.texts = texts
+        self.max_tokens = max_tokens
+        self.most_events = event_cap(max_tokens)  # read by the compiled reader too (fastread.Port.arm)
         self.by_token = convention == "tokens"
         self.done = False
         self.finish_reason: str | None = None
@@ -531,6 +540,8 @@ class _StreamState:
                     self.reasoning_at.append(len(times))
                 times.append(now)
                 cumulative.append(chunk.completion_tokens)
+                if len(times) > self.most_events:
+                    raise MalformedChunk(self.overrun())
             if api is Api.RESPONSES and chunk.finish_reason is not None:  # response.completed: the last event
                 if not times and chunk.completion_tokens:  # its usage counts tokens that no delta carried
                     self.malformed = (
@@ -540,6 +551,10 @@ class _StreamState:
                 return True
         return False
 
+    def overrun(self) -> str:
+        """Why a stream past its event cap was ended: an honest one ends by ``max_tokens``."""
+        return f"over {self.most_events:,} token events where max_tokens was {self.max_tokens} (an endless stream?)"
+
     def outcome(self) -> tuple[ErrorKind | None, str | None]:
         if self.malformed is not None:
             return ErrorKind.MALFORMED_CHUNK, self.malformed
@@ -548,6 +563,15 @@ class _StreamState:
         if self.done or self.finish_reason is not None:
             return None, None
         return ErrorKind.STREAM_BROKEN, "stream ended without [DONE] or a finish reason"
+
+
+def event_cap(max_tokens: int) -> int:
+    """The most token events a stream that asked for ``max_tokens`` may send before it is cut off as endless.
+
+    An honest server sends at most one event per token, reasoning and tool-call arguments included in
+    ``max_tokens``; twice that and 64 more leaves room for servers that split a token's text. Without a
+    count to bound by (0), only ``--timeout`` bounds the stream, as it always did."""
+    return 2 * max_tokens + 64 if max_tokens > 0 else sys.maxsize
 
 
 def _record(

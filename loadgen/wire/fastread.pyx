@@ -24,7 +24,7 @@ is not set; ``tests/faults/test_compiled_read.py`` holds its results identical t
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.list cimport PyList_Append
+from cpython.list cimport PyList_Append, PyList_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp
@@ -121,7 +121,7 @@ cdef class Port:
     cdef double* held  # the times of tokens taken here and not yet in ``times`` (see ``keep``)
     cdef Py_ssize_t n_held
     cdef object clock, times, cumulative, texts, decoder, state, plain, name, api
-    cdef Py_ssize_t limit
+    cdef Py_ssize_t limit, most  # the longest event; the most token events before the stream is endless
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
 
     def __cinit__(self):
@@ -160,6 +160,7 @@ cdef class Port:
         self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
         self.decoder, self.state, self.plain, self.name, self.api = decoder, state, plain, name, api
         self.limit = decoder.limit
+        self.most = state.most_events
         self.c_clock = MONOTONIC_IN_C and clock is MONOTONIC
         self.prefix = self.suffix = None
         self.named, self.idle = state.response_id is not None, decoder.idle
@@ -254,6 +255,8 @@ cdef class Port:
         cdef double now
         if n < 8 or n - 8 > self.limit or not self.idle:
             return False
+        if PyList_GET_SIZE(self.times) + self.n_held >= self.most:
+            return False  # the stream's last allowed token: the Python path takes it and ends an endless one
         if memcmp(s, b"data: ", 6) != 0 or s[n - 2] != 10 or s[n - 1] != 10:
             return False
         if memchr(s, 10, n - 2) != NULL or memchr(s, 13, n) != NULL:  # one line, no CR

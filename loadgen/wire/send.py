@@ -30,6 +30,7 @@ async def send_request(
     request_id_header: str | None = None,
     answer: list[str] | None = None,
     on_cut: Callable[[RequestRecord], None] | None = None,
+    max_tokens: int = 0,
 ) -> RequestRecord:
     """``inputs`` > 0: a pooling request of that many inputs (``pooled_request``); else a stream
     (``stream_request``, whose docstring says the rest)."""
@@ -61,4 +62,5 @@ async def send_request(
         request_id_header=request_id_header,
         answer=answer,
         on_cut=on_cut,
+        max_tokens=max_tokens,
     )

@@ -8,12 +8,14 @@ import json
 import time
 from typing import Any
 
+import orjson
 import pytest
 
 from loadgen.api import Api
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.run_settings import RunSettings
+from loadgen.wire import native
 from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
 from loadgen.wire.sse import SSEDecoder, SSEError
@@ -92,6 +94,45 @@ async def test_a_never_ending_event_fails_the_request_as_malformed_with_a_bounde
 
     record = await one_request(endless, transport, max_event_chars=200_000)
     assert record.error == ErrorKind.MALFORMED_CHUNK and "exceeds 200,000 characters" in (record.error_detail or "")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", [*Transport, "native-pure"])
+@pytest.mark.parametrize(
+    ("api", "event"),
+    [
+        (Api.COMPLETIONS, b'data: {"id":"c","choices":[{"index":0,"text":"a"}]}\n\n'),  # the compiled reader's own
+        (Api.CHAT, b'data: {"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}\n\n'),
+    ],
+    ids=["plain-tokens", "reasoning-deltas"],
+)
+async def test_an_endless_stream_ends_at_its_event_cap_not_its_timeout(
+    api: Api, event: bytes, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 70 S14: events far past ``max_tokens`` were taken until ``--timeout`` (about 400 MB a stream at
+    the default 600 s); now a stream past 2 x max_tokens + 64 token events is a named failure at once."""
+    if transport == "native-pure":
+        monkeypatch.setattr(native, "FASTREAD", None)
+    sent = 0
+
+    async def endless(writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        writer.write(SSE_HEAD)
+        for _ in range(20_000):  # bounded, so a failing client cannot hang the test: 2 million events
+            writer.write(chunked(event) * 100)
+            sent += 100
+            await writer.drain()
+
+    body = orjson.dumps({"model": "m", api.prompt_field: "hi", "max_tokens": 4, "stream": True})
+    started = time.monotonic()
+    async with raw_server(endless) as url:
+        options = HttpOptions(timeout_s=10, transport=transport.removesuffix("-pure"))  # type: ignore[arg-type]
+        async with make_http_client(url + "/", {}, options) as http:
+            record = await stream_request(http, api.path, body, api, t_intended=time.monotonic(),
+                                          clock=time.monotonic, timeout_s=10, max_tokens=4)  # fmt: skip
+    assert record.error == ErrorKind.MALFORMED_CHUNK, record.error_detail
+    assert "over 72 token events where max_tokens was 4" in (record.error_detail or "")
+    assert len(record.chunk_times) == 73 and sent < 1_000_000 and time.monotonic() - started < 8
 
 
 def test_the_decoder_holds_at_most_its_limit_between_feeds() -> None:
