@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -232,6 +233,27 @@ def test_json_nested_past_the_parser_is_one_line(tmp_path: Path) -> None:
     path.write_text("[" * 300_000 + "]" * 300_000)
     result = runner.invoke(app, ["import", str(path), "-o", str(tmp_path / "o.json")])
     assert result.exit_code == 2 and "nested too deeply" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_small_gzip_that_unpacks_huge_is_refused_at_a_multiple_of_its_size(tmp_path: Path) -> None:
+    """Issue 70 S10: a 1.1 MB .jsonl.gz of 1 GiB of spaces cost 2.1 GB before it was refused; now a gzip
+    is read to at most 100x its size (64 MiB at least), a piece at a time."""
+    bomb = tmp_path / "trace.jsonl.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as out:
+        for _ in range(100):
+            out.write(b" " * (2 << 20))  # 200 MiB of spaces, packed to about 200 kB
+    tracemalloc.start()
+    try:
+        with pytest.raises(UsageError, match=r"unpacks to more than 67,108,864 bytes \(a gzip bomb\?"):
+            read_text(bomb, "--trace")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 << 20, peak  # the 64 MiB read before the refusal, not the 200 MiB (twice) of before
+    text = tmp_path / "t.jsonl.gz"
+    text.write_bytes(gzip.compress("é".encode() * 300_000 + b"\xff"))
+    with pytest.raises(UsageError, match=r"not UTF-8 text \(invalid start byte at byte 600000\)"):
+        read_text(text)  # the offset in the whole text, not in the piece it was found in
 
 
 def test_a_gzipped_export_imports_as_its_text_and_a_bomb_is_refused_as_it_unpacks(tmp_path: Path) -> None:
