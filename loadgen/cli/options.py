@@ -66,8 +66,10 @@ TransportOpt = Annotated[
     Transport,
     typer.Option(
         rich_help_panel=TARGET,
-        help="HTTP stack for the streams: native (llhttp on asyncio, the cheapest and most exact), aiohttp's "
-        "pool under httpx's API, or httpx's own (collapses past ~64 streams). native ignores HTTP(S)_PROXY.",
+        help="HTTP stack for the streams: native (llhttp on asyncio; the cheapest, most exact and the one "
+        "whose bounds against hostile servers are tested: use it), aiohttp's pool under httpx's API (reuses "
+        "connections a server closed while idle, holds an endless 1xx answer until --timeout), or httpx's own "
+        "(collapses past ~64 streams). native ignores HTTP(S)_PROXY.",
     ),
 ]
 WorkersOpt = Annotated[
