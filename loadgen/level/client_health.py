@@ -74,9 +74,15 @@ def _core_taken(level: LevelResult) -> str | None:
 def remedy(level: LevelResult) -> str:
     """What would let a bound generator keep up, by its cause: more generator processes help a busy one
     with cores to spare, never one whose core another process held (with several workers on too few
-    cores, each other)."""
+    cores, each other): a generator that waited ``CORE_SHARED`` of its ready time already shared a core."""
     if _core_taken(level) is not None:
         return "a quieter machine, or no more generator processes than free cores"
+    wait = level.core_wait_ratio
+    if wait is not None and wait >= CORE_SHARED:
+        return (
+            f"a quieter machine; more workers cannot help here (the generator already shared its core: it "
+            f"waited {wait:.0%} of the time it was ready to run)"
+        )
     if level.workers > 1:
         return f"more workers than its {level.workers}, each on a free core, or a quieter machine"
     return "more workers (one process each, on free cores), or a quieter machine"

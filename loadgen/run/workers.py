@@ -31,6 +31,7 @@ from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
 from loadgen.run.level_executors import LevelRun, level_notes
 from loadgen.run.observe import LevelObserver
+from loadgen.run.placement import Placement, place
 from loadgen.run.requests import Workload
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.wire.loops import loop_factory
@@ -86,9 +87,9 @@ async def _child_level(job: WorkerJob, t0: float, conn: Connection) -> LevelResu
 
 
 async def run_level_in_processes(
-    plan: LevelPlan, workload: Workload, target: SplitTarget, *, stop: asyncio.Event
+    plan: LevelPlan, workload: Workload, target: SplitTarget, *, stop: asyncio.Event, placement: Placement
 ) -> SplitOutcome:
-    """Run ``plan`` on ``target.workers`` processes and merge their results."""
+    """Run ``plan`` on ``target.workers`` processes, each where ``placement`` puts it, and merge their results."""
     ctx = mp.get_context("spawn")
     workers: list[_Worker] = []
     try:
@@ -97,6 +98,8 @@ async def run_level_in_processes(
                 ours, theirs = ctx.Pipe()
                 proc = ctx.Process(target=_child, args=(job, theirs), daemon=True)
                 proc.start()
+                if proc.pid is not None:  # set by start()
+                    placement.pin(job.index, proc.pid)
                 theirs.close()  # the child holds its end: our copy would hide its death from recv
                 workers.append(_Worker(job.index, proc, ours))
         started, lost = await _await_ready(workers)
@@ -111,20 +114,24 @@ async def run_level_in_processes(
     return merge_shares(plan, [LevelResult.from_json(p, DEFAULT_CONFIG) for p in parts], lost)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InWorkerProcesses:
-    """The executor for ``--workers N``: each level split over N fresh processes (``LevelExecutor``)."""
+    """The executor for ``--workers N``: each level split over N fresh processes (``LevelExecutor``), placed
+    once, before the first level (``loadgen.run.placement``)."""
 
     target: SplitTarget
+    placement: Placement | None = None
 
     async def run(self, plan: LevelPlan, workload: Workload, observer: LevelObserver, stop: asyncio.Event) -> LevelRun:
+        if self.placement is None:  # sampled while nothing of ours runs yet
+            self.placement = await place(self.target.workers)
         observer.on_level_start(plan.load, plan.planned_s)
-        outcome = await run_level_in_processes(plan, workload, self.target, stop=stop)
+        outcome = await run_level_in_processes(plan, workload, self.target, stop=stop, placement=self.placement)
         observer.on_level_end(outcome.result)
         return LevelRun(outcome.result, level_notes(plan, outcome.lost_workers))
 
     def settings(self) -> dict[str, Any]:
-        return {}
+        return {} if self.placement is None else {"worker_placement": self.placement.said}
 
 
 @dataclass(slots=True)

@@ -94,6 +94,8 @@ def test_run_with_two_worker_processes(sim: SimProcess, tmp_path: Path) -> None:
     level = load(out).levels[0]
     assert level.workers == 2 and level.completed > 0
     assert level.achieved_concurrency == pytest.approx(4, rel=0.1)
+    placed = load(out).settings.other["worker_placement"]  # issue 71: where the workers ran is said
+    assert placed.startswith(("pinned: worker 0 on core", "not pinned: ")), placed
 
 
 def test_wrong_key_is_one_line_exit_3(sim: SimProcess, tmp_path: Path) -> None:

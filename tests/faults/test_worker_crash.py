@@ -18,6 +18,7 @@ from loadgen.api import Api
 from loadgen.lengths import Lengths
 from loadgen.load import LevelPlan, Load
 from loadgen.results import load
+from loadgen.run.placement import Placement
 from loadgen.run.requests import Workload
 from loadgen.run.split import SplitTarget
 from loadgen.run.workers import run_level_in_processes
@@ -38,6 +39,7 @@ async def test_one_dead_worker_leaves_the_others_data() -> None:
                     base_url=sim.base_url + "/", headers={}, http=HttpOptions(timeout_s=10), workers=2, scrape=False
                 ),
                 stop=asyncio.Event(),
+                placement=Placement(None, "not pinned"),
             )
         )
         victims: list[int] = []

@@ -154,6 +154,11 @@ def test_the_client_bound_remedy_follows_its_cause() -> None:
     assert two.client_bound and remedy(two).startswith("more workers than its 2")
     shared = replace(two, client_cpu_s=8.0, runqueue_wait_s=12.0)  # two processes, one core between them
     assert shared.client_bound and "more workers" not in remedy(shared)
+    # issue 71: two workers busy 96% that still waited 29% of their ready time for a core were told
+    # "more workers than its 2"; they already share cores
+    crowded = replace(two, runqueue_wait_s=8.0)
+    assert crowded.client_bound and remedy(crowded).startswith("a quieter machine; more workers cannot help here")
+    assert "it waited 29% of the time it was ready to run" in remedy(crowded)
 
 
 def test_speculative_counters_that_cannot_be_true_are_not_printed() -> None:
