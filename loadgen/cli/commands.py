@@ -56,6 +56,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "import": LazyCommand(
         "import_cmd", "Turn numbers from another tool into a results file that plan, report and compare read."
     ),
+    "tune": LazyCommand(
+        "tune_cmd",
+        "Search the server's batch cap (and token budget) by restarting it at the plan's answer until it holds.",
+    ),
     "profile": LazyCommand("profiles_cmd", "List, show and validate workload profiles."),
     "export": LazyCommand(
         "export_cmd",

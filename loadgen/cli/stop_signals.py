@@ -74,6 +74,11 @@ class StopSignals:
             self._steering = None
             self._absorbing = True
 
+    def rearm(self) -> None:
+        """Between two sessions of one command (``tune``): a signal ends the command again, not absorbed, so
+        the command's own cleanup (stopping the server it started) runs."""
+        self._absorbing = False
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         first = self.first is None
         if first:

@@ -228,7 +228,7 @@ def sweep(
     out = consoles()
     if url is None and prof.url is None and prof.sim is not None:
         out.err.print(f"starting the built-in simulator ({prof.sim.law_text})", highlight=False)
-    hooks = _hooks(prof, output, progress_observer(out.err, quiet))
+    hooks = sweep_hooks(prof, output, progress_observer(out.err, quiet))
     results = execute(
         url or prof.url,
         simulator_options(prof),
@@ -289,7 +289,7 @@ def _with_flags(
     return prof
 
 
-def _hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks:
+def sweep_hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks:
     """Progress, a checkpoint after each level, and the profile's retry and stop rules."""
     err = consoles().err
     unsaved: list[str] = []

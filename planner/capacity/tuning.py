@@ -1,0 +1,90 @@
+"""``loadgen tune``'s search: which server configuration to measure next, from the law and the trials so far (pure).
+
+A grid search restarts the server once per cell (vLLM's auto_tune: a 4 x 4 grid is 16 restarts, each minutes
+on a GPU). Here the plan's own answer is the first guess, and every measurement brackets the truth: the
+largest batch cap (``max_num_seqs``) measured to keep every SLO and the smallest measured to break one. The
+next trial is the law's answer (refitted on every level measured so far) inside that bracket, else the
+bracket's edge next to the last pass; the search ends when a cap that holds sits right below one that
+fails: the neighbour the law says is better was measured and failed. A token budget that TTFT alone
+breaks grows by ``BUDGET_GROWTH`` at the same cap (a prompt then prefills in fewer steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+BUDGET_GROWTH = 1.5  # as the plan's own budget search grows a budget (``planner.capacity.token_budget``)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrialVerdict:
+    """What one trial's measurement said of its configuration."""
+
+    seqs: int  # the batch cap it ran with
+    budget: int | None  # the token budget per step it ran with (None: not a knob of this search)
+    holds: bool | None  # every SLO met at a trusted level; None: no verdict (refused, untrusted, stopped)
+    # it failed only on TTFT (or E2E) with a budget that can still grow: the budget, not the cap, is short
+    ttft_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NextTrial:
+    """The configuration to measure next, or (``seqs`` None) that the search is over; and why."""
+
+    seqs: int | None
+    budget: int | None
+    why: str
+    verified: int | None = None  # the search is over: the cap that holds with its next larger measured failing
+
+
+def bracket(trials: Sequence[TrialVerdict]) -> tuple[int | None, int | None]:
+    """The largest cap measured to hold below the smallest measured to fail (either None where none was)."""
+    failed = [t.seqs for t in trials if t.holds is False and not t.ttft_only]
+    lowest_fail = min(failed) if failed else None
+    held = [t.seqs for t in trials if t.holds and (lowest_fail is None or t.seqs < lowest_fail)]
+    return (max(held) if held else None), lowest_fail
+
+
+def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs: int) -> NextTrial:
+    """What to measure after ``trials`` (the calibration excluded), with the law refitted on every level so far
+    predicting ``predicted`` as the largest cap that keeps the SLOs (None: it cannot say), at most ``most_seqs``."""
+    last = trials[-1] if trials else None
+    budget = last.budget if last is not None else None
+    if last is not None and last.holds is False and last.ttft_only and last.budget is not None:
+        grown = math.ceil(last.budget * BUDGET_GROWTH)
+        return NextTrial(
+            seqs=last.seqs,
+            budget=grown,
+            why=f"only TTFT failed at budget {last.budget}: {grown} prefills in fewer steps",
+        )
+    held, failed = bracket(trials)
+    if held is not None and failed is not None and held + 1 >= failed:
+        budget = next(t.budget for t in reversed(trials) if t.seqs == held and t.holds)
+        why = f"{held} holds and {failed}, the next larger cap, fails"
+        return NextTrial(seqs=None, budget=budget, why=why, verified=held)
+    low = (held or 0) + 1
+    high = min(most_seqs, failed - 1 if failed is not None else most_seqs)
+    if low > high:
+        if held is None:
+            return NextTrial(seqs=None, budget=budget, why="no cap holds: even 1 fails")
+        budget = next(t.budget for t in reversed(trials) if t.seqs == held and t.holds)
+        return NextTrial(seqs=None, budget=budget, why=f"{held} holds and no larger cap is allowed", verified=held)
+    if predicted is None:
+        guess, reason = (low + high) // 2, "the law gives no answer: the bracket's middle"
+    elif low <= predicted <= high and predicted not in {t.seqs for t in trials}:
+        guess, reason = predicted, "the law's answer on every level measured so far"
+    elif held is not None:
+        guess, reason = held + 1, f"the law says {predicted}, but {held} holds as measured: the next larger cap"
+    elif failed is not None:
+        guess, reason = high, f"the law says {predicted}, but {failed} fails as measured: the next smaller cap"
+    else:
+        guess, reason = high, f"the law says {predicted}, past the largest cap allowed"
+    return NextTrial(seqs=guess, budget=budget, why=reason)
+
+
+def ttft_only(failures: Mapping[str, bool]) -> bool:
+    """Whether the SLOs that failed (key -> failed) are all TTFT or E2E ones: what a larger budget helps."""
+    failed = [key for key, bad in failures.items() if bad]
+    return bool(failed) and all(key.startswith(("ttft", "e2e")) for key in failed)

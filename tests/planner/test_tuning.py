@@ -1,0 +1,54 @@
+"""loadgen tune's search (issue 72): the law's answer inside the bracket the measurements leave (pure)."""
+
+from __future__ import annotations
+
+from planner.capacity.tuning import TrialVerdict, bracket, next_trial, ttft_only
+
+
+def verdict(seqs: int, holds: bool | None, budget: int | None = None, ttft: bool = False) -> TrialVerdict:
+    return TrialVerdict(seqs=seqs, budget=budget, holds=holds, ttft_only=ttft)
+
+
+def test_the_first_trial_is_the_laws_answer() -> None:
+    first = next_trial(37, [], most_seqs=256)
+    assert first.seqs == 37 and first.why == "the law's answer on every level measured so far"
+
+
+def test_a_cap_that_holds_is_verified_by_its_neighbour_failing() -> None:
+    assert next_trial(37, [verdict(37, True)], 256).seqs == 38  # the law's answer was measured: its neighbour
+    done = next_trial(37, [verdict(37, True), verdict(38, False)], 256)
+    assert done.seqs is None and done.why == "37 holds and 38, the next larger cap, fails" and done.verified == 37
+
+
+def test_a_law_that_was_optimistic_moves_down_within_the_bracket() -> None:
+    after_fail = next_trial(36, [verdict(40, False)], 256)  # refitted on the failing level: 36
+    assert after_fail.seqs == 36
+    stubborn = next_trial(45, [verdict(40, False)], 256)  # a law that still says more than what failed
+    assert stubborn.seqs == 39 and "40 fails as measured" in stubborn.why
+
+
+def test_a_law_that_was_pessimistic_moves_up_from_what_held() -> None:
+    assert next_trial(50, [verdict(37, True)], 256).seqs == 50
+    assert next_trial(30, [verdict(37, True)], 256).seqs == 38  # never below what held as measured
+
+
+def test_no_answer_from_the_law_bisects_and_the_cap_bounds_the_search() -> None:
+    assert next_trial(None, [verdict(10, True), verdict(30, False)], 256).seqs == 20
+    assert next_trial(900, [], most_seqs=64).seqs == 64
+    over = next_trial(900, [verdict(64, True)], most_seqs=64)
+    assert over.seqs is None and over.why == "64 holds and no larger cap is allowed"
+    none = next_trial(5, [verdict(1, False)], 64)
+    assert none.seqs is None and none.why == "no cap holds: even 1 fails" and none.verified is None
+
+
+def test_a_budget_that_only_ttft_breaks_grows_at_the_same_cap() -> None:
+    grown = next_trial(37, [verdict(37, False, budget=512, ttft=True)], 256)
+    assert (grown.seqs, grown.budget) == (37, 768)
+    assert bracket([verdict(37, False, budget=512, ttft=True)]) == (None, None)  # not a failure of the cap
+    assert bracket([verdict(37, False, budget=None)]) == (None, 37)
+
+
+def test_only_ttft_and_e2e_failures_point_at_the_budget() -> None:
+    assert ttft_only({"ttft_p95_ms": True, "tpot_p95_ms": False})
+    assert not ttft_only({"ttft_p95_ms": True, "tpot_p95_ms": True})
+    assert not ttft_only({"ttft_p95_ms": False})
