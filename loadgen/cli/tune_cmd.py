@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors
 from loadgen.cli.options import LOAD, TARGET, OutputOpt, QuietOpt
 from loadgen.cli.plan_inputs import PlanFlags, assemble, parse_slos
@@ -25,8 +26,9 @@ from loadgen.cli.session_flags import execute, http_options, progress_observer, 
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.cli.sweep_cmd import parse_levels, sweep_hooks
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import Profile, find_profile, load_profile
+from loadgen.inputs.profile import LoadMode, Profile, find_profile, load_profile
 from loadgen.level.result import LevelResult
+from loadgen.limits import MAX_FLEET_RPS
 from loadgen.quantity import Metric
 from loadgen.results import Results, save_atomic
 from loadgen.run.assembly import TargetOptions, session_from_profile
@@ -43,6 +45,8 @@ from planner.capacity.tuning import TrialVerdict, next_trial, ttft_only
 from planner.evidence.verdicts import judge
 
 SEQS = "max_num_seqs"
+TRIAL_RETRIES = 2  # a level the measurement made untrusted is measured again (a restart costs more than a level)
+MORE_REPLICAS = 3  # --qps: replica counts above the plan's tried in open loop before giving up
 FULL_BATCH_EXTRA = 0.1  # a trial's second level: this share more clients than the cap (at least 2)
 BUDGET = "max_num_batched_tokens"
 DEFAULT_START = {SEQS: 256, BUDGET: 8192}  # generous: most engines' defaults or above
@@ -104,6 +108,15 @@ def tune(
         float | None,
         typer.Option(min=1, metavar="SECONDS", rich_help_panel=LOAD, help="No new trial starts after this long."),
     ] = None,
+    qps: Annotated[
+        float | None,
+        typer.Option(
+            metavar="RPS",
+            rich_help_panel=LOAD,
+            help="Also verify the replicas for this many requests/s of the profile's workload: the plan's count, "
+            "measured in open loop at its per-replica rate on the verified configuration (one more start).",
+        ),
+    ] = None,
     start_timeout: Annotated[
         float,
         typer.Option(
@@ -127,6 +140,7 @@ def tune(
         raise UsageError(f"--serve-cmd: no value for {{{missing[0]}}}: give --set {missing[0]}=N")
     prof = load_profile(find_profile(profile))
     prof = prof.with_overrides(
+        retries=max(prof.load.retries, TRIAL_RETRIES),
         slo=parse_slos(slo) if slo else None,
         levels=tuple(int(v) for v in parse_levels(levels, "closed") or ()) or None,
         duration_s=duration,
@@ -134,6 +148,7 @@ def tune(
     )
     if not prof.slo or not any(s.metric is not None for s in prof.slo):
         raise UsageError(f"--profile {profile}: no latency SLO to tune for: give --slo 'tpot_p95<50ms'")
+    bounded("--qps", qps, minimum=0, exclusive=True, maximum=MAX_FLEET_RPS)
     check_writable(output)
     logs = output.with_name(output.stem + "-logs")
     target = target_options(None, None, http_options(600.0, False, Transport.NATIVE, 4.0, "X-Request-Id", EventLoop.AUTO),
@@ -143,6 +158,8 @@ def tune(
     stopped, code = "", 0
     try:
         stopped = search.run(config, max_restarts, None if time_budget is None else started + time_budget)
+        if qps is not None and search.verified is not None:
+            search.replicas_why = search.verify_replicas(search.verified, qps)
     except StopRequested as signal_:
         stopped, code = f"interrupted by {signal_.name}: the server was stopped", 128 + signal_.signum
     record = search.record(stopped, time.monotonic() - started)
@@ -189,6 +206,8 @@ class Search:
         self.verdicts: list[TrialVerdict] = []
         self.evidence: Results | None = None
         self.verified: dict[str, int] | None = None
+        self.replicas: int | None = None
+        self.replicas_why = ""
 
     def run(self, config: dict[str, int], max_restarts: int, deadline: float | None) -> str:
         """Calibrate, then trial after trial; why it stopped."""
@@ -214,56 +233,94 @@ class Search:
     def trial(
         self, config: dict[str, int], why: str, *, sweep: bool, plan: CapacityPlan | None = None
     ) -> Results | None:
-        """Start the server at ``config``, measure, stop it; the results (None: it did not start, or no level)."""
+        """Measure ``config``: the calibration sweep, or a trial's two levels, judged; the results (None: no start)."""
+        prof = self.prof if sweep else self.prof.with_overrides(levels=trial_levels(config[SEQS]))
+        results = self.measured(config, why, prof)
+        if results is None:
+            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=None))
+            return None
+        # the law is refitted on levels the cap did not hold back: a trial's second level queues behind its cap
+        fitted = results.levels if sweep else results.levels[:1]
+        self.evidence = replace(results, levels=fitted) if self.evidence is None else merged(self.evidence, fitted)
+        deciding = {} if sweep or len(results.levels) < 2 else deciding_levels(results.levels, self.prof.slo)
+        if not deciding:
+            verdict, holds = ("calibration" if sweep else "a level was not measured"), None
+            measured = {s.key: s.value(results.levels[-1]) for s in self.prof.slo} if results.levels else {}
+        else:
+            verdict, holds, failures = judged(deciding)
+            measured = {s.key: s.value(lv) for s, lv in deciding.items()}
+            budget_can_grow = BUDGET in config
+            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=holds,
+                                              ttft_only=budget_can_grow and holds is False and ttft_only(failures)))  # fmt: skip
+        predicted = predicted_at(plan, config[SEQS]) if plan is not None else {}
+        self.trials[-1] = replace(
+            self.trials[-1], verdict=verdict, holds=holds, predicted_ms=predicted, measured=measured
+        )
+        save_record(self.record("in progress", 0.0), self.output)
+        return results
+
+    def measured(self, config: dict[str, int], why: str, prof: Profile) -> Results | None:
+        """Start the server at ``config``, run ``prof``'s levels on it, stop it; the trial is recorded as it went
+        (None: the server did not start). A stop signal ends the search once the trial is recorded."""
         number = len(self.trials) + 1
-        port = free_port()
-        values = {**config, "port": port}
+        values = {**config, "port": free_port()}
         command, url = self.serve_cmd.format(**values), self.url.format(**values)
         log = self.logs / f"trial-{number}.log"
         err = consoles().err
         if not self.quiet:
             err.print(f"trial {number}: {config} ({why})", highlight=False)
+        results_path = self.output.with_name(f"{self.output.stem}-trial-{number}.json")
         with running_server(command, url, log, self.start_timeout_s) as start:
+            trial = Trial(number=number, config=config, why=why, server=start.outcome.value, start_s=start.seconds,
+                          verdict="", log=str(log), log_tail=start.tail)  # fmt: skip
             if start.outcome is not ServerOutcome.READY:
                 verdict = "refused" if start.outcome is ServerOutcome.REFUSED else "never ready"
-                self.trials.append(Trial(number=number, config=config, why=why, server=start.outcome.value,
-                                         start_s=start.seconds, verdict=verdict, log=str(log), log_tail=start.tail))  # fmt: skip
-                self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=None))
+                self.trials.append(replace(trial, verdict=verdict))
+                save_record(self.record("in progress", 0.0), self.output)
                 return None
-            prof = self.prof if sweep else self.prof.with_overrides(levels=trial_levels(config[SEQS]))
-            results_path = self.output.with_name(f"{self.output.stem}-trial-{number}.json")
             SIGNALS.rearm()
             results = execute(url, None, lambda base: session_from_profile(prof, base, self.target, command="tune"),
                               lambda _: sweep_hooks(prof, results_path, progress_observer(err, self.quiet)))  # fmt: skip
         save_atomic(results, results_path)
-        if SIGNALS.first is not None:
+        self.trials.append(replace(trial, verdict="measured", results=str(results_path)))
+        if SIGNALS.first is not None:  # stopped mid-trial: what it measured is kept, and the search ends
+            self.trials[-1] = replace(self.trials[-1], verdict="interrupted")
             raise StopRequested(SIGNALS.first)
-        # the law is refitted on levels the cap did not hold back: a trial's second level queues behind its cap
-        fitted = results.levels if sweep else results.levels[:1]
-        self.evidence = replace(results, levels=fitted) if self.evidence is None else merged(self.evidence, fitted)
-        predicted = predicted_at(plan, config[SEQS]) if plan is not None else {}
-        deciding = {} if sweep or len(results.levels) < 2 else deciding_levels(results.levels, self.prof.slo)
-        if not deciding:
-            verdict, holds = ("calibration" if sweep else "a level was not measured"), None
-        else:
-            verdict, holds, failures = judged(deciding)
-            budget_can_grow = BUDGET in config
-            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=holds,
-                                              ttft_only=budget_can_grow and holds is False and ttft_only(failures)))  # fmt: skip
-        measured = {s.key: s.value(lv) for s, lv in deciding.items()} if deciding else {}
-        if sweep and results.levels:  # the calibration's largest level, for the terminal's line
-            measured = {s.key: s.value(results.levels[-1]) for s in self.prof.slo}
-        self.trials.append(Trial(number=number, config=config, why=why, server="ready", start_s=start.seconds,
-                                 verdict=verdict, holds=holds, predicted_ms=predicted, measured=measured,
-                                 results=str(results_path), log=str(log)))  # fmt: skip
-        save_record(self.record("in progress", 0.0), self.output)
         return results
 
-    def plan(self) -> CapacityPlan | None:
-        """The plan on every level measured so far (None before any)."""
+    def plan(self, qps: float | None = None) -> CapacityPlan | None:
+        """The plan on every level measured so far (None before any); with ``qps``, sized for that many requests/s
+        of the profile's workload."""
         if self.evidence is None or not self.evidence.levels:
             return None
-        return answer(assemble(PlanFlags(), [("the trials", self.evidence)])).capacity
+        flags = PlanFlags() if qps is None else PlanFlags(qps=qps, output_tokens=self.prof.workload.output_tokens.mean)
+        return answer(assemble(flags, [("the trials", self.evidence)])).capacity
+
+    def verify_replicas(self, config: dict[str, int], qps: float) -> str:
+        """Start the server at ``config`` once more and measure the plan's per-replica rate in open loop; a count
+        whose rate breaks an SLO is raised by one (at most ``MORE_REPLICAS`` times); what was found."""
+        plan = self.plan(qps)
+        first = plan.recommended_replicas if plan is not None else None
+        if first is None:
+            return "the plan gives no replica count for --qps"
+        for replicas in range(first, first + MORE_REPLICAS + 1):
+            rate = qps / replicas
+            prof = self.prof.with_overrides(mode=LoadMode.OPEN, levels=(rate,))
+            why = f"--qps {qps:g} on {replicas} replicas: {rate:.3g} requests/s each, in open loop"
+            results = self.measured(config, why, prof)
+            if results is None or not results.levels:
+                return f"the replicas were not verified (trial {len(self.trials)}: {self.trials[-1].verdict})"
+            level = results.levels[-1]
+            verdict, holds, _ = judged({s: level for s in self.prof.slo})
+            self.trials[-1] = replace(self.trials[-1], verdict=verdict, holds=holds,
+                                      measured={s.key: s.value(level) for s in self.prof.slo})  # fmt: skip
+            save_record(self.record("in progress", 0.0), self.output)
+            if holds:
+                self.replicas = replicas
+                return f"each holds every SLO at {rate:.3g} requests/s in open loop (the plan said {first})"
+            if holds is None:
+                return f"the replicas were not verified: {verdict}"
+        return f"no replica count from {first} to {first + MORE_REPLICAS} held every SLO in open loop"
 
     def record(self, stopped: str, wall_s: float) -> TuneRecord:
         return TuneRecord(
@@ -274,6 +331,8 @@ class Search:
             stopped=stopped,
             restarts=max(0, len(self.trials) - 1),
             wall_s=wall_s,
+            replicas=self.replicas,
+            replicas_why=self.replicas_why,
             unverified="" if self.verified is not None else "no configuration was verified (see the trials)",
         )
 
@@ -308,8 +367,8 @@ def judged(deciding: dict[SloTarget, LevelResult]) -> tuple[str, bool | None, di
     for level in {lv.load.label: lv for lv in deciding.values()}.values():
         verdict = judge((level,), quantities).of(level.load.label)
         if verdict.runner_only:  # the measurement's fault (a busy client, a short window): no answer either way
-            return f"untrusted ({level.load.label}: {'; '.join(verdict.problems)})", None, failures
-        service += [f"{level.load.label}: {problem}" for problem in verdict.service]
+            return f"untrusted ({'; '.join(verdict.problems)})", None, failures
+        service += verdict.service
     if any(s.met_by(lv) is None for s, lv in deciding.items()):
         return "no data for an SLO", None, failures
     bad = [
@@ -331,8 +390,12 @@ def say_outcome(record: TuneRecord, output: Path) -> None:
     out = consoles()
     if record.verified is not None:
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in record.verified.items() if k in (SEQS, BUDGET))
-        out.out.print(f"set {flags}  verified: it holds every SLO as measured, and {record.stopped.split(' and ')[-1]}",
-                      highlight=False)  # fmt: skip
+        out.out.print(f"set {flags}  verified: {record.stopped}", highlight=False)
+        if record.replicas is not None:
+            replicas = f"{record.replicas} replica{'s' if record.replicas != 1 else ''}"
+            out.out.print(f"run {replicas}  {record.replicas_why}", highlight=False)
+        elif record.replicas_why:
+            out.out.print(f"replicas not verified: {record.replicas_why}", highlight=False)
     else:
         out.out.print(f"no configuration verified: {record.stopped}", highlight=False)
     for t in record.trials:

@@ -47,7 +47,8 @@ class TuneRecord:
     stopped: str  # why the search ended
     restarts: int  # server starts after the first
     wall_s: float
-    replicas: int | None = None  # for --qps: the plan's replicas at the verified configuration
+    replicas: int | None = None  # for --qps: the replicas measured to hold at the verified configuration
+    replicas_why: str = ""  # how they were found, or why none was
     unverified: str = ""  # what was left unmeasured where the search stopped early
 
     def to_json(self) -> dict[str, Any]:

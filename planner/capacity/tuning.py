@@ -62,7 +62,7 @@ def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs:
     held, failed = bracket(trials)
     if held is not None and failed is not None and held + 1 >= failed:
         budget = next(t.budget for t in reversed(trials) if t.seqs == held and t.holds)
-        why = f"{held} holds and {failed}, the next larger cap, fails"
+        why = f"{held} holds every SLO as measured and {failed}, the next larger cap, fails"
         return NextTrial(seqs=None, budget=budget, why=why, verified=held)
     low = (held or 0) + 1
     high = min(most_seqs, failed - 1 if failed is not None else most_seqs)
@@ -70,7 +70,12 @@ def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs:
         if held is None:
             return NextTrial(seqs=None, budget=budget, why="no cap holds: even 1 fails")
         budget = next(t.budget for t in reversed(trials) if t.seqs == held and t.holds)
-        return NextTrial(seqs=None, budget=budget, why=f"{held} holds and no larger cap is allowed", verified=held)
+        return NextTrial(
+            seqs=None,
+            budget=budget,
+            why=f"{held} holds every SLO as measured and no larger cap is allowed",
+            verified=held,
+        )
     if predicted is None:
         guess, reason = (low + high) // 2, "the law gives no answer: the bracket's middle"
     elif low <= predicted <= high and predicted not in {t.seqs for t in trials}:

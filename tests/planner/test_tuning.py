@@ -17,7 +17,11 @@ def test_the_first_trial_is_the_laws_answer() -> None:
 def test_a_cap_that_holds_is_verified_by_its_neighbour_failing() -> None:
     assert next_trial(37, [verdict(37, True)], 256).seqs == 38  # the law's answer was measured: its neighbour
     done = next_trial(37, [verdict(37, True), verdict(38, False)], 256)
-    assert done.seqs is None and done.why == "37 holds and 38, the next larger cap, fails" and done.verified == 37
+    assert (
+        done.seqs is None
+        and done.why == "37 holds every SLO as measured and 38, the next larger cap, fails"
+        and done.verified == 37
+    )
 
 
 def test_a_law_that_was_optimistic_moves_down_within_the_bracket() -> None:
@@ -36,7 +40,7 @@ def test_no_answer_from_the_law_bisects_and_the_cap_bounds_the_search() -> None:
     assert next_trial(None, [verdict(10, True), verdict(30, False)], 256).seqs == 20
     assert next_trial(900, [], most_seqs=64).seqs == 64
     over = next_trial(900, [verdict(64, True)], most_seqs=64)
-    assert over.seqs is None and over.why == "64 holds and no larger cap is allowed"
+    assert over.seqs is None and over.why == "64 holds every SLO as measured and no larger cap is allowed"
     none = next_trial(5, [verdict(1, False)], 64)
     assert none.seqs is None and none.why == "no cap holds: even 1 fails" and none.verified is None
 
