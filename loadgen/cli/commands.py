@@ -1,6 +1,6 @@
 """The ``loadgen`` typer app: every command listed, each one's module imported only when it runs.
 
-``loadgen --help`` lists nine commands; building them all would import
+``loadgen --help`` lists every command; building them all would import
 aiohttp, httpx, numpy and the planner (about a second) just to print their
 one-line summaries. The root group therefore knows each command by its
 module and summary, shows a stand-in for the listing, and imports the module
@@ -11,6 +11,7 @@ the command's docstring.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,7 +141,7 @@ class LazyGroup(typer.core.TyperGroup):
                 from loadgen.cli.common import fail
 
                 hint = f"; see '{error.ctx.command_path} --help'" if getattr(error, "ctx", None) is not None else ""
-                message = " ".join(error.format_message().replace("Value error, ", "").split()).rstrip(".")
+                message = " ".join(_message(exc).replace("Value error, ", "").split()).rstrip(".")
                 fail(message + hint, error.exit_code)
             raise SystemExit(error.exit_code) from None
         except typer.Abort:
@@ -153,6 +154,19 @@ class LazyGroup(typer.core.TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+SUGGEST_CUTOFF = 0.8  # click suggests at 0.6, which offered --insecure for a misspelt --concurrency
+
+
+def _message(exc: Exception) -> str:
+    """The parser's message; for an unknown flag, a suggestion only where the flag is nearly one of the command's."""
+    error = cast(_ParserError, exc)
+    name, possible = getattr(exc, "option_name", None), getattr(exc, "possibilities", None)
+    if type(exc).__name__ != "NoSuchOption" or not name or possible is None:
+        return error.format_message()
+    close = difflib.get_close_matches(name, sorted(possible), n=1, cutoff=SUGGEST_CUTOFF)
+    return f"No such option: {name}" + (f" (did you mean {close[0]}?)" if close else "")
 
 
 app = typer.Typer(

@@ -186,7 +186,12 @@ async def resolve_model(http: httpx.AsyncClient, shown_url: str, model: str | No
     if status in (401, 403):
         raise EndpointError(f"{shown_url}: /models answered {status}: check --api-key or the auth --header")
     if status == 404:
-        raise EndpointError(f"{shown_url}: /models not found (404): the base URL usually ends in /v1")
+        hint = (
+            "nothing there serves the OpenAI API: check the host, the port and the path"
+            if shown_url.rstrip("/").endswith("/v1")
+            else "the base URL usually ends in /v1"
+        )
+        raise EndpointError(f"{shown_url}: /models not found (404): {hint}")
     if status >= 400:
         raise EndpointError(f"{shown_url}: /models answered HTTP {status}")
     try:

@@ -124,7 +124,12 @@ def test_wrong_path_is_explained(sim: SimProcess, tmp_path: Path) -> None:
     result = invoke(
         ["run", "--url", url, "--api-key", KEY, "--concurrency", "1", "--requests", "1", "-o", str(tmp_path / "r.json")]
     )
-    assert result.exit_code == 3 and "404" in result.stderr
+    assert result.exit_code == 3 and "404" in result.stderr and "the base URL usually ends in /v1" in result.stderr
+    wrong = invoke(
+        ["run", "--url", url + "/v1", "--concurrency", "1", "--requests", "1", "-o", str(tmp_path / "r.json")]
+    )
+    assert wrong.exit_code == 3 and "usually ends in /v1" not in wrong.stderr  # issue 73: it did end in /v1
+    assert "nothing there serves the OpenAI API: check the host, the port and the path" in wrong.stderr
 
 
 def test_a_wrong_model_name_shows_the_servers_reason_and_the_models_served(sim: SimProcess, tmp_path: Path) -> None:
