@@ -49,7 +49,7 @@ def _left(step: SweepStep | None, snap: LoadSnapshot | None = None) -> str:
     this, elapsed = step.this_s or 0.0, 0.0
     if snap is not None:
         this, elapsed = max(this, snap.planned_s or 0.0), snap.elapsed_s
-    left = max(this - elapsed, 0.0) + step.after_s
+    left = (max(this - elapsed, 0.0) + step.after_s) * step.wall_per_s
     return f"about {duration_text(left)} left" if left >= 1 else ""
 
 
@@ -100,7 +100,7 @@ def _ended(text: str, result: LevelResult, step: SweepStep | None) -> str:
     """A finished level's line, marked interrupted, or with the time the sweep has left."""
     if not result.complete:
         return text + " (interrupted)"
-    later = "" if step is None or not step.after_s else f"; about {duration_text(step.after_s)} left"
+    later = "" if step is None or not step.after_s else f"; about {duration_text(step.after_s * step.wall_per_s)} left"
     return text + later
 
 

@@ -23,6 +23,9 @@ class SweepStep:
     retry_reason: str | None = None
     this_s: float | None = None
     after_s: float | None = None
+    # wall seconds per second of the run's clock: 1 in real time; under --virtual-time, what the levels so
+    # far took on the wall over what they simulated (a 101 s run read "about 9 min left" in simulated time)
+    wall_per_s: float = 1.0
 
 
 class LevelObserver(Protocol):

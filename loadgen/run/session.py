@@ -130,6 +130,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
     """Preflight, then run each level in order until done, stopped by policy, or interrupted."""
     shown = redact_url(session.base_url)
     started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    wall0, clock0 = time.monotonic(), session.clock()()  # the preflight's pace is the first level's guess
     headers = session.request_headers()
     async with make_http_client(session.base_url, headers, session.http) as http:
         preflight = asyncio.create_task(_preflight(http, session, shown))
@@ -159,6 +160,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         executor = _executor(session, http, headers, scrape, hooks)
         done: list[LevelResult] = []
         retried: list[RetriedLevel] = []
+        pace = _Pace(session.clock(), retried, done, session.virtual_time, wall0=wall0, clock0=clock0)
 
         def results(complete: bool) -> Results:
             stored = RunSettings.from_json({**settings, **executor.settings()})  # Ray's clocks arrive level by level
@@ -187,7 +189,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
-            hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s))
+            hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, pace=pace.now()))
             level = await _one_level(executor, plan, workload, hooks, stop)
             while (retry := _retry(level, session, hooks, stop)) is not None:
                 why, lengthen = retry
@@ -201,7 +203,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 if hooks.on_level_plan is not None:
                     hooks.on_level_plan(plan)
                 attempt = level.attempt + 1
-                hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, attempt, why))
+                hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, attempt, why, pace.now()))
                 level = await _one_level(executor, plan, workload, hooks, stop)
                 level = replace(level, attempt=attempt)
             done.append(level)
@@ -318,6 +320,27 @@ async def _probe(
     raise AssertionError("unreachable")
 
 
+@dataclass(slots=True)
+class _Pace:
+    """How the run has gone so far, for its time left: wall seconds per second of its clock, and attempts per
+    level (a level measured again takes its time again; the later ones may too)."""
+
+    clock: Clock
+    retried: list[RetriedLevel]
+    done: list[LevelResult]
+    virtual: bool  # the clock is simulated: its seconds are not the wall's
+    wall0: float
+    clock0: float
+
+    def now(self) -> tuple[float, float]:
+        """(wall seconds per clock second, expected attempts per level)."""
+        ran = self.clock() - self.clock0
+        wall = time.monotonic() - self.wall0
+        per_s = wall / ran if self.virtual and ran > 0.1 and wall > 0 else 1.0
+        attempts = (len(self.done) + len(self.retried)) / len(self.done) if self.done else 1.0
+        return per_s, attempts
+
+
 def _step(
     session: Session,
     index: int,
@@ -326,11 +349,13 @@ def _step(
     probe_s: float,
     attempt: int = 1,
     why: str | None = None,
+    pace: tuple[float, float] = (1.0, 1.0),
 ) -> SweepStep:
     """This attempt's place in the run and the time left: this level's and the later ones', each sized by
-    its request floor at the rate guessed from the last level measured (an early stop only shortens it)."""
+    its request floor at the rate guessed from the last level measured (an early stop only shortens it),
+    the later ones as often as levels were measured so far, all in wall time (``pace``)."""
     later = [_expected_s(p, _rate_guess(p, done, probe_s)) for p in session.levels[index:]]
-    after = None if any(s is None for s in later) else sum(s for s in later if s is not None)
+    after = None if any(s is None for s in later) else pace[1] * sum(s for s in later if s is not None)
     this = _expected_s(plan, _rate_guess(plan, done, probe_s))
     return SweepStep(
         load=plan.load,
@@ -340,6 +365,7 @@ def _step(
         retry_reason=why,
         this_s=this,
         after_s=after,
+        wall_per_s=pace[0],
     )
 
 

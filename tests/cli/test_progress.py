@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -27,6 +29,16 @@ def test_a_sweep_in_a_log_says_each_level_once_with_its_place_and_the_time_left(
     ]
     assert all("left" in line for line in lines[:-1]) and "left" not in lines[-1]
     assert "started" not in result.stderr  # no "about 4 s" for a level its request floor makes 15
+
+
+def test_virtual_time_says_the_time_left_on_the_wall(tmp_path: Path) -> None:
+    """Issue 73: under --virtual-time the time left counted simulated seconds (31 s for a run of 3)."""
+    started = time.monotonic()
+    result = runner.invoke(app, ["sweep", "--profile", "quickstart", "--virtual-time", "-o", str(tmp_path / "s.json")])
+    wall = time.monotonic() - started
+    assert result.exit_code == 0, result.output
+    left = [int(m) for m in re.findall(r"about (\d+) s left", result.stderr)]
+    assert left and max(left) <= max(10.0, 3 * wall), (left, wall)
 
 
 def _console() -> tuple[Console, io.StringIO]:
