@@ -41,7 +41,7 @@ from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention
 from planner import CapacityPlan
 from planner import plan as answer
-from planner.capacity.tuning import TrialVerdict, next_trial, ttft_only
+from planner.capacity.tuning import PREFILL_BOUND, TrialVerdict, next_trial, ttft_only
 from planner.evidence.verdicts import judge
 
 SEQS = "max_num_seqs"
@@ -140,6 +140,7 @@ def tune(
         raise UsageError(f"--serve-cmd: no value for {{{missing[0]}}}: give --set {missing[0]}=N")
     prof = load_profile(find_profile(profile))
     prof = prof.with_overrides(
+        stop=replace(prof.stop, slo_breach_factor=None),  # a breach is what a trial measures, not a reason to stop
         retries=max(prof.load.retries, TRIAL_RETRIES),
         slo=parse_slos(slo) if slo else None,
         levels=tuple(int(v) for v in parse_levels(levels, "closed") or ()) or None,
@@ -217,7 +218,11 @@ class Search:
         most = config[SEQS]
         while True:
             plan = self.plan()
-            step = next_trial(plan.max_batch if plan is not None else None, self.verdicts, most)
+            predicted = plan.max_batch if plan is not None else None
+            # no law fitted (a saturated calibration: the answer is where it saturated, at the budget it had) or a
+            # batch the levels never reached: the answer only bounds the cap from below
+            lower = plan is not None and (plan.max_batch_lower_bound or plan.fit is None)
+            step = next_trial(predicted, self.verdicts, most, lower_bound=lower)
             if step.seqs is None:
                 if step.verified is not None:
                     self.verified = {**config, SEQS: step.verified} | ({BUDGET: step.budget} if step.budget else {})
@@ -227,37 +232,63 @@ class Search:
             if deadline is not None and time.monotonic() > deadline:
                 return "--time-budget spent"
             config = {**config, SEQS: step.seqs} | ({BUDGET: step.budget} if step.budget is not None else {})
-            if self.trial(config, step.why, sweep=False, plan=plan) is None and self.trials[-1].server != "ready":
-                return f"the server did not start at {config}: see {self.trials[-1].log}"
+            self.trial(config, step.why, sweep=False, plan=plan)
+            if self.verdicts[-1].holds is None:  # measured again in the trial already: another restart buys nothing
+                return f"trial {self.trials[-1].number} gave no verdict ({self.trials[-1].verdict})"
 
     def trial(
         self, config: dict[str, int], why: str, *, sweep: bool, plan: CapacityPlan | None = None
     ) -> Results | None:
         """Measure ``config``: the calibration sweep, or a trial's two levels, judged; the results (None: no start)."""
-        prof = self.prof if sweep else self.prof.with_overrides(levels=trial_levels(config[SEQS]))
+        prof = (
+            self.prof
+            if sweep
+            else self.prof.with_overrides(
+                levels=trial_levels(config[SEQS]), stop=replace(self.prof.stop, stop_on_saturation=False)
+            )
+        )  # both levels, always: the second queues behind the cap by design
         results = self.measured(config, why, prof)
-        if results is None:
-            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=None))
+        if results is None:  # a cap the server will not run (out of memory, a flag it rejects) is no cap to set
+            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=False))
             return None
         # the law is refitted on levels the cap did not hold back: a trial's second level queues behind its cap
         fitted = results.levels if sweep else results.levels[:1]
         self.evidence = replace(results, levels=fitted) if self.evidence is None else merged(self.evidence, fitted)
         deciding = {} if sweep or len(results.levels) < 2 else deciding_levels(results.levels, self.prof.slo)
-        if not deciding:
-            verdict, holds = ("calibration" if sweep else "a level was not measured"), None
+        if sweep:
+            verdict, holds = "calibration", None
             measured = {s.key: s.value(results.levels[-1]) for s in self.prof.slo} if results.levels else {}
+        elif not deciding:
+            verdict, holds, measured = "a level was not measured", None, {}
+            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=None))
         else:
             verdict, holds, failures = judged(deciding)
             measured = {s.key: s.value(lv) for s, lv in deciding.items()}
-            budget_can_grow = BUDGET in config
-            self.verdicts.append(TrialVerdict(seqs=config[SEQS], budget=config.get(BUDGET), holds=holds,
-                                              ttft_only=budget_can_grow and holds is False and ttft_only(failures)))  # fmt: skip
+            self.verdicts.append(self.verdict_of(config, holds, failures, deciding))
         predicted = predicted_at(plan, config[SEQS]) if plan is not None else {}
         self.trials[-1] = replace(
             self.trials[-1], verdict=verdict, holds=holds, predicted_ms=predicted, measured=measured
         )
         save_record(self.record("in progress", 0.0), self.output)
         return results
+
+    def verdict_of(
+        self,
+        config: dict[str, int],
+        holds: bool | None,
+        failures: dict[str, bool],
+        deciding: dict[SloTarget, LevelResult],
+    ) -> TrialVerdict:
+        """The search's view of a judged trial: a failure of TTFT or E2E alone is the budget's where it can still
+        grow (a whole mean prompt does not yet fit beside the cap's decodes)."""
+        budget = config.get(BUDGET)
+        grows = budget is not None and budget < self.prof.workload.prompt_tokens.mean + config[SEQS]
+        short = grows and holds is False and ttft_only(failures)
+        over = max(
+            ((s.value(lv) or 0.0) / s.limit for s, lv in deciding.items() if s.key.startswith(PREFILL_BOUND)),
+            default=1.0,
+        )
+        return TrialVerdict(seqs=config[SEQS], budget=budget, holds=holds, ttft_only=short, ttft_over=over)
 
     def measured(self, config: dict[str, int], why: str, prof: Profile) -> Results | None:
         """Start the server at ``config``, run ``prof``'s levels on it, stop it; the trial is recorded as it went

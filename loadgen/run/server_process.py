@@ -12,11 +12,13 @@ Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ import httpx
 READY_POLL_S = 0.5
 STOP_GRACE_S = 15.0  # SIGTERM, then this long for the group to exit, then SIGKILL
 LOG_TAIL_LINES = 8
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ServerOutcome(StrEnum):
@@ -75,7 +78,12 @@ def running_server(command: str, url: str, log: Path, start_timeout_s: float) ->
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(  # the user's own server command, split as a shell would
-            shlex.split(command), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            shlex.split(command),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     try:
         outcome = _wait_ready(proc, url, started + start_timeout_s)
@@ -90,6 +98,14 @@ def running_server(command: str, url: str, log: Path, start_timeout_s: float) ->
         )
     finally:
         stop(proc)
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it runs: on Linux, SIGTERM it when tune dies, even by SIGKILL (a
+    CI job's hard timeout), which no cleanup of tune's own can answer."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, deadline: float) -> ServerOutcome:

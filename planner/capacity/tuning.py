@@ -15,7 +15,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-BUDGET_GROWTH = 1.5  # as the plan's own budget search grows a budget (``planner.capacity.token_budget``)
+from planner.capacity.token_budget import TTFT_MARGIN
+
+BUDGET_GROWTH = 1.5  # at least: as the plan's own budget search grows a budget (``planner.capacity.token_budget``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,6 +29,7 @@ class TrialVerdict:
     holds: bool | None  # every SLO met at a trusted level; None: no verdict (refused, untrusted, stopped)
     # it failed only on TTFT (or E2E) with a budget that can still grow: the budget, not the cap, is short
     ttft_only: bool = False
+    ttft_over: float = 1.0  # then: the worst of those SLOs' measured value over its limit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,18 +50,22 @@ def bracket(trials: Sequence[TrialVerdict]) -> tuple[int | None, int | None]:
     return (max(held) if held else None), lowest_fail
 
 
-def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs: int) -> NextTrial:
+def next_trial(
+    predicted: int | None, trials: Sequence[TrialVerdict], most_seqs: int, *, lower_bound: bool = False
+) -> NextTrial:
     """What to measure after ``trials`` (the calibration excluded), with the law refitted on every level so far
-    predicting ``predicted`` as the largest cap that keeps the SLOs (None: it cannot say), at most ``most_seqs``."""
+    predicting ``predicted`` as the largest cap that keeps the SLOs (None: it cannot say; ``lower_bound``: at
+    least that, the levels never reached the SLO), at most ``most_seqs``."""
     last = trials[-1] if trials else None
     budget = last.budget if last is not None else None
     if last is not None and last.holds is False and last.ttft_only and last.budget is not None:
-        grown = math.ceil(last.budget * BUDGET_GROWTH)
-        return NextTrial(
-            seqs=last.seqs,
-            budget=grown,
-            why=f"only TTFT failed at budget {last.budget}: {grown} prefills in fewer steps",
-        )
+        # a prompt waits about (prompt / chunk) steps for its first token, the chunk being what the budget
+        # leaves beside the running decodes: the chunk grows by the TTFT's overshoot, with the plan's margin
+        chunk = max(1, last.budget - last.seqs)
+        wanted = last.seqs + math.ceil(chunk * last.ttft_over / TTFT_MARGIN)
+        grown = max(math.ceil(last.budget * BUDGET_GROWTH), wanted)
+        why = f"only TTFT failed at budget {last.budget} ({last.ttft_over:.2g}x its limit): {grown} prefills in fewer steps"
+        return NextTrial(seqs=last.seqs, budget=grown, why=why)
     held, failed = bracket(trials)
     if held is not None and failed is not None and held + 1 >= failed:
         budget = next(t.budget for t in reversed(trials) if t.seqs == held and t.holds)
@@ -80,6 +87,12 @@ def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs:
         guess, reason = (low + high) // 2, "the law gives no answer: the bracket's middle"
     elif low <= predicted <= high and predicted not in {t.seqs for t in trials}:
         guess, reason = predicted, "the law's answer on every level measured so far"
+    elif held is not None and lower_bound and failed is not None:
+        guess = (held + failed) // 2
+        reason = f"the levels only say at least {predicted}: between {held}, which holds, and {failed}, which fails"
+    elif held is not None and lower_bound:
+        guess = min(high, max(held + 1, 2 * held))
+        reason = f"the levels only say at least {predicted}, and {held} holds as measured: twice that"
     elif held is not None:
         guess, reason = held + 1, f"the law says {predicted}, but {held} holds as measured: the next larger cap"
     elif failed is not None:
@@ -92,4 +105,7 @@ def next_trial(predicted: int | None, trials: Sequence[TrialVerdict], most_seqs:
 def ttft_only(failures: Mapping[str, bool]) -> bool:
     """Whether the SLOs that failed (key -> failed) are all TTFT or E2E ones: what a larger budget helps."""
     failed = [key for key, bad in failures.items() if bad]
-    return bool(failed) and all(key.startswith(("ttft", "e2e")) for key in failed)
+    return bool(failed) and all(key.startswith(PREFILL_BOUND) for key in failed)
+
+
+PREFILL_BOUND = ("ttft", "e2e")  # the SLO keys a larger token budget shortens

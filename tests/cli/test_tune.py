@@ -138,3 +138,26 @@ def test_tune_verifies_the_cap_on_a_law_with_prefill_and_kv_terms_in_a_few_resta
     assert record["replicas"] is not None and record["trials"][-1]["holds"]
     assert proc.stdout.startswith(f"set --max-num-seqs {cap}  verified: {cap} holds every SLO as measured")
     assert not alive(marker)
+
+
+@pytest.mark.slow
+def test_a_tune_killed_outright_takes_its_server_with_it(tmp_path: Path) -> None:
+    """SIGKILL (a CI job's hard timeout) leaves tune no cleanup: the server is told by the kernel instead."""
+    marker = f"--model tune-{uuid.uuid4().hex}"
+    serve = f"{PY} -m loadgen serve-sim --port {{port}} {marker} --max-num-seqs {{max_num_seqs}}"
+    proc = subprocess.Popen(
+        [PY, "-m", "loadgen", "tune", "--serve-cmd", serve, "--profile", "quickstart", "--levels", "8,16,32",
+         "--duration", "2", "-o", str(tmp_path / "tune.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("c=8"):
+            break
+    assert alive(marker)
+    proc.kill()
+    proc.wait(30)
+    deadline = time.monotonic() + 30
+    while alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the process table: the server's own shutdown is the event
+    assert not alive(marker)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from planner.capacity.tuning import TrialVerdict, bracket, next_trial, ttft_only
 
 
-def verdict(seqs: int, holds: bool | None, budget: int | None = None, ttft: bool = False) -> TrialVerdict:
-    return TrialVerdict(seqs=seqs, budget=budget, holds=holds, ttft_only=ttft)
+def verdict(
+    seqs: int, holds: bool | None, budget: int | None = None, ttft: bool = False, over: float = 1.0
+) -> TrialVerdict:
+    return TrialVerdict(seqs=seqs, budget=budget, holds=holds, ttft_only=ttft, ttft_over=over)
 
 
 def test_the_first_trial_is_the_laws_answer() -> None:
@@ -36,6 +38,13 @@ def test_a_law_that_was_pessimistic_moves_up_from_what_held() -> None:
     assert next_trial(30, [verdict(37, True)], 256).seqs == 38  # never below what held as measured
 
 
+def test_an_answer_that_is_only_a_lower_bound_doubles_what_held() -> None:
+    """Levels that never reached the SLO say only 'at least 23': climbing one cap a restart would take dozens."""
+    up = next_trial(23, [verdict(23, True)], 96, lower_bound=True)
+    assert up.seqs == 46 and up.why.startswith("the levels only say at least 23")
+    assert next_trial(23, [verdict(23, True), verdict(46, False)], 96, lower_bound=True).seqs == 34  # bisects
+
+
 def test_no_answer_from_the_law_bisects_and_the_cap_bounds_the_search() -> None:
     assert next_trial(None, [verdict(10, True), verdict(30, False)], 256).seqs == 20
     assert next_trial(900, [], most_seqs=64).seqs == 64
@@ -46,8 +55,11 @@ def test_no_answer_from_the_law_bisects_and_the_cap_bounds_the_search() -> None:
 
 
 def test_a_budget_that_only_ttft_breaks_grows_at_the_same_cap() -> None:
-    grown = next_trial(37, [verdict(37, False, budget=512, ttft=True)], 256)
-    assert (grown.seqs, grown.budget) == (37, 768)
+    grown = next_trial(37, [verdict(37, False, budget=512, ttft=True, over=1.05)], 256)
+    assert (grown.seqs, grown.budget) == (37, 768)  # just over: 1.5x
+    far = next_trial(23, [verdict(23, False, budget=256, ttft=True, over=5.34)], 96)
+    assert far.budget == 23 + 1556  # 233 tokens a step beside 23 decodes, x 5.34 / 0.8: one restart, not five
+    assert far.why.startswith("only TTFT failed at budget 256 (5.3x its limit)")
     assert bracket([verdict(37, False, budget=512, ttft=True)]) == (None, None)  # not a failure of the cap
     assert bracket([verdict(37, False, budget=None)]) == (None, 37)
 
