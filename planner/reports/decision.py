@@ -199,9 +199,10 @@ def ranked_caveats(plan: CapacityPlan, notes: Sequence[str] = ()) -> tuple[str, 
     """Every caveat once, the serious first: answers that are not measured (a limit extrapolated or a lower
     bound, untrusted levels), then the plan's own warnings, then what the evidence says of itself. The same
     sentence for several levels is said once, naming them."""
-    weak = weak_limits(plan)
     untrusted = [p for v in plan.verdicts.levels for p in v.problems] if plan.verdicts is not None else []
-    return tuple(said_once([*weak, *untrusted, *plan.warnings, *notes]))
+    own = said_once([*weak_limits(plan), *untrusted, *plan.warnings])
+    # the evidence's notes judge the same levels: a line they merged alike is one the plan merged, said already
+    return tuple(said_once([*own, *(note for note in notes if note not in own)]))
 
 
 def weak_limits(plan: CapacityPlan) -> list[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.results import load, save_atomic
 from planner.evidence.said_once import said_once
 
 runner = CliRunner()
@@ -84,3 +86,18 @@ def test_a_flat_law_says_any_batch_meets_the_slo_and_a_growing_one_does_not() ->
     assert " ".join(flat.stdout.split()).startswith("any batch meets the SLO tpot_p95 <= 40 ms at every batch")
     growing = runner.invoke(app, ["plan", "--law", "25+0.4b", "--slo", "tpot_p95<40ms"])
     assert growing.stdout.startswith("set --max-num-seqs 37") and "any batch" not in growing.stdout
+
+
+def test_levels_the_plan_and_its_evidence_both_call_client_bound_are_one_caveat(
+    quickstart: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Seen on vLLM's CPU build: 'c=2, c=8: client-bound (... 69..85% ...)' was caveat 2 and caveat 7."""
+    results = load(quickstart[0])
+    starved = [replace(lv, client_cpu_s=0.2 * lv.window_s, runqueue_wait_s=share * lv.window_s)
+               for lv, share in zip(results.levels[:2], (0.7, 0.85), strict=True)]  # fmt: skip
+    busy = tmp_path / "busy.json"
+    save_atomic(replace(results, levels=(*starved, *results.levels[2:])), busy)
+    result = runner.invoke(app, ["plan", str(busy)])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stdout.splitlines() if "client-bound" in line]
+    assert len(said) == 1 and "c=2, c=4: client-bound" in said[0], said
