@@ -11,6 +11,8 @@ so in the summary.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -335,3 +337,43 @@ def test_the_responses_api_on_vllm_counts_what_vllm_counts(vllm: VllmCpuServer, 
     events = level.histograms[Metric.ITL].count + level.completed
     said = [n for n in caveats(results) if "tokens an event" in n]
     assert bool(said) == (level.output_tokens > 1.2 * events), (said, events)
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "vllm.md"
+GUIDE_URL = "http://127.0.0.1:8000/v1"
+
+
+def guide_commands() -> list[str]:
+    """docs/vllm.md's ``loadgen`` commands, in order (continuation lines joined), ``tune`` left out: it
+    restarts the server, which this shared one cannot be."""
+    blocks = re.findall(r"```bash\n(.*?)```", GUIDE.read_text(), flags=re.S)
+    lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    return [" ".join(line.split()) for line in lines if line.startswith("loadgen ") and " tune " not in line]
+
+
+def test_the_vllm_guide_runs_as_written_on_vllms_cpu_build(
+    vllm: VllmCpuServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 73: docs/vllm.md's commands, but for the URL, the levels' lengths (a minute each there) and the
+    plan's batch read from its output: every one does what the page says, and the log line it says to read
+    is there."""
+    monkeypatch.chdir(tmp_path)
+    assert re.search(r"KV cache size: [\d,]+ tokens, Maximum concurrency for", vllm.log_path.read_text()), vllm.tail()
+    commands = guide_commands()
+    assert [c.split()[1] for c in commands] == ["sweep", "sweep", "plan", "sweep", "gate", "gate"], commands
+    batch = None
+    for command in commands:
+        command = command.replace(GUIDE_URL, vllm.base_url)
+        args = shlex.split(command)[1:]
+        if args[0] == "sweep":
+            args = [a for i, a in enumerate(args) if not {a, args[i - 1]} & {"--duration", "--levels"}]
+            levels = "2,8" if batch is None else f"{batch},{batch + max(1, batch // 10)}"  # the check: the plan's
+            args += ["--levels", levels, "--duration", "3", "--warmup", "1"]
+        with vllm.pinned_apart():  # on two cores, unpinned, the engine takes the client's core at moments
+            result = runner.invoke(app, args)
+        assert result.exit_code == 0, f"{command}\n{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+        if args[0] == "plan":
+            decision = re.search(r"set --max-num-seqs (?:>= )?(\d+)", result.stdout)
+            assert decision is not None and "run " in result.stdout, result.stdout
+            batch = int(decision.group(1))
+    assert Path("gate.xml").exists()
