@@ -62,6 +62,13 @@ RequestIdOpt = Annotated[
         "id, to find a request in the server's logs ('' sends none).",
     ),
 ]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the measured duration per level."),
+]
+WarmupOpt = Annotated[
+    float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the warm-up per level.")
+]
 TransportOpt = Annotated[
     Transport,
     typer.Option(

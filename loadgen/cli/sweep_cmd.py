@@ -17,6 +17,7 @@ from loadgen.cli.options import (
     TARGET,
     ApiKeyOpt,
     ConventionOpt,
+    DurationOpt,
     EventLoopOpt,
     HeaderOpt,
     InsecureOpt,
@@ -35,6 +36,7 @@ from loadgen.cli.options import (
     TimeoutOpt,
     TransportOpt,
     VirtualTimeOpt,
+    WarmupOpt,
     WorkersOpt,
 )
 from loadgen.cli.plan_inputs import PlanFlags, assemble
@@ -127,13 +129,8 @@ def sweep(
             help="Embeddings, rerank: inputs per request; every level is measured at each, e.g. 1,8,32.",
         ),
     ] = None,
-    duration: Annotated[
-        float | None,
-        typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the measured duration per level."),
-    ] = None,
-    warmup: Annotated[
-        float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Override the warm-up per level.")
-    ] = None,
+    duration: DurationOpt = None,
+    warmup: WarmupOpt = None,
     requests: Annotated[
         int | None, typer.Option(metavar="N", rich_help_panel=LOAD, help="Override the request budget per level.")
     ] = None,

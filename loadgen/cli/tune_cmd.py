@@ -20,7 +20,7 @@ import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors
-from loadgen.cli.options import LOAD, TARGET, OutputOpt, QuietOpt
+from loadgen.cli.options import LOAD, TARGET, DurationOpt, OutputOpt, QuietOpt, WarmupOpt
 from loadgen.cli.plan_inputs import PlanFlags, assemble, parse_slos
 from loadgen.cli.session_flags import execute, http_options, progress_observer, target_options
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
@@ -85,12 +85,8 @@ def tune(
     levels: Annotated[
         str | None, typer.Option(metavar="A,B,...", rich_help_panel=LOAD, help="The calibration sweep's levels.")
     ] = None,
-    duration: Annotated[
-        float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Measured duration per level.")
-    ] = None,
-    warmup: Annotated[
-        float | None, typer.Option(metavar="SECONDS", rich_help_panel=LOAD, help="Warm-up per level.")
-    ] = None,
+    duration: DurationOpt = None,
+    warmup: WarmupOpt = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
