@@ -59,7 +59,12 @@ def render_decision(decision: Decision) -> list[RenderableType]:
     parts: list[RenderableType] = [grid, Text(f"evidence: {decision.evidence}")]
     if decision.caveats:
         parts.append(Text("caveats, most serious first:", style="yellow"))
-        parts += [Text(f"  {i}. {c}") for i, c in enumerate(decision.caveats, 1)]
+        numbered = Table.grid(padding=(0, 1))  # a caveat's continuation lines hang under its text, not at column 0
+        numbered.add_column(justify="right", no_wrap=True)
+        numbered.add_column()
+        for i, caveat in enumerate(decision.caveats, 1):
+            numbered.add_row(f"  {i}.", caveat)
+        parts.append(numbered)
     return parts
 
 

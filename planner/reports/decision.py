@@ -19,7 +19,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.sizing import Estimate, SimOutcome
 from planner.evidence.said_once import said_once
 from planner.reports.document import Section, Table
-from planner.reports.plan_text import batch_text, replicas_text
+from planner.reports.plan_text import batch_text, replicas_text, untrusted_basis
 
 # a limit of these qualities is not a measured answer: said first among the caveats
 WEAK_QUALITIES = ("extrapolated", "unresolved", "insufficient range", "lower bound", "unknown")
@@ -82,7 +82,9 @@ def _batch_action(plan: CapacityPlan) -> Action | None:
     if kv is not None and kv == plan.max_batch and (lim is None or lim.batch is None or lim.batch > kv):
         return Action(flag, f"the KV cache holds no more ({plan.mix.kv_note if plan.mix else ''})")
     if lim is None:
-        return Action(flag, f"no SLO bounds the batch: {plan.max_batch_method or 'the server cap'}")
+        return Action(
+            flag, f"no SLO bounds the batch: {plan.max_batch_method or 'the server cap'}{untrusted_evidence(plan)}"
+        )
     how = _how_measured(plan, lim)
     if plan.max_batch_lower_bound:
         why = (
@@ -91,7 +93,22 @@ def _batch_action(plan: CapacityPlan) -> Action | None:
         )
     else:
         why = f"the largest batch whose {lim.slo.key.removesuffix('_ms')} stays <= {lim.slo.limit:g} ms"
-    return Action(flag, f"{why} ({how})")
+    return Action(flag, f"{why} ({how}){untrusted_evidence(plan)}")
+
+
+def untrusted_evidence(plan: CapacityPlan) -> str:
+    """The batch's action line's warning where ``untrusted_basis`` finds one, else empty."""
+    basis = untrusted_basis(plan)
+    if basis is None:
+        return ""
+    labels, causes, runner_only = basis
+    if not runner_only:
+        todo = "the server failed there: read the caveats before acting"
+    elif causes == "too short a window":
+        todo = "measure them again with a longer --duration before acting"
+    else:
+        todo = "measure them again on a quieter machine (or with --retries) before acting"
+    return f"; UNTRUSTED: from {labels} ({causes}): {todo}"
 
 
 def _any_batch_action(plan: CapacityPlan) -> Action | None:
@@ -147,6 +164,8 @@ def _replica_action(plan: CapacityPlan) -> Action | None:
     why = f"for {load}; bound by " + " and ".join(bounds)
     if sim is not None and sim.replicas != n:
         why += f" (the sizing simulation passes from {sim.replicas}: {_reads(sim, sim.estimates)})"
+    if untrusted_evidence(plan):
+        why += "; UNTRUSTED: sized on the batch above, from the same levels"
     return Action(f"run {replicas_text(n)}", why)
 
 

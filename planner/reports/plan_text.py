@@ -12,6 +12,7 @@ from planner.capacity.capacity_plan import CapacityPlan
 from planner.capacity.mix_forecast import MixForecast, PredictedSweep
 from planner.capacity.sizing import Estimate, SimOutcome
 from planner.capacity.validation import ReplayCheck
+from planner.evidence.verdicts import LevelVerdict
 from planner.laws.lengthmodel import Coefficient, Prediction, tpot_features, ttft_idle_features
 from planner.laws.stepmodel import StepModel
 from planner.reports.document import Section, Table
@@ -122,7 +123,12 @@ def _limit_line(plan: CapacityPlan, lim: BatchLimit) -> str:
         if lim.model_batch is not None and lim.model is not None and lim.model.trust_note:
             model += f" from a law not trusted beyond its levels: {lim.model.trust_note}"
         parts.append(f"(measured {measured}, model {model})")
-    parts.append(f"[{lim.quality}]")
+    if lim.quality == "resolved" and lim.batch == plan.max_batch and (basis := untrusted_basis(plan)) is not None:
+        parts.append(f"[resolved between untrusted levels {basis[0]}: {basis[1]}]")
+    elif lim.quality == "unresolved" and not lim.more_requests:
+        parts.append("[unresolved: no percentile interval at one of the two levels around it]")
+    else:
+        parts.append(f"[{lim.quality}]")
     if lim.more_requests:
         parts.append(f"~{lim.more_requests} more requests per level would resolve it")
     return " ".join(parts) + (f"; {lim.note}" if lim.note else "")
@@ -342,3 +348,31 @@ def surface_table(forecast: MixForecast) -> Table:
     rows.append((asked, "TTFT at c=1", prompt, output, fmt(1), "-", ttft, "-"))
     columns = ("row", "statistic", "prompt", "output", "batch", "measured ms", "model ms (95% CI)", "model/measured")
     return Table(columns, tuple(rows))
+
+
+def untrusted_basis(plan: CapacityPlan) -> tuple[str, str, bool] | None:
+    """Where the levels on either side of the plan's batch (the nearest below it and above it on the batch
+    axis) did not measure the server: their labels, their causes in a word or two, and whether only the
+    measurement is to blame (a busy client, a short window). An answer interpolated between two client-bound
+    levels read clean on its action line while only the evidence line said "5 of 7 levels untrusted"."""
+    if plan.verdicts is None or plan.max_batch is None or plan.source != "sweep":
+        return None
+    levels = plan.verdicts.observations.levels
+    below = max((o for o in levels if o.batch <= plan.max_batch), key=lambda o: o.batch, default=None)
+    above = min((o for o in levels if o.batch > plan.max_batch), key=lambda o: o.batch, default=None)
+    untrusted = [v for v in (plan.verdicts.of(o.label) for o in (below, above) if o is not None) if not v.trusted]
+    if not untrusted:
+        return None
+    causes = ", ".join(dict.fromkeys(_cause(v, problem) for v in untrusted for problem in v.problems))
+    return ", ".join(v.label for v in untrusted), causes, all(v.runner_only for v in untrusted)
+
+
+def _cause(verdict: LevelVerdict, problem: str) -> str:
+    """A level's problem in a word or two: ``c=32: client-bound (generator CPU 96% busy) ...`` -> ``client-bound``;
+    one a longer window would answer -> ``too short a window``; the service's own -> ``the server failed``."""
+    if problem in verdict.window:
+        return "too short a window"
+    if problem in verdict.service:
+        return "the server failed"
+    text = problem.split(": ", 1)[-1]
+    return text.split(" (", 1)[0].split(":", 1)[0].split(";", 1)[0]

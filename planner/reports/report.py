@@ -24,7 +24,15 @@ from planner.laws.ttft_residual import ResidualRow, TtftResidual
 from planner.reports.decision import decide, deciding_limit, weak_limits
 from planner.reports.document import DEFINITIONS, Plot, Report, Section, Table
 from planner.reports.per_model import model_breaches, model_section
-from planner.reports.plan_text import batch_text, fmt, plan_lines, predicted_section, replicas_text, surface_table
+from planner.reports.plan_text import (
+    batch_text,
+    fmt,
+    plan_lines,
+    predicted_section,
+    replicas_text,
+    surface_table,
+    untrusted_basis,
+)
 
 #: a pooling API's (embeddings, rerank) latency columns: its request latency, as no token stream is timed
 POOLED_CELLS = (("latency p50", Metric.E2E, 50), ("latency p95", Metric.E2E, 95), ("latency p99", Metric.E2E, 99))
@@ -390,6 +398,8 @@ def headline(results: Results, plan: CapacityPlan | None, slos: Sequence[SloTarg
     untrusted = 0 if verdicts is None else sum(1 for lv in verdicts.levels if not lv.trusted)
     n = len(results.levels)
     trust = f"{n} level(s), {untrusted} untrusted" if untrusted else f"{n} level(s), all trusted"
+    if plan is not None and (basis := untrusted_basis(plan)) is not None:
+        trust += f" (the batch rests on untrusted levels {basis[0]}: {basis[1]})"
     if not results.complete:
         trust += ", run incomplete"
     return "; ".join([*parts, trust]) + "."

@@ -101,3 +101,40 @@ def test_levels_the_plan_and_its_evidence_both_call_client_bound_are_one_caveat(
     assert result.exit_code == 0, result.output
     said = [line for line in result.stdout.splitlines() if "client-bound" in line]
     assert len(said) == 1 and "c=2, c=4: client-bound" in said[0], said
+
+
+def starved(results_path: Path, out: Path, labels: tuple[str, ...]) -> Path:
+    """The sweep with ``labels``' generator waiting 80% of the window for its core (client-bound)."""
+    results = load(results_path)
+    levels = tuple(
+        replace(lv, client_cpu_s=0.2 * lv.window_s, runqueue_wait_s=0.8 * lv.window_s)
+        if lv.load.label in labels
+        else lv
+        for lv in results.levels
+    )
+    save_atomic(replace(results, levels=levels), out)
+    return out
+
+
+def test_a_batch_between_untrusted_levels_says_so_on_its_action_line(
+    quickstart: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Issue 73: on a busy machine the crossing between two client-bound levels read clean ('[resolved]', no
+    word on the action lines); only the evidence line said how many levels were untrusted."""
+    busy = starved(quickstart[0], tmp_path / "busy.json", ("c=32", "c=48"))
+    said = " ".join(runner.invoke(app, ["plan", str(busy), "--explain"]).stdout.split())
+    action = said.split("run 11 replicas")[0]
+    assert action.startswith("set --max-num-seqs 37") and "UNTRUSTED: from c=32, c=48 (client-bound)" in action
+    assert "measure them again on a quieter machine (or with --retries) before acting" in action
+    assert "UNTRUSTED: sized on the batch above, from the same levels" in said
+    assert "[resolved between untrusted levels c=32, c=48: client-bound]" in said and "[resolved]" not in said
+    report = " ".join(runner.invoke(app, ["report", str(busy)]).stdout.split())
+    assert "(the batch rests on untrusted levels c=32, c=48: client-bound)" in report
+
+
+def test_untrusted_levels_far_from_the_batch_leave_its_action_line_alone(
+    quickstart: tuple[Path, str], tmp_path: Path
+) -> None:
+    busy = starved(quickstart[0], tmp_path / "busy.json", ("c=2", "c=4"))
+    said = " ".join(runner.invoke(app, ["plan", str(busy), "--explain"]).stdout.split())
+    assert "UNTRUSTED" not in said and "[resolved]" in said

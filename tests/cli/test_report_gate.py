@@ -195,10 +195,16 @@ def test_the_report_leads_with_a_one_line_headline_in_every_format(tmp_path: Pat
     as_json = runner.invoke(app, ["report", str(stored), "--json"])
     assert as_json.exit_code == 0, as_json.output
     doc = json.loads(as_json.stdout)
-    assert doc["headline"] == "max batch 16 (the server's saturation plateau B); 5 level(s), 2 untrusted."
+    assert doc["headline"] == (
+        "max batch 16 (the server's saturation plateau B); 5 level(s), 2 untrusted (the batch rests on untrusted "
+        "levels c=32: too short a window)."
+    )
     # the decision first (what to set, and why), then the evidence
     assert doc["sections"][0]["title"] == "Decision"
     assert doc["sections"][0]["table"][0]["do"] == "set --max-num-seqs 16"
+    assert doc["sections"][0]["table"][0]["why"].endswith(
+        "UNTRUSTED: from c=32 (too short a window): measure them again with a longer --duration before acting"
+    )
     levels = next(s for s in doc["sections"] if s["title"] == "Levels")
     assert levels["table"][0]["load"] == "c=4"
     md = tmp_path / "r.md"
