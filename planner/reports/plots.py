@@ -25,6 +25,7 @@ from planner.capacity.batch_limit import model_name
 from planner.capacity.capacity_plan import CapacityPlan
 from planner.fleet.fleet_plan import FleetPlan
 from planner.laws.lengthmodel import tpot_features
+from planner.laws.stepmodel import StepModel
 from planner.reports.document import Plot
 from planner.reports.fleet_report import fleet_columns
 
@@ -95,17 +96,34 @@ def tpot_vs_batch(plan: CapacityPlan) -> Plot:
             if lim.slo.metric == Metric.TPOT:
                 ax.axhline(lim.slo.limit, color="C3", ls="--", label=f"SLO {lim.slo.key} {lim.slo.limit:g} ms")
                 marks.append((f"slo-{lim.slo.key}", ax, "y", lim.slo.limit))
+        deciding = next((lim for lim in plan.limits if lim.batch == plan.max_batch and lim.model is not None), None)
+        if deciding is not None and deciding.model is not None and deciding.model is not plan.fit and batch:
+            _decision_law(ax, deciding.model, max(max(batch), plan.max_batch or 0) * 1.1, deciding.slo.key)
+        if plan.max_batch is not None:  # the decision itself: the batch the plan tells the server to cap at
+            ax.axvline(plan.max_batch, color="C4", ls=":", label=f"chosen batch {plan.max_batch}")
+            marks.append(("chosen-batch", ax, "x", float(plan.max_batch)))
         ax.set_xlabel(f"batch (sequences; axis: {obs.batch_source})")
         ax.set_ylabel("TPOT (ms)")
-        ax.set_title("TPOT vs batch, with the fitted step law")
+        ax.set_title("TPOT vs batch: the law the decision used and the batch it chose")
         ax.legend()
         png, at = _png(fig, marks)
         return Plot(
             name="tpot_vs_batch",
-            caption="TPOT p50/p95 against the batch, the fitted law and the SLO",
+            caption="TPOT p50/p95 against the batch, the fitted law, the law the decision used and the batch it chose",
             png=png,
             marks=at,
         )
+
+
+def _decision_law(ax: Axes, law: StepModel, top: float, key: str) -> None:
+    """The law the batch was decided on (its SLO's own percentile), with its 95% band where the fit has one."""
+    grid = np.linspace(0, top, 100)
+    name = key.removesuffix("_ms")
+    ax.plot(grid, law.step_ms(grid), "--", color="C1", label=f"{name} law {law.base_ms:.1f} + {law.per_seq_ms:.3f}*b")
+    if law.base_ci_ms is not None and law.per_seq_ci_ms is not None:
+        low = law.base_ci_ms[0] + law.per_seq_ci_ms[0] * grid
+        high = law.base_ci_ms[1] + law.per_seq_ci_ms[1] * grid
+        ax.fill_between(grid, low, high, color="C1", alpha=0.15, label=f"{name} law, 95% interval")
 
 
 def ttft_vs_load(plan: CapacityPlan) -> Plot:

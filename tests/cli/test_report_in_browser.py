@@ -21,7 +21,9 @@ import yaml
 from typer.testing import CliRunner
 
 from loadgen.cli import app
+from loadgen.cli.plan_inputs import PlanFlags, assemble
 from loadgen.results import load
+from planner import plan as answer
 from planner.evidence.verdicts import judge
 
 pytestmark = pytest.mark.slow
@@ -51,9 +53,12 @@ def top(locator: Any) -> float:
     return float(box["y"])
 
 
-def red_share(strip: np.ndarray, axis: int) -> float:
-    """The largest share of red pixels along one row (axis 1) or column (axis 0) of the strip."""
-    return float(np.max(np.mean(np.all(np.abs(strip - RED) < 0.15, axis=-1), axis=axis)))
+PURPLE = np.array([0x94, 0x67, 0xBD]) / 255  # matplotlib's C4, the chosen batch's line
+
+
+def red_share(strip: np.ndarray, axis: int, color: np.ndarray = RED) -> float:
+    """The largest share of ``color``'s pixels (red) along one row (axis 1) or column (axis 0) of the strip."""
+    return float(np.max(np.mean(np.all(np.abs(strip - color) < 0.15, axis=-1), axis=axis)))
 
 
 def test_the_html_report_renders_its_plots_and_marks_where_the_json_says(tmp_path: Path) -> None:
@@ -123,6 +128,12 @@ def test_the_html_report_renders_its_plots_and_marks_where_the_json_says(tmp_pat
     row = round(marks["slo-tpot_p95_ms-px"] * scale)
     assert red_share(tpot[row - 2 : row + 3], axis=1) > 0.3
     assert red_share(tpot[row + 15 : row + 18], axis=1) < 0.05
+    # issue 73: the decision drawn: a purple dotted column at the batch the plan chose, and only there
+    chosen = answer(assemble(PlanFlags(), [("sweep", results)])).capacity
+    assert chosen is not None and marks["chosen-batch"] == chosen.max_batch
+    column = round(marks["chosen-batch-px"] * scale)
+    assert red_share(tpot[:, column - 2 : column + 3], axis=0, color=PURPLE) > 0.15
+    assert red_share(tpot[:, column + 15 : column + 18], axis=0, color=PURPLE) < 0.05
     # the knee: a red dotted column at the concurrency of the level the verdicts call the knee
     ttft, scale, marks = drawn["ttft_vs_load"]
     assert marks["knee"] == pytest.approx(knee, rel=1e-3)
