@@ -25,6 +25,7 @@ from loadgen.level.result import LevelResult
 from loadgen.limits import MAX_FILE_LEVELS
 from loadgen.run_settings import RunSettings
 
+TUNE_KIND: Final = "loadgen-tune"  # what ``loadgen tune`` writes (``loadgen.run.tune_record``): trials, not levels
 SCHEMA: Final = "loadgen.results"
 SCHEMA_VERSION: Final = 1
 
@@ -114,6 +115,12 @@ class Results:
     @classmethod
     def from_json(cls, text: str, *, source: str = "results") -> Results:
         raw = parse_json(text, source, error=ResultsError)
+        if isinstance(raw, dict) and raw.get("kind") == TUNE_KIND:
+            files = [t.get("results") for t in raw.get("trials") or [] if isinstance(t, dict) and t.get("results")]
+            raise ResultsError(
+                f"{source}: a `loadgen tune` record, not a results file: each trial's levels are a results file of "
+                f"their own ({', '.join(map(str, files[:3])) or 'none was measured'}{', ...' if len(files) > 3 else ''})"
+            )
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
             raise ResultsError(
                 f'{source}: not a loadgen results file (no "schema": "{SCHEMA}"); another tool\'s numbers (vLLM bench '

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-KIND = "loadgen-tune"
+from loadgen.results import TUNE_KIND
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +54,7 @@ class TuneRecord:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["trials"] = [{**asdict(t), "log_tail": list(t.log_tail)} for t in self.trials]
-        return {"kind": KIND, "version": 1, **out}
+        return {"kind": TUNE_KIND, "version": 1, **out}
 
 
 def save_record(record: TuneRecord, path: Path) -> None:

@@ -45,6 +45,8 @@ def test_a_configuration_the_server_refuses_is_a_named_trial_with_its_log(tmp_pa
     assert trial["log_tail"] == ["error: argument --max-num-seqs: invalid value 256"]
     assert "no configuration verified: the calibration configuration did not start" in said
     assert "log: error: argument --max-num-seqs: invalid value 256" in said
+    planned = subprocess.run([PY, "-m", "loadgen", "plan", str(tmp_path / "tune.json")], capture_output=True, text=True)
+    assert planned.returncode == 3 and "a `loadgen tune` record, not a results file" in planned.stderr, planned.stderr
 
 
 def test_a_server_that_never_answers_is_stopped_at_the_start_timeout(tmp_path: Path) -> None:
