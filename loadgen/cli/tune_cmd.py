@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import string
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -50,24 +51,32 @@ MORE_REPLICAS = 3  # --qps: replica counts above the plan's tried in open loop b
 FULL_BATCH_EXTRA = 0.1  # a trial's second level: this share more clients than the cap (at least 2)
 BUDGET = "max_num_batched_tokens"
 DEFAULT_START = {SEQS: 256, BUDGET: 8192}  # generous: most engines' defaults or above
+DEFAULT_URL = "http://127.0.0.1:{port}/v1"
+DEFAULT_RESTARTS = 6
+DEFAULT_START_TIMEOUT_S = 600.0
 
 
 @friendly_errors
 def tune(
     serve_cmd: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="TEMPLATE",
             rich_help_panel=TARGET,
             help="The server's command, with {max_num_seqs} (searched), {max_num_batched_tokens} (grown where TTFT "
             "alone fails), {port} (a free one each start) and any {name} --set fixes, e.g. 'vllm serve M --port "
-            "{port} --max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}'.",
+            "{port} --max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}' (default: the "
+            "profile's tune.serve_cmd).",
         ),
-    ],
+    ] = None,
     url: Annotated[
-        str,
-        typer.Option(metavar="URL", rich_help_panel=TARGET, help="Where the started server answers ({port} filled)."),
-    ] = "http://127.0.0.1:{port}/v1",
+        str | None,
+        typer.Option(
+            metavar="URL",
+            rich_help_panel=TARGET,
+            help=f"Where the started server answers, {{port}} filled (default: the profile's tune.url, else {DEFAULT_URL}).",
+        ),
+    ] = None,
     profile: Annotated[
         str,
         typer.Option(
@@ -98,8 +107,15 @@ def tune(
         ),
     ] = None,
     max_restarts: Annotated[
-        int, typer.Option(min=1, max=100, metavar="N", rich_help_panel=LOAD, help="Server starts after the first.")
-    ] = 6,
+        int | None,
+        typer.Option(
+            min=1,
+            max=100,
+            metavar="N",
+            rich_help_panel=LOAD,
+            help=f"Server starts after the first (default: the profile's tune.max_restarts, else {DEFAULT_RESTARTS}).",
+        ),
+    ] = None,
     time_budget: Annotated[
         float | None,
         typer.Option(min=1, metavar="SECONDS", rich_help_panel=LOAD, help="No new trial starts after this long."),
@@ -114,27 +130,36 @@ def tune(
         ),
     ] = None,
     start_timeout: Annotated[
-        float,
+        float | None,
         typer.Option(
             min=1,
             metavar="SECONDS",
             rich_help_panel=TARGET,
-            help="How long a start may take before the server is 'never ready' (a GPU engine loads for minutes).",
+            help="How long a start may take before the server is 'never ready' (a GPU engine loads for minutes; "
+            f"default: the profile's tune.start_timeout_s, else {DEFAULT_START_TIMEOUT_S:g}).",
         ),
-    ] = 600.0,
+    ] = None,
     output: OutputOpt = Path("tune.json"),
     quiet: QuietOpt = False,
 ) -> None:
     """Search the server's batch cap (and token budget) by restarting it at the plan's answer until it holds."""
     started = time.monotonic()
+    prof = load_profile(find_profile(profile))
+    asked = prof.tune  # the profile's block; each flag given overrides its key
+    serve_cmd = serve_cmd or asked.serve_cmd
+    if serve_cmd is None:
+        raise UsageError(f"--serve-cmd: give the server's command (or tune.serve_cmd in profile {prof.name})")
+    url = url or asked.url or DEFAULT_URL
     names = template_names(serve_cmd) | template_names(url)
     if SEQS not in names:
         raise UsageError(f"--serve-cmd: the template has no {{{SEQS}}} for the search to set")
-    fixed = parse_sets(set_ or [], names)
+    fixed = {**checked_names(asked.values, names, "tune.set"), **parse_sets(set_ or [], names)}
     config = {n: fixed.get(n, DEFAULT_START[n]) for n in (SEQS, BUDGET) if n in names} | fixed
     if missing := sorted(names - set(config) - {"port"}):
         raise UsageError(f"--serve-cmd: no value for {{{missing[0]}}}: give --set {missing[0]}=N")
-    prof = load_profile(find_profile(profile))
+    max_restarts = max_restarts or asked.max_restarts or DEFAULT_RESTARTS
+    qps = qps if qps is not None else asked.qps
+    start_timeout = start_timeout or asked.start_timeout_s or DEFAULT_START_TIMEOUT_S
     prof = prof.with_overrides(
         stop=replace(prof.stop, slo_breach_factor=None),  # a breach is what a trial measures, not a reason to stop
         retries=max(prof.load.retries, TRIAL_RETRIES),
@@ -174,6 +199,14 @@ def template_names(template: str) -> set[str]:
         return {name for _, name, _, _ in string.Formatter().parse(template) if name}
     except ValueError as exc:
         raise UsageError(f"template {template!r}: {exc} (write a literal brace as {{{{ or }}}})") from None
+
+
+def checked_names(values: Mapping[str, int], names: set[str], where: str) -> dict[str, int]:
+    """A profile's ``tune.set``, each name one the templates hold."""
+    for name in values:
+        if name not in names or name == "port":
+            raise UsageError(f"{where}.{name}: the templates have no {{{name}}} to set (they have: {sorted(names)})")
+    return dict(values)
 
 
 def parse_sets(texts: list[str], names: set[str]) -> dict[str, int]:

@@ -50,7 +50,7 @@ from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1
 #: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
-SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "headers", "extra_body"})
+SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "tune", "headers", "extra_body"})
 
 
 def _shipped_profiles() -> Path:
@@ -162,6 +162,18 @@ class PlanSpec:
     variants: tuple[str, ...] = ()  # a fleet plan's variants, as --variant spells each: NAME=RESULTS[,cost=][,gpus=]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuneSpec:
+    """``loadgen tune``'s search, as its flags name it (docs/tuning.md): each flag given overrides its key."""
+
+    serve_cmd: str | None = None  # --serve-cmd: the server's command template
+    url: str | None = None  # --url: where the started server answers
+    values: Mapping[str, int] = field(default_factory=dict)  # --set NAME=N, one per template name
+    max_restarts: int | None = None
+    qps: float | None = None
+    start_timeout_s: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class GateSpec:
     """Where the profile's SLOs are promised: the levels ``loadgen gate`` checks them at (None: every level).
@@ -191,6 +203,7 @@ class Profile:
     stop: StopSpec = field(default_factory=StopSpec)
     plan: PlanSpec = field(default_factory=PlanSpec)
     gate: GateSpec = field(default_factory=GateSpec)
+    tune: TuneSpec = field(default_factory=TuneSpec)
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -289,6 +302,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         "stop",
         "plan",
         "gate",
+        "tune",
         "seed",
     )
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
@@ -319,6 +333,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         stop=_stop(root.child("stop")),
         plan=_plan(root.child("plan")),
         gate=_gate(root.child("gate"), load.mode),
+        tune=_tune(root.child("tune")),
         seed=root.integer("seed", 0, minimum=0),
     )
 
@@ -621,6 +636,25 @@ def _plan(node: Node) -> PlanSpec:
         output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
         max_utilization=node.number("max_utilization", MAX_UTILIZATION, minimum=0, exclusive=True, maximum=1.0),
         variants=tuple(listed),
+    )
+
+
+def _tune(node: Node) -> TuneSpec:
+    node.require_mapping()
+    node.known("serve_cmd", "url", "set", "max_restarts", "qps", "start_timeout_s")
+    values = node.child("set")
+    if values.value is not None:
+        values.require_mapping()
+        for name, value in values.value.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                values.child(str(name)).fail(f"expected a whole number >= 1, got {value!r}")
+    return TuneSpec(
+        serve_cmd=node.optional_string("serve_cmd"),
+        url=node.optional_string("url"),
+        values={str(k): int(v) for k, v in (values.value or {}).items()},
+        max_restarts=node.optional_integer("max_restarts", minimum=1, maximum=100),
+        qps=node.optional_number("qps", minimum=0, exclusive=True, maximum=MAX_FLEET_RPS),
+        start_timeout_s=node.optional_number("start_timeout_s", minimum=1),
     )
 
 

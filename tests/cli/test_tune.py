@@ -163,3 +163,21 @@ def test_a_tune_killed_outright_takes_its_server_with_it(tmp_path: Path) -> None
     while alive(marker) and time.monotonic() < deadline:
         time.sleep(0.2)  # polling the process table: the server's own shutdown is the event
     assert not alive(marker)
+
+
+def test_a_profiles_tune_block_is_the_search_and_a_flag_overrides_it(tmp_path: Path) -> None:
+    refuse = f"{PY} -c \"import sys; print('refused at {{max_num_seqs}} with {{dtype}}'); sys.exit(2)\""
+    profile = tmp_path / "mine.yaml"
+    profile.write_text(
+        "schema_version: 1\nname: mine\nslo: {tpot_p95_ms: 50}\n"
+        f"tune: {{serve_cmd: {json.dumps(refuse)}, set: {{max_num_seqs: 48, dtype: 2}}, start_timeout_s: 30}}\n"
+    )
+    out = tmp_path / "tune.json"
+    run = [PY, "-m", "loadgen", "tune", "--profile", str(profile), "-o", str(out)]
+    proc = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 3 and json.loads(out.read_text())["trials"][0]["log_tail"] == ["refused at 48 with 2"]
+    proc = subprocess.run([*run, "--set", "max_num_seqs=7"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert json.loads(out.read_text())["trials"][0]["log_tail"] == ["refused at 7 with 2"], proc.stderr
+    profile.write_text(profile.read_text().replace("start_timeout_s", "start_timeout"))
+    proc = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "tune.start_timeout: unknown key; did you mean 'start_timeout_s'?" in proc.stderr
