@@ -259,6 +259,9 @@ def plan_fleet(
     )
 
 
+STEADY_MARGIN = 0.05  # a mix that switches kinds on and off must save more than this over a steadier one
+
+
 def lower_bound(
     demand: Demand, kinds: Sequence[VariantCapacity], *, scale_up_s: float = 0.0, spare: int = 0
 ) -> np.ndarray:
@@ -272,10 +275,22 @@ def lower_bound(
         return np.asarray([[math.ceil(r / mus[0]) for r in rates]], dtype=np.int64)
     lag, hourly = lag_buckets(scale_up_s, demand.bucket_s), np.asarray([c.hourly for c in kinds])
     mu = [float(m) for m in mus]
-    return min(
-        pair_allocations(rates, kinds),
-        key=lambda need: float((with_spares(provision(need, lag)[0], mu, spare).sum(axis=1) * hourly).sum()),
-    )
+    costed = [
+        (float((with_spares(provision(need, lag)[0], mu, spare).sum(axis=1) * hourly).sum()), need)
+        for need in pair_allocations(rates, kinds)
+    ]
+    cheapest = min(cost for cost, _ in costed)
+    # a kind switched on and off from bucket to bucket to save a few percent is an operator's churn, not a plan
+    near = [
+        (switches(need), cost, i) for i, (cost, need) in enumerate(costed) if cost <= cheapest * (1 + STEADY_MARGIN)
+    ]
+    return costed[min(near)[2]][1]
+
+
+def switches(need: np.ndarray) -> int:
+    """How often a kind starts or stops running from one bucket to the next."""
+    running = need > 0
+    return int(np.count_nonzero(running[:, 1:] != running[:, :-1]))
 
 
 def pair_allocations(rates: Sequence[Fraction], kinds: Sequence[VariantCapacity]) -> list[np.ndarray]:

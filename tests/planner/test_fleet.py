@@ -12,7 +12,16 @@ from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget
 from planner import PlanRequest, StepModel, plan_from_law, plan_from_results
 from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet.fleet_plan import Variant, lag_buckets, plan_fleet, provision, variant_capacity, with_spares
+from planner.fleet.fleet_plan import (
+    Variant,
+    lag_buckets,
+    lower_bound,
+    plan_fleet,
+    provision,
+    switches,
+    variant_capacity,
+    with_spares,
+)
 from planner.fleet.fleet_replay import ReplicaKind, arrivals_for, replay
 from tests.planner.synthetic import law_sweep, sweep_results
 
@@ -256,3 +265,15 @@ def test_a_mix_never_costs_more_than_either_of_its_kinds_alone() -> None:
 def test_an_n_plus_1_spare_is_of_the_largest_kind_running_in_its_bucket() -> None:
     paid = np.asarray([[0, 2], [3, 1]])  # big: none in bucket 0; small: both
     assert with_spares(paid, [13.3, 5.3], 1).tolist() == [[0, 3], [4, 1]]
+
+
+def test_a_mix_holds_its_kinds_steady_unless_switching_saves_more_than_five_percent() -> None:
+    """Issue 73: the mix flapped a kind 0 <-> 4 from hour to hour to save 2.8%."""
+    big = variant_capacity(variant("big", 10, 0.25, 2.0), (TPOT_60,))  # 40/3 requests/s for 2 USD an hour
+    small = variant_capacity(variant("small", 20, 0.5, 1.0), (TPOT_60,))  # 16/3 for 1
+    steady = Demand(bucket_s=3600.0, rates=(26.0,) * 9 + (5.0,), source="a quiet last hour")
+    need = lower_bound(steady, [big, small])  # switching to one small replica for the last hour saves 1 of 38
+    assert need.tolist() == [[2] * 9 + [1], [0] * 10] and switches(need) == 0
+    swings = Demand(bucket_s=3600.0, rates=(26.0, 5.0) * 5, source="swings")  # here switching saves 10 of 30: 33%
+    need = lower_bound(swings, [big, small])
+    assert need.tolist() == [[2, 0] * 5, [0, 1] * 5] and switches(need) == 18
