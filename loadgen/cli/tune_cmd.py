@@ -46,6 +46,9 @@ from planner.capacity.tuning import PREFILL_BOUND, TrialVerdict, next_trial, ttf
 from planner.evidence.verdicts import judge
 
 SEQS = "max_num_seqs"
+# the plan's batch where no SLO's curve crossed it: a saturation plateau (measured at the calibration's budget,
+# which a trial may have grown), a flat law, a sweep that never reached the SLO
+NO_CROSSING = frozenset({"lower bound", "not binding", "capped at max batch", "any batch", "insufficient range"})
 TRIAL_RETRIES = 2  # a level the measurement made untrusted is measured again (a restart costs more than a level)
 MORE_REPLICAS = 3  # --qps: replica counts above the plan's tried in open loop before giving up
 FULL_BATCH_EXTRA = 0.1  # a trial's second level: this share more clients than the cap (at least 2)
@@ -250,7 +253,11 @@ class Search:
             predicted = plan.max_batch if plan is not None else None
             # no law fitted (a saturated calibration: the answer is where it saturated, at the budget it had) or a
             # batch the levels never reached: the answer only bounds the cap from below
-            lower = plan is not None and (plan.max_batch_lower_bound or plan.fit is None)
+            lower = plan is not None and (
+                plan.max_batch_lower_bound
+                or plan.fit is None
+                or any(lim.batch == plan.max_batch and lim.quality in NO_CROSSING for lim in plan.limits)
+            )
             step = next_trial(predicted, self.verdicts, most, lower_bound=lower)
             if step.seqs is None:
                 if step.verified is not None:

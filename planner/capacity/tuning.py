@@ -87,16 +87,22 @@ def next_trial(
         guess, reason = (low + high) // 2, "the law gives no answer: the bracket's middle"
     elif low <= predicted <= high and predicted not in {t.seqs for t in trials}:
         guess, reason = predicted, "the law's answer on every level measured so far"
-    elif held is not None and lower_bound and failed is not None:
+    elif held is not None and failed is not None:
         guess = (held + failed) // 2
-        reason = f"the levels only say at least {predicted}: between {held}, which holds, and {failed}, which fails"
-    elif held is not None and lower_bound:
-        guess = min(high, max(held + 1, 2 * held))
-        reason = f"the levels only say at least {predicted}, and {held} holds as measured: twice that"
+        said = f"only say at least {predicted}" if lower_bound else f"put it at {predicted}"
+        reason = f"the levels {said}: between {held}, which holds, and {failed}, which fails"
     elif held is not None:
-        guess, reason = held + 1, f"the law says {predicted}, but {held} holds as measured: the next larger cap"
+        # a law that keeps answering below what holds is behind: each step up doubles (1, 2, 4, ...), and an
+        # answer that is only a lower bound doubles what held, so a wrong law costs a few restarts, not dozens
+        ups = sum(1 for t in trials if t.holds and t.seqs > predicted)
+        step = held if lower_bound else 2**ups
+        guess = min(high, held + max(1, step))
+        said = f"only say at least {predicted}" if lower_bound else f"say {predicted}"
+        reason = f"the levels {said}, but {held} holds as measured: {guess}"
     elif failed is not None:
-        guess, reason = high, f"the law says {predicted}, but {failed} fails as measured: the next smaller cap"
+        downs = sum(1 for t in trials if t.holds is False and not t.ttft_only)
+        guess = max(1, min(high, failed - 2 ** max(0, downs - 1)))
+        reason = f"the law says {predicted}, but {failed} fails as measured: {guess}"
     else:
         guess, reason = high, f"the law says {predicted}, past the largest cap allowed"
     return NextTrial(seqs=guess, budget=budget, why=reason)

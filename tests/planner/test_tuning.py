@@ -31,17 +31,22 @@ def test_a_law_that_was_optimistic_moves_down_within_the_bracket() -> None:
     assert after_fail.seqs == 36
     stubborn = next_trial(45, [verdict(40, False)], 256)  # a law that still says more than what failed
     assert stubborn.seqs == 39 and "40 fails as measured" in stubborn.why
+    assert next_trial(45, [verdict(40, False), verdict(39, False)], 256).seqs == 37  # steps down double
 
 
 def test_a_law_that_was_pessimistic_moves_up_from_what_held() -> None:
     assert next_trial(50, [verdict(37, True)], 256).seqs == 50
-    assert next_trial(30, [verdict(37, True)], 256).seqs == 38  # never below what held as measured
+    assert next_trial(30, [verdict(37, True)], 256).seqs == 39  # never below what held as measured
+    # a law stuck below what holds (a calibration saturated at another budget): steps up double, 1, 2, 4
+    assert next_trial(23, [verdict(23, True), verdict(24, True)], 256).seqs == 26
+    assert next_trial(23, [verdict(23, True), verdict(24, True), verdict(26, True)], 256).seqs == 30
+    assert next_trial(23, [verdict(24, True), verdict(30, False)], 256).seqs == 27  # then bisects
 
 
 def test_an_answer_that_is_only_a_lower_bound_doubles_what_held() -> None:
     """Levels that never reached the SLO say only 'at least 23': climbing one cap a restart would take dozens."""
     up = next_trial(23, [verdict(23, True)], 96, lower_bound=True)
-    assert up.seqs == 46 and up.why.startswith("the levels only say at least 23")
+    assert up.seqs == 46 and up.why.startswith("the levels only say at least 23, but 23 holds as measured: 46")
     assert next_trial(23, [verdict(23, True), verdict(46, False)], 96, lower_bound=True).seqs == 34  # bisects
 
 
