@@ -55,9 +55,24 @@ class Decision:
 
 def decide(plan: CapacityPlan, notes: Sequence[str] = ()) -> Decision:
     """The decision of ``plan``; ``notes`` are the evidence's own caveats (``report.caveats`` of its results)."""
-    actions = [a for a in (_batch_action(plan), _replica_action(plan), _budget_action(plan)) if a is not None]
+    actions = [a for a in (_gone_action(plan), _batch_action(plan), _replica_action(plan), _budget_action(plan)) if a]
     actions += [Action("now", f.message) for f in plan.findings if f.kind in NOW_FINDINGS]
     return Decision(tuple(actions), _evidence(plan), ranked_caveats(plan, notes))
+
+
+def _gone_action(plan: CapacityPlan) -> Action | None:
+    """A server that stopped answering is the cause to name first: the lines below rest on what came before
+    it (after a dead server the headline blamed the SLO, "no batch meets ... insufficient range", and the
+    server was caveat 4 of 10)."""
+    results = plan.observations.results if plan.observations is not None else ()
+    gone = next((level for level in results if level.target_gone), None)
+    if gone is None:
+        return None
+    return Action(
+        "the server stopped answering",
+        f"at {gone.load.label} (nothing answered for the last {gone.outage_s or 0:.1f} s): the sweep stopped there, "
+        "and every line below rests on the levels before it; restart the server and sweep again before acting",
+    )
 
 
 def deciding_limit(plan: CapacityPlan) -> BatchLimit | None:
@@ -103,7 +118,7 @@ def untrusted_evidence(plan: CapacityPlan) -> str:
         return ""
     labels, causes, runner_only = basis
     if not runner_only:
-        todo = "the server failed there: read the caveats before acting"
+        todo = "read the caveats before acting"
     elif causes == "too short a window":
         todo = "measure them again with a longer --duration before acting"
     else:
@@ -218,8 +233,10 @@ def ranked_caveats(plan: CapacityPlan, notes: Sequence[str] = ()) -> tuple[str, 
     """Every caveat once, the serious first: answers that are not measured (a limit extrapolated or a lower
     bound, untrusted levels), then the plan's own warnings, then what the evidence says of itself. The same
     sentence for several levels is said once, naming them."""
-    untrusted = [p for v in plan.verdicts.levels for p in v.problems] if plan.verdicts is not None else []
-    own = said_once([*weak_limits(plan), *untrusted, *plan.warnings])
+    verdicts = plan.verdicts.levels if plan.verdicts is not None else ()
+    service = [p for v in verdicts for p in v.service]  # the server's own failures: the cause, first
+    untrusted = [p for v in verdicts for p in v.problems if p not in v.service]
+    own = said_once([*service, *weak_limits(plan), *untrusted, *plan.warnings])
     # the evidence's notes judge the same levels: a line they merged alike is one the plan merged, said already
     return tuple(said_once([*own, *(note for note in notes if note not in own)]))
 

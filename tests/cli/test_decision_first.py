@@ -138,3 +138,17 @@ def test_untrusted_levels_far_from_the_batch_leave_its_action_line_alone(
     busy = starved(quickstart[0], tmp_path / "busy.json", ("c=2", "c=4"))
     said = " ".join(runner.invoke(app, ["plan", str(busy), "--explain"]).stdout.split())
     assert "UNTRUSTED" not in said and "[resolved]" in said
+
+
+def test_a_server_that_stopped_answering_is_named_first(quickstart: tuple[Path, str], tmp_path: Path) -> None:
+    """Issue 73: after a dead server the plan's first line blamed the SLO and the server was caveat 4 of 10."""
+    results = load(quickstart[0])
+    levels = list(results.levels[:5])
+    levels[-1] = replace(levels[-1], target_gone=True, complete=False, outage_s=10.2)
+    gone = tmp_path / "gone.json"
+    save_atomic(replace(results, levels=tuple(levels), complete=False), gone)
+    said = runner.invoke(app, ["plan", str(gone)]).stdout
+    flat = " ".join(said.split())
+    assert flat.startswith("the server stopped answering at c=32 (nothing answered for the last 10.2 s)"), flat
+    assert "UNTRUSTED: from c=32 (the server failed): read the caveats before acting" in flat
+    assert "caveats, most serious first: 1. c=32: the server stopped answering" in flat
