@@ -238,6 +238,8 @@ class Search:
         self.trials: list[Trial] = []
         self.verdicts: list[TrialVerdict] = []
         self.evidence: Results | None = None
+        self.budget_of: dict[str, int | None] = {}  # each evidence level's label -> the budget it ran at
+        self.budget: int | None = None  # the budget of the last trial
         self.verified: dict[str, int] | None = None
         self.replicas: int | None = None
         self.replicas_why = ""
@@ -290,6 +292,8 @@ class Search:
         # the law is refitted on levels the cap did not hold back: a trial's second level queues behind its cap
         fitted = results.levels if sweep else results.levels[:1]
         self.evidence = replace(results, levels=fitted) if self.evidence is None else merged(self.evidence, fitted)
+        self.budget_of |= {level.load.label: config.get(BUDGET) for level in fitted}
+        self.budget = config.get(BUDGET)
         deciding = {} if sweep or len(results.levels) < 2 else deciding_levels(results.levels, self.prof.slo)
         if sweep:
             verdict, holds = "calibration", None
@@ -360,8 +364,17 @@ class Search:
         of the profile's workload."""
         if self.evidence is None or not self.evidence.levels:
             return None
+        # a level whose TTFT (or E2E) failed at a budget since grown says nothing of the budget now: left in, it
+        # drew a TTFT crossing (or a saturation plateau) where the grown budget has none
+        prefill = [s for s in self.prof.slo if s.key.startswith(PREFILL_BOUND)]
+        kept = tuple(
+            level
+            for level in self.evidence.levels
+            if self.budget_of.get(level.load.label) == self.budget or not any(s.met_by(level) is False for s in prefill)
+        )
+        evidence = replace(self.evidence, levels=kept)
         flags = PlanFlags() if qps is None else PlanFlags(qps=qps, output_tokens=self.prof.workload.output_tokens.mean)
-        return answer(assemble(flags, [("the trials", self.evidence)])).capacity
+        return answer(assemble(flags, [("the trials", evidence)])).capacity if kept else None
 
     def verify_replicas(self, config: dict[str, int], qps: float) -> str:
         """Start the server at ``config`` once more and measure the plan's per-replica rate in open loop; a count

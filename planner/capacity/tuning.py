@@ -85,6 +85,10 @@ def next_trial(
         )
     if predicted is None:
         guess, reason = (low + high) // 2, "the law gives no answer: the bracket's middle"
+    elif lower_bound and held is not None and failed is None:
+        # "at least N" from levels that never crossed: each step at least doubles what held
+        guess = min(high, max(predicted, 2 * held))
+        reason = f"the levels only say at least {predicted}, and {held} holds as measured: {guess}"
     elif low <= predicted <= high and predicted not in {t.seqs for t in trials}:
         guess, reason = predicted, "the law's answer on every level measured so far"
     elif held is not None and failed is not None:
@@ -95,10 +99,8 @@ def next_trial(
         # a law that keeps answering below what holds is behind: each step up doubles (1, 2, 4, ...), and an
         # answer that is only a lower bound doubles what held, so a wrong law costs a few restarts, not dozens
         ups = sum(1 for t in trials if t.holds and t.seqs > predicted)
-        step = held if lower_bound else 2**ups
-        guess = min(high, held + max(1, step))
-        said = f"only say at least {predicted}" if lower_bound else f"say {predicted}"
-        reason = f"the levels {said}, but {held} holds as measured: {guess}"
+        guess = min(high, held + 2**ups)
+        reason = f"the levels say {predicted}, but {held} holds as measured: {guess}"
     elif failed is not None:
         downs = sum(1 for t in trials if t.holds is False and not t.ttft_only)
         guess = max(1, min(high, failed - 2 ** max(0, downs - 1)))

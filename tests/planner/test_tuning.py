@@ -46,7 +46,9 @@ def test_a_law_that_was_pessimistic_moves_up_from_what_held() -> None:
 def test_an_answer_that_is_only_a_lower_bound_doubles_what_held() -> None:
     """Levels that never reached the SLO say only 'at least 23': climbing one cap a restart would take dozens."""
     up = next_trial(23, [verdict(23, True)], 96, lower_bound=True)
-    assert up.seqs == 46 and up.why.startswith("the levels only say at least 23, but 23 holds as measured: 46")
+    assert up.seqs == 46 and up.why == "the levels only say at least 23, and 23 holds as measured: 46"
+    assert next_trial(24, [verdict(23, True)], 96, lower_bound=True).seqs == 46  # not the law's 24: one more
+    assert next_trial(60, [verdict(23, True)], 96, lower_bound=True).seqs == 60
     assert next_trial(23, [verdict(23, True), verdict(46, False)], 96, lower_bound=True).seqs == 34  # bisects
 
 
