@@ -252,14 +252,7 @@ class Search:
         most = config[SEQS]
         while True:
             plan = self.plan()
-            predicted = plan.max_batch if plan is not None else None
-            # no law fitted (a saturated calibration: the answer is where it saturated, at the budget it had) or a
-            # batch the levels never reached: the answer only bounds the cap from below
-            lower = plan is not None and (
-                plan.max_batch_lower_bound
-                or plan.fit is None
-                or any(lim.batch == plan.max_batch and lim.quality in NO_CROSSING for lim in plan.limits)
-            )
+            predicted, lower = law_answer(plan) if plan is not None else (None, False)
             step = next_trial(predicted, self.verdicts, most, lower_bound=lower)
             if step.seqs is None:
                 if step.verified is not None:
@@ -402,6 +395,18 @@ class Search:
                 return f"the replicas were not verified: {verdict}"
         return f"no replica count from {first} to {first + MORE_REPLICAS} held every SLO in open loop"
 
+    def best_so_far(self) -> str:
+        """Where the search stopped early: the largest cap that held, and what was left unmeasured."""
+        held = [t for t in self.trials[1:] if t.holds and SEQS in t.config]
+        if not held:
+            return "no configuration held every SLO"
+        best = max(held, key=lambda t: t.config[SEQS])
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.config.items() if k in (SEQS, BUDGET))
+        larger = best.config[SEQS] + 1
+        measured = any(t.config.get(SEQS) == larger and t.holds is False for t in self.trials)
+        left = "" if measured else f"; {larger} was not measured, so it is not verified as the largest"
+        return f"the best that held: {flags} (trial {best.number}){left}"
+
     def record(self, stopped: str, wall_s: float) -> TuneRecord:
         return TuneRecord(
             serve_cmd=self.serve_cmd,
@@ -413,7 +418,7 @@ class Search:
             wall_s=wall_s,
             replicas=self.replicas,
             replicas_why=self.replicas_why,
-            unverified="" if self.verified is not None else "no configuration was verified (see the trials)",
+            unverified="" if self.verified is not None else self.best_so_far(),
         )
 
 
@@ -422,6 +427,21 @@ def merged(evidence: Results, levels: tuple[LevelResult, ...]) -> Results:
     fresh = {lv.load.label for lv in levels}
     kept = [lv for lv in evidence.levels if lv.load.label not in fresh]
     return replace(evidence, levels=tuple(sorted([*kept, *levels], key=lambda lv: lv.load.value)))
+
+
+def law_answer(plan: CapacityPlan) -> tuple[int | None, bool]:
+    """The cap to try, and whether it only bounds the answer from below. Each SLO's crossing: measured between
+    two levels, or its law's own answer past the levels (a search measures it anyway, where a plan must not
+    act on it); where no SLO has either (a saturation plateau met at the calibration's budget, no law), the
+    plan's batch, as a lower bound."""
+    answers = [
+        lim.batch if lim.quality not in NO_CROSSING else lim.model_batch
+        for lim in plan.limits
+        if (lim.batch if lim.quality not in NO_CROSSING else lim.model_batch) is not None
+    ]
+    if answers:
+        return min(a for a in answers if a is not None), False
+    return plan.max_batch, True
 
 
 def trial_levels(seqs: int) -> tuple[int, int]:
@@ -477,7 +497,7 @@ def say_outcome(record: TuneRecord, output: Path) -> None:
         elif record.replicas_why:
             out.out.print(f"replicas not verified: {record.replicas_why}", highlight=False)
     else:
-        out.out.print(f"no configuration verified: {record.stopped}", highlight=False)
+        out.out.print(f"no configuration verified: {record.stopped}; {record.unverified}", highlight=False)
     for t in record.trials:
         shown = ", ".join(
             f"{k.removesuffix('_ms')} {v:,.1f}" + (f" (law {t.predicted_ms[k]:,.1f})" if k in t.predicted_ms else "")
