@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.cli.tune_cmd import deciding_levels, judged, trial_levels
+from loadgen.cli.tune_search import deciding_levels, judged, trial_levels
 from loadgen.inputs.profile import load_profile
 from loadgen.results import load
 from loadgen.run.server_process import ServerOutcome, free_port, running_server

@@ -27,6 +27,7 @@ from loadgen.errors import ProfileError
 from loadgen.inputs.images import MAX_IMAGES, MAX_SIDE, ImageSpec
 from loadgen.inputs.model_mix import ModelMix
 from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
+from loadgen.inputs.tune_spec import TuneSpec, tune_spec
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
 from loadgen.lengths import LengthDist, Lengths
@@ -50,6 +51,8 @@ from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1
 #: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
+TOP_KEYS = ("schema_version", "name", "description", "target", "api", "model", "models", "headers", "extra_body",
+            "workload", "load", "slo", "stop", "plan", "gate", "tune", "seed")  # fmt: skip
 SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "tune", "headers", "extra_body"})
 
 
@@ -160,18 +163,6 @@ class PlanSpec:
     output_tokens: int | None = None
     max_utilization: float = MAX_UTILIZATION
     variants: tuple[str, ...] = ()  # a fleet plan's variants, as --variant spells each: NAME=RESULTS[,cost=][,gpus=]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TuneSpec:
-    """``loadgen tune``'s search, as its flags name it (docs/tuning.md): each flag given overrides its key."""
-
-    serve_cmd: str | None = None  # --serve-cmd: the server's command template
-    url: str | None = None  # --url: where the started server answers
-    values: Mapping[str, int] = field(default_factory=dict)  # --set NAME=N, one per template name
-    max_restarts: int | None = None
-    qps: float | None = None
-    start_timeout_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,25 +277,7 @@ def load_profile(path: Path) -> Profile:
 def parse_profile(data: Any, source: str) -> Profile:
     root = Node(source, "", data if data is not None else {}, sections=SECTIONS)
     root.require_mapping()
-    root.known(
-        "schema_version",
-        "name",
-        "description",
-        "target",
-        "api",
-        "model",
-        "models",
-        "headers",
-        "extra_body",
-        "workload",
-        "load",
-        "slo",
-        "stop",
-        "plan",
-        "gate",
-        "tune",
-        "seed",
-    )
+    root.known(*TOP_KEYS)
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
     if version > SCHEMA_VERSION:
         root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
@@ -333,7 +306,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         stop=_stop(root.child("stop")),
         plan=_plan(root.child("plan")),
         gate=_gate(root.child("gate"), load.mode),
-        tune=_tune(root.child("tune")),
+        tune=tune_spec(root.child("tune")),
         seed=root.integer("seed", 0, minimum=0),
     )
 
@@ -636,25 +609,6 @@ def _plan(node: Node) -> PlanSpec:
         output_tokens=node.optional_integer("output_tokens", minimum=1, maximum=MAX_TOKENS),
         max_utilization=node.number("max_utilization", MAX_UTILIZATION, minimum=0, exclusive=True, maximum=1.0),
         variants=tuple(listed),
-    )
-
-
-def _tune(node: Node) -> TuneSpec:
-    node.require_mapping()
-    node.known("serve_cmd", "url", "set", "max_restarts", "qps", "start_timeout_s")
-    values = node.child("set")
-    if values.value is not None:
-        values.require_mapping()
-        for name, value in values.value.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                values.child(str(name)).fail(f"expected a whole number >= 1, got {value!r}")
-    return TuneSpec(
-        serve_cmd=node.optional_string("serve_cmd"),
-        url=node.optional_string("url"),
-        values={str(k): int(v) for k, v in (values.value or {}).items()},
-        max_restarts=node.optional_integer("max_restarts", minimum=1, maximum=100),
-        qps=node.optional_number("qps", minimum=0, exclusive=True, maximum=MAX_FLEET_RPS),
-        start_timeout_s=node.optional_number("start_timeout_s", minimum=1),
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sized
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from loadgen.level.result import LevelResult
@@ -75,3 +77,25 @@ class NullObserver:
 
     def on_level_end(self, result: LevelResult) -> None:
         pass
+
+
+@dataclass(slots=True, kw_only=True)
+class RunPace:
+    """How a run has gone so far, for its time left: wall seconds per second of its clock, and attempts per level
+    (a level measured again takes its time again; the later ones may too)."""
+
+    clock: Callable[[], float]
+    virtual: bool  # the clock is simulated: its seconds are not the wall's
+    wall0: float = field(default_factory=time.monotonic)
+    clock0: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.clock0 = self.clock()
+
+    def now(self, done: Sized, retried: Sized) -> tuple[float, float]:
+        """(wall seconds per clock second, expected attempts per level), from the levels ``done`` and the
+        attempts ``retried`` so far."""
+        ran = self.clock() - self.clock0
+        wall = time.monotonic() - self.wall0
+        per_s = wall / ran if self.virtual and ran > 0.1 and wall > 0 else 1.0
+        return per_s, (len(done) + len(retried)) / len(done) if len(done) else 1.0

@@ -270,10 +270,8 @@ class _Level:
         """One closed-loop client. After a connect failure it backs off (50 ms doubling to 1 s): a dead
         target would otherwise be hammered thousands of times a second and drown the count.
 
-        With multi-turn sessions it carries one conversation at a time and
-        thinks (an exponential pause, its own seeded stream) between turns; the
-        next turn is due when the thinking ends.
-        """
+        With multi-turn sessions it carries one conversation at a time and thinks (an exponential pause, its
+        own seeded stream) between turns; the next turn is due when the thinking ends."""
         await _sleep_until(t_start, self.clock)
         backoff = 0.0
         conversation = Conversation(self.factory.turns) if self.factory.turns > 1 else None

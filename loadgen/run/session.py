@@ -29,7 +29,7 @@ from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
 from loadgen.results import Results, RetriedLevel, RunInfo, Target
 from loadgen.run.level_executors import InProcess, LevelExecutor
-from loadgen.run.observe import LevelObserver, NullObserver, SweepStep
+from loadgen.run.observe import LevelObserver, NullObserver, RunPace, SweepStep
 from loadgen.run.ray_workers import OnRayActors, RayOptions
 from loadgen.run.requests import PreparedRequest, PromptCalibration, RequestFactory, Workload
 from loadgen.run.runner import FLOOR_MARGIN, MAX_FLOOR_S
@@ -130,7 +130,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
     """Preflight, then run each level in order until done, stopped by policy, or interrupted."""
     shown = redact_url(session.base_url)
     started_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    wall0, clock0 = time.monotonic(), session.clock()()  # the preflight's pace is the first level's guess
+    pace = RunPace(clock=session.clock(), virtual=session.virtual_time)  # the preflight's pace: the first guess
     headers = session.request_headers()
     async with make_http_client(session.base_url, headers, session.http) as http:
         preflight = asyncio.create_task(_preflight(http, session, shown))
@@ -160,7 +160,6 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
         executor = _executor(session, http, headers, scrape, hooks)
         done: list[LevelResult] = []
         retried: list[RetriedLevel] = []
-        pace = _Pace(session.clock(), retried, done, session.virtual_time, wall0=wall0, clock0=clock0)
 
         def results(complete: bool) -> Results:
             stored = RunSettings.from_json({**settings, **executor.settings()})  # Ray's clocks arrive level by level
@@ -189,7 +188,7 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 plan = with_request_floor(plan, _expected_rps(plan, done, probe_s))
             if hooks.on_level_plan is not None:
                 hooks.on_level_plan(plan)
-            hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, pace=pace.now()))
+            hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, pace=pace.now(done, retried)))
             level = await _one_level(executor, plan, workload, hooks, stop)
             while (retry := _retry(level, session, hooks, stop)) is not None:
                 why, lengthen = retry
@@ -203,7 +202,9 @@ async def run_session(session: Session, hooks: SessionHooks, stop: asyncio.Event
                 if hooks.on_level_plan is not None:
                     hooks.on_level_plan(plan)
                 attempt = level.attempt + 1
-                hooks.observer.on_sweep_step(_step(session, index, plan, done, probe_s, attempt, why, pace.now()))
+                hooks.observer.on_sweep_step(
+                    _step(session, index, plan, done, probe_s, attempt, why, pace.now(done, retried))
+                )
                 level = await _one_level(executor, plan, workload, hooks, stop)
                 level = replace(level, attempt=attempt)
             done.append(level)
@@ -320,27 +321,6 @@ async def _probe(
     raise AssertionError("unreachable")
 
 
-@dataclass(slots=True)
-class _Pace:
-    """How the run has gone so far, for its time left: wall seconds per second of its clock, and attempts per
-    level (a level measured again takes its time again; the later ones may too)."""
-
-    clock: Clock
-    retried: list[RetriedLevel]
-    done: list[LevelResult]
-    virtual: bool  # the clock is simulated: its seconds are not the wall's
-    wall0: float
-    clock0: float
-
-    def now(self) -> tuple[float, float]:
-        """(wall seconds per clock second, expected attempts per level)."""
-        ran = self.clock() - self.clock0
-        wall = time.monotonic() - self.wall0
-        per_s = wall / ran if self.virtual and ran > 0.1 and wall > 0 else 1.0
-        attempts = (len(self.done) + len(self.retried)) / len(self.done) if self.done else 1.0
-        return per_s, attempts
-
-
 def _step(
     session: Session,
     index: int,
@@ -351,9 +331,8 @@ def _step(
     why: str | None = None,
     pace: tuple[float, float] = (1.0, 1.0),
 ) -> SweepStep:
-    """This attempt's place in the run and the time left: this level's and the later ones', each sized by
-    its request floor at the rate guessed from the last level measured (an early stop only shortens it),
-    the later ones as often as levels were measured so far, all in wall time (``pace``)."""
+    """This attempt's place in the run and the time left in wall time (``pace``): this level's and the later
+    ones' (as often as levels were measured so far), each its request floor at the last level's rate."""
     later = [_expected_s(p, _rate_guess(p, done, probe_s)) for p in session.levels[index:]]
     after = None if any(s is None for s in later) else pace[1] * sum(s for s in later if s is not None)
     this = _expected_s(plan, _rate_guess(plan, done, probe_s))
@@ -391,12 +370,9 @@ def _expected_s(plan: LevelPlan, rps: float | None) -> float | None:
 
 
 def _expected_rps(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> float | None:
-    """A cautious guess of this level's completions/s, to size its window before it runs.
-
-    Open loop: the rate asked. Closed loop: the previous level's rate (more
-    clients complete at least as many requests), or one client's rate from
-    the probe for the first level.
-    """
+    """A cautious guess of this level's completions/s, to size its window before it runs. Open loop: the rate
+    asked. Closed loop: the previous level's rate (more clients complete at least as many requests), or one
+    client's rate from the probe for the first level."""
     if plan.load.kind == "rate":
         return plan.load.value
     previous = done[-1].requests_per_s if done else None
@@ -404,13 +380,10 @@ def _expected_rps(plan: LevelPlan, done: list[LevelResult], probe_s: float) -> f
 
 
 def with_request_floor(plan: LevelPlan, expected_rps: float | None) -> LevelPlan:
-    """Lengthen the measured duration so that about ``min_requests`` complete inside the window.
-
-    A percentile needs a sample count (``loadgen.quantity.samples_needed``),
-    not a duration: a p95 of six requests is their maximum. The window grows
-    to reach the floor, up to ``MAX_FLOOR_S``; a level still short is then
-    flagged by its trust verdict.
-    """
+    """Lengthen the measured duration so that about ``min_requests`` complete inside the window. A percentile
+    needs a sample count (``loadgen.quantity.samples_needed``), not a duration: a p95 of six requests is their
+    maximum. The window grows to reach the floor, up to ``MAX_FLOOR_S``; a level still short is then flagged
+    by its trust verdict."""
     if not plan.min_requests or plan.duration_s is None or not expected_rps:
         return plan
     needed = FLOOR_MARGIN * plan.min_requests / expected_rps
@@ -421,11 +394,8 @@ async def _calibrate(
     http: Any, workload: Workload, session: Session, shown: str, served: list[str]
 ) -> PromptCalibration | None:
     """Measure how the server counts synthetic words (two one-token probes); None when it does not say.
-
-    Datasets are sent as they are: only synthetic prompts are sized, and a
-    dataset's recorded answer lengths (``output_from_dataset``) are converted
-    from words.
-    """
+    Datasets are sent as they are: only synthetic prompts are sized, and a dataset's recorded answer lengths
+    (``output_from_dataset``) are converted from words."""
     if workload.dataset is not None and not workload.output_from_dataset:
         return None
     factory = RequestFactory(replace(workload, calibration=None), seed=-2 % 2**32)

@@ -29,7 +29,6 @@ from typing import Any, cast
 
 import aiohttp
 import httpx
-import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.api import Api
@@ -37,6 +36,7 @@ from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.limits import MAX_EVENT_CHARS
 from loadgen.wire.loops import EventLoop
 from loadgen.wire.native import MAX_HEADER_BYTES, SWITCHED_PROTOCOLS, Wire, has_input
+from loadgen.wire.reasons import ERROR_BODY_BYTES, failure_reason, server_reason, timed_out
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.sse import (
     DONE,
@@ -45,7 +45,6 @@ from loadgen.wire.sse import (
     SSEDecoder,
     SSEError,
     SSEEvent,
-    error_message,
     parse_chunk,
     plain_token_named,
     plain_token_text,
@@ -212,39 +211,6 @@ class WiredClient(httpx.AsyncClient):
 _READ_TIMEOUTS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 
 
-ERROR_BODY_BYTES = 4096  # how much of a failed answer's body is read for its reason
-REASON_CHARS = 200  # the longest server reason kept
-
-
-async def _server_reason(response: httpx.Response) -> str:
-    """``": <the server's message>"`` from a failed answer's body, one bounded line (or "").
-
-    The OpenAI error shape's ``error.message`` (what a wrong model name or an
-    oversized prompt is explained by), else the body's first line. Only the
-    first few KiB are read, so a hostile error body cannot grow memory.
-    """
-    head = b""
-    try:
-        async for raw in response.aiter_bytes():
-            head += raw
-            if len(head) >= ERROR_BODY_BYTES:
-                break
-    except (httpx.HTTPError, aiohttp.ClientError, OSError):
-        pass
-    return failure_reason(head)
-
-
-def failure_reason(head: bytes) -> str:
-    text = head[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        parsed = None
-    message = error_message(parsed) if isinstance(parsed, dict) else text
-    line = " ".join(message.split())
-    return f": {line[:REASON_CHARS]}" if line else ""
-
-
 async def stream_request(
     http: httpx.AsyncClient,
     path: str,
@@ -331,7 +297,7 @@ async def _over_httpx(
                     # the cap every transport shares (httpx's parser takes up to 100 KiB)
                     error, detail = ErrorKind.PROTOCOL, f"response headers over {MAX_HEADER_BYTES // 1024} KiB"
                 elif status >= 400:
-                    error, detail = error_kind_for_status(status), f"HTTP {status}{await _server_reason(response)}"
+                    error, detail = error_kind_for_status(status), f"HTTP {status}{await server_reason(response)}"
                 elif status == 101:  # aiohttp hands a protocol switch over as an answer: as the others, it is none
                     error, detail = ErrorKind.PROTOCOL, SWITCHED_PROTOCOLS
                 elif content_type and "event-stream" not in content_type:
@@ -375,10 +341,6 @@ async def _over_httpx(
         cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
         detail = type(cause).__name__
     return status, error, detail
-
-
-def timed_out(timeout_s: float) -> str:
-    return f"no complete response within {timeout_s:g} s"
 
 
 def _not_a_stream(content_type: str) -> str:

@@ -23,7 +23,8 @@ import orjson
 from loadgen.api import Api
 from loadgen.errors import ErrorKind, error_kind_for_status
 from loadgen.limits import MAX_POOLED_BODY_BYTES
-from loadgen.wire.client import ERROR_BODY_BYTES, WiredClient, failure_reason, timed_out
+from loadgen.wire.client import WiredClient
+from loadgen.wire.reasons import ERROR_BODY_BYTES, failure_reason, timed_out
 from loadgen.wire.records import Clock, RequestRecord
 
 
