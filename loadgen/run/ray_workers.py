@@ -1,20 +1,16 @@
 """Splits one level across Ray actors, on one host or many: the same per-worker loop as ``--workers``.
 
-Each actor runs ``loadgen.run.split.run_share`` (its own event loop and
-connection pool) on a share from ``split_plan``; the driver merges the
-shares with ``merge_shares``, exactly as for local processes. Ray is
+Each actor runs ``loadgen.run.split.run_share`` (its own event loop and connection pool) on a share from
+``split_plan``; the driver merges the shares with ``merge_shares``, exactly as for local processes. Ray is
 imported only here, and this module only when ``--ray`` is given.
 
-One time base across hosts: before a level, the driver reads each actor's
-wall clock a few times and keeps the reading with the shortest round trip
-(offset = actor clock - midpoint of the driver's send and receive, known to
-within half that round trip). It then picks a start instant on its own wall
-clock far enough ahead for every actor to be told, and each actor starts at
-that instant on its clock, corrected by its offset, converted to its own
-monotonic clock. Latencies are differences on one host's clock, so they
-never depend on the offset; the window's start and end do. Hosts' clocks
-are assumed NTP-synchronised to a few ms: an offset beyond
-``CLOCK_WARN_MS`` (plus the reading's uncertainty) is reported.
+One time base across hosts: before a level, the driver reads each actor's wall clock a few times and keeps
+the reading with the shortest round trip (offset = actor clock - midpoint of the driver's send and receive,
+known to within half that round trip). It then picks a start instant on its own wall clock far enough ahead
+for every actor to be told, and each actor starts at that instant on its clock, corrected by its offset,
+converted to its own monotonic clock. Latencies are differences on one host's clock, so they never depend on
+the offset; the window's start and end do. Hosts' clocks are assumed NTP-synchronised to a few ms: an offset
+beyond ``CLOCK_WARN_MS`` (plus the reading's uncertainty) is reported.
 """
 
 from __future__ import annotations
@@ -129,7 +125,9 @@ class OnRayActors:
         ]
 
     def settings(self) -> dict[str, Any]:
-        return {"ray": {**self.options.describe(), "clocks": self.clocks}} if self.clocks else {}
+        placed = f"by Ray: {self.options.placement} placement of its actors over its nodes"  # as --workers says its own
+        ray = {"ray": {**self.options.describe(), "clocks": self.clocks}, "worker_placement": placed}
+        return ray if self.clocks else {}
 
 
 def require_ray() -> Any:
