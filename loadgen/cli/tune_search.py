@@ -246,13 +246,11 @@ def law_answer(plan: CapacityPlan) -> tuple[int | None, bool]:
     act on it); where no SLO has either (a saturation plateau met at the calibration's budget, no law), the
     plan's batch, as a lower bound."""
     answers = [
-        lim.batch if lim.quality not in NO_CROSSING else lim.model_batch
+        answer
         for lim in plan.limits
-        if (lim.batch if lim.quality not in NO_CROSSING else lim.model_batch) is not None
+        if (answer := lim.batch if lim.quality not in NO_CROSSING else lim.model_batch) is not None
     ]
-    if answers:
-        return min(a for a in answers if a is not None), False
-    return plan.max_batch, True
+    return (min(answers), False) if answers else (plan.max_batch, True)
 
 
 def trial_levels(seqs: int) -> tuple[int, int]:

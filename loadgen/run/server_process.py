@@ -43,14 +43,11 @@ class ServerOutcome(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerStart:
-    """One start of the server: how it ended, in how long, the command that ran and the log's last lines."""
+    """One start of the server: how it ended, in how long, and the log's last lines where it did not start."""
 
     outcome: ServerOutcome
     seconds: float
-    command: str
-    log: Path
     tail: tuple[str, ...] = ()
-    exit_code: int | None = None
 
 
 def free_port() -> int:
@@ -87,15 +84,8 @@ def running_server(command: str, url: str, log: Path, start_timeout_s: float) ->
         )
     try:
         outcome = _wait_ready(proc, url, started + start_timeout_s)
-        ended = proc.poll()
-        yield ServerStart(
-            outcome=outcome,
-            seconds=time.monotonic() - started,
-            command=command,
-            log=log,
-            tail=() if outcome is ServerOutcome.READY else log_tail(log),
-            exit_code=ended,
-        )
+        tail = () if outcome is ServerOutcome.READY else log_tail(log)
+        yield ServerStart(outcome=outcome, seconds=time.monotonic() - started, tail=tail)
     finally:
         stop(proc)
 
