@@ -351,12 +351,16 @@ def guide_commands() -> list[str]:
     return [" ".join(line.split()) for line in lines if line.startswith("loadgen ") and " tune " not in line]
 
 
+@pytest.mark.timeout(420)  # five runs on the CPU engine: about three minutes on a 2-core machine
 def test_the_vllm_guide_runs_as_written_on_vllms_cpu_build(
     vllm: VllmCpuServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 73: docs/vllm.md's commands, but for the URL, the levels' lengths (a minute each there) and the
     plan's batch read from its output: every one does what the page says, and the log line it says to read
-    is there."""
+    is there. The last gate compares two runs of the same engine minutes apart; vLLM's CPU build drifts
+    7-22% in TPOT between such runs (benchmarks/cross_mix_vllm_cpu.py), past one run's own interval, so
+    there the page's promise is the exit code's meaning: 0, or 1 with the regression named and every SLO
+    held."""
     monkeypatch.chdir(tmp_path)
     assert re.search(r"KV cache size: [\d,]+ tokens, Maximum concurrency for", vllm.log_path.read_text()), vllm.tail()
     commands = guide_commands()
@@ -371,7 +375,11 @@ def test_the_vllm_guide_runs_as_written_on_vllms_cpu_build(
             args += ["--levels", levels, "--duration", "3", "--warmup", "1"]
         with vllm.pinned_apart():  # on two cores, unpinned, the engine takes the client's core at moments
             result = runner.invoke(app, args)
-        assert result.exit_code == 0, f"{command}\n{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+        said = f"{command}\n{result.output}\n--- vLLM log ---\n{vllm.tail()}"
+        if "--baseline" in args and result.exit_code == 1:
+            assert "**REGRESSION**" in result.stdout and "| **FAIL** |" not in result.stdout, said
+            continue
+        assert result.exit_code == 0, said
         if args[0] == "plan":
             decision = re.search(r"set --max-num-seqs (?:>= )?(\d+)", result.stdout)
             assert decision is not None and "run " in result.stdout, result.stdout
