@@ -286,16 +286,20 @@ def all_plots(plan: CapacityPlan) -> tuple[Plot, ...]:
 
 
 def fleet_over_time(plan: FleetPlan) -> Plot:
-    """Demand (requests/s, right axis) and each fleet's replicas paid for, bucket by bucket (steps)."""
+    """Demand (requests/s, right axis) and each fleet's replicas paid for, bucket by bucket (steps): the chosen
+    fleet (or mix) bold and named so in the legend, its peak a dotted line, so the plot shows the decision."""
     d = plan.demand
     edges = np.arange(len(d.rates) + 1) * d.bucket_s / 3600.0  # hours: a day reads 0..24, not 0..86,400
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         colour = 0
         for k, fleet in enumerate(plan.fleets):
+            role = "chosen: " if k == 0 else ""
             # a mix of variants is drawn one line per variant: one count over two GPU types means nothing
             for name, replicas in fleet_columns(fleet):
-                ax.stairs(replicas, edges, color=f"C{colour % 10}", lw=2 if k == 0 else 1, label=f"{name} replicas")
+                ax.stairs(
+                    replicas, edges, color=f"C{colour % 10}", lw=2.5 if k == 0 else 1, label=f"{role}{name} replicas"
+                )
                 colour += 1
         ax.set_xlabel("time (h)")
         ax.set_ylabel("replicas")
@@ -303,16 +307,22 @@ def fleet_over_time(plan: FleetPlan) -> Plot:
         demand.stairs(d.rates, edges, color="k", ls="--", alpha=0.6, label="demand (requests/s)")
         demand.set_ylabel("requests/s")
         demand.grid(False)
+        marks: list[Mark] = []
+        chosen = plan.chosen
+        if chosen is not None:  # each of its kinds' peak, in its line's colour (a mix's two counts never added)
+            for k, (name, replicas) in enumerate(fleet_columns(chosen)):
+                peak = max(replicas)
+                ax.axhline(peak, color=f"C{k}", ls=":", lw=1.5, label=f"peak of {name}: {peak} replicas")
+                marks.append((f"peak-{k}", ax, "y", peak))
         handles = ax.get_legend_handles_labels()[0] + demand.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=7, loc="upper left")
-        ax.set_title("Demand and replicas over time (a perfect autoscaler)")
-        marks: list[Mark] = []
-        if plan.chosen is not None:
-            marks.append(("peak-replicas", ax, "y", max(plan.chosen.replicas())))
+        chose = f": chosen {chosen.name}" if chosen is not None else ""
+        ax.set_title(f"Demand and replicas over time (a perfect autoscaler){chose}")
         png, at = _png(fig, marks)
         return Plot(
             name="fleet_over_time",
-            caption="Replicas paid for per bucket for each variant (the chosen one bold) and the demand they serve",
+            caption="Replicas paid for per bucket for each variant (the chosen one bold, its peak dotted) and the "
+            "demand they serve",
             png=png,
             marks=at,
         )

@@ -54,6 +54,7 @@ def top(locator: Any) -> float:
 
 
 PURPLE = np.array([0x94, 0x67, 0xBD]) / 255  # matplotlib's C4, the chosen batch's line
+TAB_COLOURS = np.array([[0x1F, 0x77, 0xB4], [0xFF, 0x7F, 0x0E]]) / 255  # C0, C1: a chosen mix's two kinds
 
 
 def red_share(strip: np.ndarray, axis: int, color: np.ndarray = RED) -> float:
@@ -176,4 +177,18 @@ def test_the_fleet_report_reads_in_hours_with_a_column_per_variant(tmp_path: Pat
         shots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shots / "fleet-report.png"), full_page=True)
         assert top(page.locator("figure img").first) < 1000  # the day's replicas in the first screen
+        img = page.query_selector("figure#fleet_over_time img")
+        assert img is not None
+        marks = img.evaluate(
+            "i => Object.fromEntries([...i.attributes].filter(a => a.name.startsWith('data-'))"
+            ".map(a => [a.name.slice(5), Number(a.value)]))"
+        )
+        img.scroll_into_view_if_needed()
+        seen = pixels(img.screenshot())
+        scale = seen.shape[1] / img.evaluate("i => i.naturalWidth")
         browser.close()
+    # issue 73: the chosen mix (a + b, asserted above) drawn: each of its kinds' peak a dotted row in its colour
+    assert {k for k in marks if not k.endswith("-px")} == {"peak-0", "peak-1"}, marks
+    for k in range(2):
+        row = round(marks[f"peak-{k}-px"] * scale)
+        assert red_share(seen[row - 2 : row + 3], axis=1, color=TAB_COLOURS[k]) > 0.1, (k, marks)
