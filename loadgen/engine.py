@@ -44,14 +44,10 @@ import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 import numpy as np
 
-
-class Mode(StrEnum):
-    CONTINUOUS = "continuous"
-    STATIC = "static"
+from loadgen.choices import Mode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,23 +7,10 @@ run it did not send (``planner.laws.lengthsample``), so both sides share one def
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
-
-class LengthDist(StrEnum):
-    FIXED = "fixed"
-    UNIFORM = "uniform"
-    NORMAL = "normal"
-    LOGNORMAL = "lognormal"
-
-    def relative_variance(self, spread: float) -> float:
-        """A draw's variance over its mean squared at relative ``spread`` (``Lengths.draw``, before rounding and
-        the clamp at 1): what a length-weighted mean of the draws adds to their plain mean."""
-        if self == LengthDist.FIXED or spread <= 0:
-            return 0.0
-        return spread * spread / 3 if self == LengthDist.UNIFORM else spread * spread  # mean*(1 +- s); std s*mean
+from loadgen.choices import LengthDist
 
 
 @dataclass(frozen=True, slots=True)

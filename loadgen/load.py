@@ -17,25 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any, Literal
 
 import numpy as np
 
+from loadgen.choices import Arrival
 from loadgen.limits import MAX_EVENT_CHARS
 from loadgen.quantity import LAG_THRESHOLD_MS, Metric
-
-
-class Arrival(StrEnum):
-    """How an open-loop level's requests arrive."""
-
-    CONSTANT = "constant"
-    POISSON = "poisson"
-    GAMMA = "gamma"
-    TRACE = "trace"  # replayed at a trace's recorded times (``--trace``): never drawn
-
-
-DRAWN_ARRIVALS: tuple[Arrival, ...] = (Arrival.CONSTANT, Arrival.POISSON, Arrival.GAMMA)
 
 
 def arrival_offsets(

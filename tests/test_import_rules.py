@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLANNER_ALLOWED_LOADGEN = {
     "loadgen",
     "loadgen.api",
+    "loadgen.choices",
     "loadgen.results",
     "loadgen.slo_target",
     "loadgen.quantity",

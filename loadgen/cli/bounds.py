@@ -11,7 +11,6 @@ import math
 from typing import TypeVar
 
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import BOUNDS
 
 N = TypeVar("N", int, float)
 
@@ -61,5 +60,7 @@ FLAG_FIELDS: dict[str, str] = {
 
 def field_flag(flag: str, value: N | None) -> N | None:
     """``value`` when within the bound of the profile field ``flag`` sets, else one line naming ``flag``."""
+    from loadgen.inputs.profile import BOUNDS
+
     bound = BOUNDS[FLAG_FIELDS[flag]]
     return bounded(flag, value, minimum=bound.minimum, exclusive=bound.exclusive, maximum=bound.maximum)

@@ -50,7 +50,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "report_cmd",
         "Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV).",
     ),
-    "gate": LazyCommand("report_cmd", "CI gate: exit 0 pass, 1 breach or regression, 2 usage error, 3 untrusted run."),
+    "gate": LazyCommand("gate_cmd", "CI gate: exit 0 pass, 1 breach or regression, 2 usage error, 3 untrusted run."),
     "compare": LazyCommand(
         "report_cmd", "Side-by-side table of two or more results, with direction-aware deltas and significance marks."
     ),

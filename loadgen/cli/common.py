@@ -7,14 +7,16 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from loadgen.errors import LoadgenError, UsageError
-from loadgen.results import Results, save_with_fallback, write_atomic
+
+if TYPE_CHECKING:
+    from loadgen.results import Results
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -81,6 +83,8 @@ def save_results(results: Results, output: Path, err: Console) -> bool:
     since the run began costs the file's place, never the measurement. As a last resort the results
     go to standard output.
     """
+    from loadgen.results import save_with_fallback
+
     try:
         where, why = save_with_fallback(results, output)
     except OSError as exc:
@@ -99,6 +103,8 @@ def save_results(results: Results, output: Path, err: Console) -> bool:
 def write_output(path: Path, text: str, flag: str = "-o") -> None:
     """Write a file the user asked for (a report, an imported results file, a gate's JUnit), atomically;
     a full disk or a folder turned read-only is one line naming the flag (``LoadgenError``, exit 3)."""
+    from loadgen.results import write_atomic
+
     try:
         write_atomic(path, text)
     except OSError as exc:

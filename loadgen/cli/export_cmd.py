@@ -10,15 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from loadgen.cli.common import check_writable, consoles, friendly_errors, write_output
 from loadgen.errors import LoadgenError, UsageError
-from loadgen.results import load
-from loadgen.run.records_table import COLUMNS as RECORD_COLUMNS
-from loadgen.run.records_table import read_records, record_row
-from planner.reports.llmd import llmd_reports
-from planner.reports.render_csv import CSV_COLUMNS, LATENCY_COLUMNS, level_table, spreadsheet_safe
 
 PARQUET_MISSING = "--format parquet writes with pyarrow, which is not installed: pip install 'loadgen[export]'"
 
@@ -46,6 +40,12 @@ def export(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="File to write.")] = Path("export.csv"),
 ) -> None:
     """Export levels or per-request records as CSV, Parquet or llm-d benchmark reports (docs/export.md)."""
+    from loadgen.results import load
+    from loadgen.run.records_table import COLUMNS as RECORD_COLUMNS
+    from loadgen.run.records_table import read_records, record_row
+    from planner.reports.llmd import llmd_reports
+    from planner.reports.render_csv import CSV_COLUMNS, LATENCY_COLUMNS, level_table
+
     check_writable(output)
     records = _is_records(source)
     columns: tuple[str, ...]
@@ -56,6 +56,8 @@ def export(
     else:
         results = load(source)
         if fmt is ExportFormat.LLMD:
+            import yaml
+
             text = yaml.safe_dump_all(llmd_reports(results), sort_keys=False)
             write_output(output, text)
             consoles().err.print(f"{len(results.levels)} llm-d report(s) written to {output}", highlight=False)
@@ -86,6 +88,8 @@ def _is_records(source: Path) -> bool:
 
 
 def _csv(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
+    from planner.reports.render_csv import spreadsheet_safe
+
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)

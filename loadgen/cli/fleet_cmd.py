@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadgen.errors import UsageError
-from loadgen.inputs.traffic import load_traffic, parse_bucket
-from loadgen.results import load
-from planner.fleet.demand import Demand, constant_demand, demand_from_arrivals, demand_from_series
-from planner.fleet.fleet_plan import check_prices
-from planner.front_door import FleetVariant
+
+if TYPE_CHECKING:
+    from planner.fleet.demand import Demand
+    from planner.front_door import FleetVariant
 
 _SPEC = "NAME=RESULTS[,cost=USD_PER_GPU_HOUR][,gpus=N]"
 MAX_PRICE = 1e6  # USD per GPU-hour: past it the figure is a typo, and a cost of 1e308 printed "$inf"
@@ -59,6 +59,9 @@ def parse_variant(text: str) -> tuple[str, Path, float | None, int]:
 
 def demand_of(traffic: Path | None, qps: float | None, bucket: str) -> Demand:
     """--traffic FILE bucketed by --bucket, or a constant --qps; exactly one of them."""
+    from loadgen.inputs.traffic import load_traffic, parse_bucket
+    from planner.fleet.demand import constant_demand, demand_from_arrivals, demand_from_series
+
     if (traffic is None) == (qps is None):
         raise UsageError("a fleet plan needs the demand: give --traffic FILE or --qps, not both")
     if traffic is None:
@@ -76,6 +79,10 @@ def demand_of(traffic: Path | None, qps: float | None, bucket: str) -> Demand:
 
 def read_variants(specs: list[str]) -> list[FleetVariant]:
     """Every ``--variant`` parsed and checked (names, prices) before any file is read, then read once each."""
+    from loadgen.results import load
+    from planner.fleet.fleet_plan import check_prices
+    from planner.front_door import FleetVariant
+
     parsed = [parse_variant(spec) for spec in specs]
     names = [name for name, _, _, _ in parsed]
     if twice := next((n for n in names if names.count(n) > 1), None):

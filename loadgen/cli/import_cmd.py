@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors, write_output
 from loadgen.errors import UsageError
-from loadgen.inputs.imports import ImportedLevel, PerRequest, read_levels, to_results
 from loadgen.limits import MAX_TOKENS
+
+if TYPE_CHECKING:
+    from loadgen.inputs.imports import ImportedLevel
 
 
 @friendly_errors
@@ -46,6 +48,8 @@ def import_cmd(
     are read back; requests/s and tokens per request are read or derived by a named rule
     (usage counts, Little's law), never assumed. The plan marks its answers 'unknown'.
     """
+    from loadgen.inputs.imports import PerRequest, read_levels, to_results
+
     bounded("--output-tokens", output_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
     bounded("--prompt-tokens", prompt_tokens, minimum=0, exclusive=True, maximum=MAX_TOKENS)
     check_writable(output)

@@ -7,10 +7,7 @@ from typing import Annotated
 
 import typer
 
-from loadgen.run.ray_workers import Placement
-from loadgen.run.session import Scrape, Start
-from loadgen.wire.client import Transport
-from loadgen.wire.loops import EventLoop
+from loadgen.choices import EventLoop, Placement, Scrape, Start, Transport
 from loadgen.wire.sse import Convention
 
 # --help panels: ``run`` has about 40 flags; grouped, a user finds the one they need.

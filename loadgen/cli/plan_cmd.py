@@ -6,12 +6,12 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loadgen.choices import SIMULATED_ARRIVALS, Arrival
 from loadgen.cli.common import consoles, friendly_errors
-from loadgen.cli.plan_inputs import SIMULATED_ARRIVALS, PlanFlags, read_plan_inputs
 from loadgen.cli.plan_options import (
     BucketOpt,
     CurrentBatchOpt,
@@ -24,16 +24,14 @@ from loadgen.cli.plan_options import (
     TrafficOpt,
     VariantOpt,
 )
-from loadgen.cli.plan_view import render_outcome
 from loadgen.errors import UsageError
 from loadgen.inputs.workload import DatasetFormat
-from loadgen.load import Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
-from loadgen.results import Results
-from planner import plan as answer
-from planner.capacity.capacity_plan import CapacityPlan
-from planner.capacity.mix_forecast import next_sweep as mix_next_sweep
-from planner.reports.report import evidence_caveats
+
+if TYPE_CHECKING:
+    from loadgen.cli.plan_inputs import PlanFlags
+    from loadgen.results import Results
+    from planner.capacity.capacity_plan import CapacityPlan
 
 
 def refuse_pooling(calibrations: Sequence[tuple[str, Results]]) -> None:
@@ -176,9 +174,13 @@ def plan(
     ] = False,
 ) -> None:
     """Fit the step law, find the largest batch under the SLO, and size replicas for a target QPS (or a fleet)."""
-    flags = PlanFlags(
-        **{name: value for name, value in locals().items() if name not in ("json_out", "explain", "next_sweep")}
-    )
+    said = {name: value for name, value in locals().items() if name not in ("json_out", "explain", "next_sweep")}
+    from loadgen.cli.plan_inputs import PlanFlags, read_plan_inputs
+    from loadgen.cli.plan_view import render_outcome
+    from planner import plan as answer
+    from planner.reports.report import evidence_caveats
+
+    flags = PlanFlags(**said)
     inputs = read_plan_inputs(flags, check_sources)
     refuse_pooling(inputs.calibrations)
     outcome = answer(inputs)
@@ -195,6 +197,8 @@ def plan(
 def _next_sweep(capacity: CapacityPlan | None) -> str:
     """The sweep that pins a mix plan's answer: the asked mix, at concurrencies past the law's batch for the
     first TPOT SLO (else past the calibration's largest batch)."""
+    from planner.capacity.mix_forecast import next_sweep as mix_next_sweep
+
     forecast = capacity.mix if capacity is not None else None
     if forecast is None:
         raise UsageError(

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadgen.choices import SIMULATED_ARRIVALS, Arrival
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import choice
 from loadgen.cli.fleet_cmd import demand_of, read_variants
@@ -21,14 +22,12 @@ from loadgen.inputs.plan_layers import DEFAULTS, PlanLayer, profile_layer, resol
 from loadgen.inputs.profile import Profile, find_profile, load_profile
 from loadgen.inputs.workload import DatasetFormat, entry_words, load_dataset
 from loadgen.limits import MAX_FLEET_RPS, MAX_TOKENS
-from loadgen.load import Arrival
 from loadgen.results import Results, load
 from loadgen.slo_target import SloTarget
 from planner import PlanInputs, PlanRequest, StepModel, parse_slo
 from planner.front_door import DatasetWords, FleetInputs, FleetVariant
 
 MAX_PREDICTED_CONCURRENCY = 1024  # a predicted level runs in virtual time: bounded work
-SIMULATED_ARRIVALS = (Arrival.POISSON, Arrival.GAMMA)  # the sizing simulation draws arrivals; it replays none
 _LAW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\*?\s*b\s*$")
 
 

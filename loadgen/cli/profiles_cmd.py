@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 
 from loadgen.cli.common import consoles, friendly_errors
-from loadgen.inputs.profile import find_profile, list_profiles, load_profile
 
 app = typer.Typer(no_args_is_help=True, help="List, show and validate workload profiles.")
 
@@ -21,6 +20,8 @@ def list_cmd(
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the list as JSON.")] = False,
 ) -> None:
     """The shipped profiles (and ./profiles/*.yaml) and what each is for."""
+    from loadgen.inputs.profile import list_profiles, load_profile
+
     rows: list[dict[str, Any]] = []
     for path in list_profiles():
         p = load_profile(path)
@@ -40,6 +41,8 @@ def list_cmd(
 @friendly_errors
 def show(name: Annotated[str, typer.Argument(help="Profile name or path.")]) -> None:
     """The profile as resolved (defaults filled in), as JSON."""
+    from loadgen.inputs.profile import find_profile, load_profile
+
     typer.echo(json.dumps(load_profile(find_profile(name)).to_json(), indent=2))
 
 
@@ -47,6 +50,8 @@ def show(name: Annotated[str, typer.Argument(help="Profile name or path.")]) -> 
 @friendly_errors
 def validate(paths: Annotated[list[Path], typer.Argument(help="Profile files to check.")]) -> None:
     """Check profiles; the first error is printed with its file and field (exit 2)."""
+    from loadgen.inputs.profile import load_profile
+
     for path in paths:
         load_profile(path)
         consoles().out.print(f"{path}: ok", highlight=False)

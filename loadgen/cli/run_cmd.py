@@ -5,11 +5,23 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from loadgen.api import Api
+from loadgen.choices import (
+    DRAWN_ARRIVALS,
+    MOONCAKE_BLOCK_TOKENS,
+    Arrival,
+    EventLoop,
+    LengthDist,
+    LoadMode,
+    Placement,
+    Scrape,
+    Start,
+    Transport,
+)
 from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, choice, consoles, friendly_errors, save_results
 from loadgen.cli.options import (
@@ -40,38 +52,16 @@ from loadgen.cli.options import (
     VirtualTimeOpt,
     WorkersOpt,
 )
-from loadgen.cli.render import level_table, rich_section, throughput_table
-from loadgen.cli.session_flags import (
-    execute,
-    http_options,
-    parse_extra_body,
-    progress_observer,
-    ray_options,
-    target_options,
-)
-from loadgen.engine import EngineConfig
 from loadgen.errors import UsageError
-from loadgen.inputs.images import ImageSpec
-from loadgen.inputs.model_mix import ModelMix, parse_model_mix
-from loadgen.inputs.profile import LoadMode, LoadSpec, Profile, WorkloadSpec
-from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.workload import DatasetFormat
-from loadgen.lengths import LengthDist, Lengths
-from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.quantity import Metric
-from loadgen.results import Results
-from loadgen.run.assembly import session_from_profile, simulator_options
-from loadgen.run.launch import SIM_URL
-from loadgen.run.observe import LevelObserver
-from loadgen.run.ray_workers import Placement
-from loadgen.run.session import Scrape, Session, SessionHooks, Start
-from loadgen.wire.client import Transport
-from loadgen.wire.loops import EventLoop
-from loadgen.wire.records import RecordsWriter
 from loadgen.wire.sse import Convention
-from planner.evidence.verdicts import retry_reason
-from planner.reports.per_model import model_section
-from planner.reports.report import caveats
+
+if TYPE_CHECKING:
+    from loadgen.inputs.images import ImageSpec
+    from loadgen.inputs.model_mix import ModelMix
+    from loadgen.inputs.profile import LoadSpec
+    from loadgen.results import Results
 
 
 @friendly_errors
@@ -294,6 +284,21 @@ def run(
     quiet: QuietOpt = False,
 ) -> None:
     """Run one load level and write a results file."""
+    from loadgen.cli.records_hooks import RecordsHooks
+    from loadgen.cli.session_flags import (
+        execute,
+        http_options,
+        parse_extra_body,
+        progress_observer,
+        ray_options,
+        target_options,
+    )
+    from loadgen.engine import EngineConfig
+    from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
+    from loadgen.lengths import Lengths
+    from loadgen.run.assembly import session_from_profile, simulator_options
+    from loadgen.run.launch import SIM_URL
+
     for flag, value in (
         ("--concurrency", concurrency), ("--rate", rate), ("--burstiness", burstiness),
         ("--max-in-flight", max_in_flight), ("--duration", duration), ("--requests", requests), ("--warmup", warmup),
@@ -387,42 +392,12 @@ def run(
         raise typer.Exit(EXIT_RUN_ERROR)  # interrupted, nothing measured, or not all saved: never a silent success
 
 
-class RecordsHooks:
-    """The session's hooks for ``run``: progress and the retry rule, and with ``--records`` one raw record per
-    request written as it finishes (closed when the run ends, however it ends)."""
-
-    def __init__(self, records: Path | None, progress: LevelObserver) -> None:
-        self._records = records
-        self._progress = progress
-        self._writers: list[RecordsWriter] = []
-
-    def for_session(self, session: Session) -> SessionHooks:
-        if self._records is None:
-            return SessionHooks(observer=self._progress, retry_policy=retry_reason)
-        writer = RecordsWriter(self._records, session.secrets)
-        self._writers.append(writer)
-        return SessionHooks(
-            observer=self._progress,
-            on_record=writer.write,
-            on_level_plan=lambda p: writer.set_level(p.load),
-            retry_policy=retry_reason,
-        )
-
-    @property
-    def failed(self) -> str | None:
-        """Why writing the records stopped, if it did."""
-        return next((w.failed for w in self._writers if w.failed), None)
-
-    def __enter__(self) -> RecordsHooks:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for writer in self._writers:
-            writer.close()
-
-
 def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
     """The level's tables (or its JSON summary), its notes, and for a trace how late the sends were."""
+    from loadgen.cli.render import level_table, rich_section, throughput_table
+    from planner.reports.per_model import model_section
+    from planner.reports.report import caveats
+
     out = consoles()
     level = result.levels[0]
     if json_out:
@@ -448,6 +423,8 @@ def _report(result: Results, json_out: bool, time_scale: float | None) -> None:
 
 def _model_mix(models: str | None, zipf: float | None, model: str | None) -> ModelMix | None:
     """``--models`` (and ``--models-zipf``) as a profile's ``models`` (None: every request names ``--model``)."""
+    from loadgen.inputs.model_mix import parse_model_mix
+
     if models is None:
         if zipf is not None:
             raise UsageError("--models-zipf ranks the names of --models; give them")
@@ -462,6 +439,8 @@ def _model_mix(models: str | None, zipf: float | None, model: str | None) -> Mod
 
 def _images(count: int, size: str, folder: Path | None, dataset: Path | None) -> ImageSpec | None:
     """The images flags as a workload's ``images`` (None without ``--images``)."""
+    from loadgen.inputs.images import ImageSpec
+
     if count == 0:
         if folder is not None or size != "512x512":
             raise UsageError("--image-size and --images-folder shape the images of --images N; give it")
@@ -502,6 +481,8 @@ def _load(
     ramp_up: float | None,
 ) -> LoadSpec:
     """The one level the flags ask for: closed loop (--concurrency) or open loop (--rate)."""
+    from loadgen.inputs.profile import LoadSpec
+
     if (concurrency is None) == (rate is None):
         raise UsageError("give exactly one of --concurrency (closed loop) or --rate (open loop)")
     if duration is None and requests is None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loadgen.choices import Mode
 from loadgen.cli.common import EXIT_USAGE, consoles, fail
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
-from loadgen.engine import EngineConfig, Mode
-from loadgen.sim.faults import FaultConfig
 from loadgen.sim.framing import Tokenizer
-from loadgen.sim.openai_app import SimOptions
-from loadgen.sim.server import is_loopback, serve_forever
+
+if TYPE_CHECKING:
+    from loadgen.sim.openai_app import SimOptions
 
 
 def serve_sim(
@@ -156,6 +156,11 @@ def serve_sim(
     ] = False,
 ) -> None:
     """Serve the simulated continuous-batching engine as an OpenAI-compatible endpoint."""
+    from loadgen.engine import EngineConfig
+    from loadgen.sim.faults import FaultConfig
+    from loadgen.sim.openai_app import SimOptions
+    from loadgen.sim.server import is_loopback
+
     if not is_loopback(host) and not allow_remote:
         raise fail(f"--host {host}: not a loopback address; pass --allow-remote to bind it", EXIT_USAGE)
     try:
@@ -211,6 +216,8 @@ def serve_sim(
 
 async def _serve(options: SimOptions, host: str, port: int, ready: Callable[[int], None]) -> None:
     """Serve until a stop signal (Ctrl-C, TERM, HUP: the server closes cleanly)."""
+    from loadgen.sim.server import serve_forever
+
     stop = asyncio.Event()
     with SIGNALS.steering(asyncio.get_running_loop(), stop):
         await serve_forever(options, host, port, ready, done=stop)

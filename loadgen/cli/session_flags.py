@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from loadgen.choices import EventLoop, Placement, Scrape, Start, Transport
 from loadgen.cli.bounds import bounded
 from loadgen.cli.progress import PlainProgress, RichProgress
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
@@ -21,11 +22,11 @@ from loadgen.results import Results
 from loadgen.run.assembly import TargetOptions
 from loadgen.run.launch import execute as run_execute
 from loadgen.run.observe import LevelObserver, NullObserver
-from loadgen.run.ray_workers import Placement, RayOptions, check_reachable, require_ray
-from loadgen.run.session import Scrape, Session, SessionHooks, Start
+from loadgen.run.ray_workers import RayOptions, check_reachable, require_ray
+from loadgen.run.session import Session, SessionHooks
 from loadgen.sim.openai_app import SimOptions
-from loadgen.wire.client import HttpOptions, Transport
-from loadgen.wire.loops import EventLoop, loop_factory
+from loadgen.wire.client import HttpOptions
+from loadgen.wire.loops import loop_factory
 from loadgen.wire.sse import Convention
 from loadgen.wire.target import parse_headers
 

@@ -18,11 +18,14 @@ data):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 from collections.abc import Iterator
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio  # only named: ``loadgen --help`` need not import it
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill / docker stop / CI timeout, SSH gone
 ABORT_AFTER_INTS = 3  # Ctrl-C this many times while stopping: give up saving and exit now

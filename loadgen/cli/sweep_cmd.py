@@ -6,10 +6,11 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loadgen.choices import EventLoop, Mode, Placement, Scrape, Start, Transport
 from loadgen.cli.bounds import bounded, field_flag
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors, save_results
 from loadgen.cli.options import (
@@ -39,34 +40,23 @@ from loadgen.cli.options import (
     WarmupOpt,
     WorkersOpt,
 )
-from loadgen.cli.plan_inputs import PlanFlags, assemble
-from loadgen.cli.plan_view import render_decision
-from loadgen.cli.render import rich_section, sweep_table
-from loadgen.cli.session_flags import execute, http_options, progress_observer, ray_options, target_options
-from loadgen.engine import Mode
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import Profile, find_profile, level_bound, load_profile
 from loadgen.limits import MAX_BATCH, MAX_LEVELS
-from loadgen.results import Results, save_atomic
-from loadgen.run.assembly import session_from_profile, simulator_options
-from loadgen.run.observe import LevelObserver
-from loadgen.run.ray_workers import Placement
-from loadgen.run.session import Scrape, SessionHooks, Start
-from loadgen.slo_target import SloTarget
-from loadgen.wire.client import Transport
-from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention
-from planner import CapacityPlan
-from planner import plan as answer
-from planner.ci.stop import stop_reason
-from planner.evidence.verdicts import retry_reason
-from planner.reports.decision import decide
-from planner.reports.per_model import model_section
-from planner.reports.report import caveats, level_verdicts
+
+if TYPE_CHECKING:
+    from loadgen.inputs.profile import Profile
+    from loadgen.results import Results
+    from loadgen.run.observe import LevelObserver
+    from loadgen.run.session import SessionHooks
+    from loadgen.slo_target import SloTarget
+    from planner import CapacityPlan
 
 
 def parse_levels(text: str | None, mode: str) -> tuple[float, ...] | None:
     """``--levels`` for a profile's load mode: the bounds a profile's own levels have (``loadgen.limits``)."""
+    from loadgen.inputs.profile import level_bound
+
     if text is None:
         return None
     try:
@@ -191,6 +181,10 @@ def sweep(
     quiet: QuietOpt = False,
 ) -> None:
     """Sweep load levels from a profile and write a results file (checkpointed after every level)."""
+    from loadgen.cli.session_flags import execute, http_options, progress_observer, ray_options, target_options
+    from loadgen.inputs.profile import find_profile, load_profile
+    from loadgen.run.assembly import session_from_profile, simulator_options
+
     for flag, value in (
         ("--duration", duration), ("--warmup", warmup), ("--requests", requests), ("--min-requests", min_requests),
         ("--retries", retries), ("--prompt-tokens", prompt_tokens),
@@ -288,6 +282,11 @@ def _with_flags(
 
 def sweep_hooks(prof: Profile, output: Path, observer: LevelObserver) -> SessionHooks:
     """Progress, a checkpoint after each level, and the profile's retry and stop rules."""
+    from loadgen.results import save_atomic
+    from loadgen.run.session import SessionHooks
+    from planner.ci.stop import stop_reason
+    from planner.evidence.verdicts import retry_reason
+
     err = consoles().err
     unsaved: list[str] = []
 
@@ -317,6 +316,9 @@ def sweep_hooks(prof: Profile, output: Path, observer: LevelObserver) -> Session
 def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
     """The plan's headline, when the profile says what the sweep was for (an SLO): the question ``loadgen plan``
     asks of the saved file, from the profile stored in it (the one ``prof`` became), so the two agree."""
+    from loadgen.cli.plan_inputs import PlanFlags, assemble
+    from planner import plan as answer
+
     if not prof.slo or not results.levels or results.pooling:
         return None
     return answer(assemble(PlanFlags(), [("the sweep", results)])).capacity
@@ -324,6 +326,12 @@ def _plan(results: Results, prof: Profile) -> CapacityPlan | None:
 
 def render(results: Results, slos: tuple[SloTarget, ...], json_out: bool, capacity: CapacityPlan | None) -> None:
     """The sweep's table, then the plan's decision with every caveat once (or the caveats alone, without a plan)."""
+    from loadgen.cli.plan_view import render_decision
+    from loadgen.cli.render import rich_section, sweep_table
+    from planner.reports.decision import decide
+    from planner.reports.per_model import model_section
+    from planner.reports.report import caveats, level_verdicts
+
     out = consoles()
     if json_out:
         doc = {

@@ -14,26 +14,23 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loadgen.choices import EventLoop, Scrape, Start, Transport
 from loadgen.cli.bounds import bounded
 from loadgen.cli.common import EXIT_RUN_ERROR, check_writable, consoles, friendly_errors
 from loadgen.cli.options import LOAD, TARGET, DurationOpt, OutputOpt, QuietOpt, WarmupOpt
-from loadgen.cli.plan_inputs import parse_slos
-from loadgen.cli.session_flags import http_options, target_options
 from loadgen.cli.stop_signals import StopRequested
 from loadgen.cli.sweep_cmd import parse_levels
-from loadgen.cli.tune_search import BUDGET, SEQS, Search
 from loadgen.errors import UsageError
-from loadgen.inputs.profile import find_profile, load_profile
+from loadgen.inputs.tune_spec import BUDGET, SEQS
 from loadgen.limits import MAX_FLEET_RPS
-from loadgen.run.session import Scrape, Start
-from loadgen.run.tune_record import TuneRecord, save_record
-from loadgen.wire.client import Transport
-from loadgen.wire.loops import EventLoop
 from loadgen.wire.sse import Convention
+
+if TYPE_CHECKING:
+    from loadgen.run.tune_record import TuneRecord
 
 TRIAL_RETRIES = 2  # a level the measurement made untrusted is measured again (a restart costs more than a level)
 DEFAULT_START = {SEQS: 256, BUDGET: 8192}  # generous: most engines' defaults or above
@@ -129,6 +126,12 @@ def tune(
     quiet: QuietOpt = False,
 ) -> None:
     """Search the server's batch cap (and token budget) by restarting it at the plan's answer until it holds."""
+    from loadgen.cli.plan_inputs import parse_slos
+    from loadgen.cli.session_flags import http_options, target_options
+    from loadgen.cli.tune_search import Search
+    from loadgen.inputs.profile import find_profile, load_profile
+    from loadgen.run.tune_record import save_record
+
     started = time.monotonic()
     prof = load_profile(find_profile(profile))
     asked = prof.tune  # the profile's block; each flag given overrides its key

@@ -12,12 +12,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from loadgen.choices import LoadMode
 from loadgen.cli.common import consoles
 from loadgen.cli.plan_inputs import PlanFlags, assemble
 from loadgen.cli.session_flags import execute, progress_observer
 from loadgen.cli.stop_signals import SIGNALS, StopRequested
 from loadgen.cli.sweep_cmd import sweep_hooks
-from loadgen.inputs.profile import LoadMode, Profile
+from loadgen.inputs.profile import Profile
+from loadgen.inputs.tune_spec import BUDGET, SEQS
 from loadgen.level.result import LevelResult
 from loadgen.quantity import Metric
 from loadgen.results import Results, save_atomic
@@ -30,8 +32,6 @@ from planner import plan as answer
 from planner.capacity.tuning import PREFILL_BOUND, TrialVerdict, next_trial, ttft_only
 from planner.evidence.verdicts import judge
 
-SEQS = "max_num_seqs"
-BUDGET = "max_num_batched_tokens"
 # the plan's batch where no SLO's curve crossed it: a saturation plateau (measured at the calibration's budget,
 # which a trial may have grown), a flat law, a sweep that never reached the SLO
 NO_CROSSING = frozenset({"lower bound", "not binding", "capped at max batch", "any batch", "insufficient range"})

@@ -42,13 +42,14 @@ from typing import Any
 import numpy as np
 
 from loadgen import __version__
+from loadgen.choices import Arrival
 from loadgen.errors import UsageError, parse_json
 from loadgen.histogram import HistogramConfig, LatencyHistogram
 from loadgen.inputs.textfiles import logical_suffix, read_text
 from loadgen.level.result import LevelResult
 from loadgen.level.server_sample import ServerSample
 from loadgen.limits import MAX_CONCURRENCY, MAX_FILE_LEVELS, MAX_RATE_RPS, MAX_TOKENS
-from loadgen.load import Arrival, Load
+from loadgen.load import Load
 from loadgen.quantity import Aggregate, Metric, Quantity
 from loadgen.results import Results, RunInfo, Target
 from loadgen.run_settings import RunSettings
@@ -165,11 +166,10 @@ def _table_row(row: Mapping[str, Any], where: str) -> ImportedLevel:
     assert value is not None
     if not value > 0:
         raise UsageError(f"{where}: {loads[0]}: must be > 0")
-    load = (
-        Load(kind="concurrency", value=value)
-        if loads[0] == "concurrency"
-        else Load(kind="rate", value=value, arrival=Arrival.POISSON, burstiness=1.0)
-    )
+    if loads[0] == "concurrency":
+        load = Load(kind="concurrency", value=value)
+    else:
+        load = Load(kind="rate", value=value, arrival=Arrival.POISSON, burstiness=1.0)
     latencies: dict[Quantity, float] = {}
     for key, raw in row.items():
         if key in LOAD_KEYS or key in OTHER_KEYS:

@@ -15,22 +15,21 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from loadgen.api import Api
-from loadgen.engine import EngineConfig, Mode
+from loadgen.choices import DRAWN_ARRIVALS, MOONCAKE_BLOCK_TOKENS, Arrival, LengthDist, LoadMode, Mode
+from loadgen.engine import EngineConfig
 from loadgen.errors import ProfileError
 from loadgen.inputs.images import MAX_IMAGES, MAX_SIDE, ImageSpec
 from loadgen.inputs.model_mix import ModelMix
-from loadgen.inputs.trace import MOONCAKE_BLOCK_TOKENS
 from loadgen.inputs.tune_spec import TuneSpec, tune_spec
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
-from loadgen.lengths import LengthDist, Lengths
+from loadgen.lengths import Lengths
 from loadgen.limits import (
     MAX_BATCH,
     MAX_CONCURRENCY,
@@ -43,7 +42,6 @@ from loadgen.limits import (
     MAX_TOKENS,
     MAX_TURNS,
 )
-from loadgen.load import DRAWN_ARRIVALS, Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.sim.faults import FaultConfig
 from loadgen.slo_target import SloTarget
@@ -122,12 +120,6 @@ class WorkloadSpec:
     batch_sizes: tuple[int, ...] = (1,)
 
 
-class LoadMode(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    TRACE = "trace"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadSpec:
     """How hard each level pushes. ``closed``: levels are client counts; ``open``: request rates;
@@ -176,6 +168,15 @@ class GateSpec:
     levels: tuple[float, ...] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SimAnswers:
+    """What the simulated model answers with (``target.sim``; ``serve-sim``'s flags of the same names): a reasoning
+    model's phase before its answer, an agent's share of tool calls. A virtual-time sweep needs them here."""
+
+    reasoning_tokens: int = 0  # each answer's first tokens stream as reasoning
+    tool_call_share: float = 0.0  # chat, responses: the share of turns answered with a tool call
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Profile:
     name: str
@@ -183,6 +184,7 @@ class Profile:
     url: str | None = None  # a real endpoint; None with ``sim`` set means the built-in simulator
     sim: EngineConfig | None = None
     sim_faults: FaultConfig = field(default_factory=FaultConfig)  # fault injection on the simulator target
+    sim_answers: SimAnswers = field(default_factory=SimAnswers)
     api: Api = Api.CHAT
     model: str | None = None  # None: first id from /models
     models: ModelMix | None = None  # requests split over several model names (LoRA adapters); None: ``model``
@@ -281,7 +283,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     version = root.integer("schema_version", SCHEMA_VERSION, minimum=1)
     if version > SCHEMA_VERSION:
         root.child("schema_version").fail(f"this loadgen reads profiles up to version {SCHEMA_VERSION}, got {version}")
-    url, sim, sim_faults = _target(root.child("target"))
+    url, sim, sim_faults, sim_answers = _target(root.child("target"))
     model = root.string("model", "auto")
     models = _models(root.child("models")) if "models" in root.value else None
     if models is not None and "model" in root.value:
@@ -295,6 +297,7 @@ def parse_profile(data: Any, source: str) -> Profile:
         url=url,
         sim=sim,
         sim_faults=sim_faults,
+        sim_answers=sim_answers,
         api=root.choice("api", Api.CHAT, tuple(Api)),
         model=None if model == "auto" else model,
         models=models,
@@ -311,20 +314,20 @@ def parse_profile(data: Any, source: str) -> Profile:
     )
 
 
-def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
+def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig, SimAnswers]:
     if node.value is None or node.value == "sim":
-        return None, EngineConfig(), FaultConfig()
+        return None, EngineConfig(), FaultConfig(), SimAnswers()
     if isinstance(node.value, str):
         if not re.match(r"^https?://", node.value):
             node.fail(f"expected 'sim', an http(s) URL, or a mapping with 'url' or 'sim', got {node.value!r}")
-        return node.value, None, FaultConfig()
+        return node.value, None, FaultConfig(), SimAnswers()
     node.require_mapping()
     node.known("url", "sim")
     if "url" in node.value:
-        return node.string("url", ""), None, FaultConfig()
+        return node.string("url", ""), None, FaultConfig(), SimAnswers()
     law = node.child("sim")
     if law.value is None:
-        return None, EngineConfig(), FaultConfig()
+        return None, EngineConfig(), FaultConfig(), SimAnswers()
     law.require_mapping()
     names = (
         "base_ms",
@@ -346,10 +349,15 @@ def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig]:
         "adapter_load_ms",
         "per_adapter_ms",
         "faults",
+        "reasoning_tokens",
+        "tool_call_share",
     )
     law.known(*names)
-    d = EngineConfig()
-    return None, _engine(law, d), _faults(law.child("faults"))
+    answers = SimAnswers(
+        reasoning_tokens=law.integer("reasoning_tokens", 0, minimum=0, maximum=MAX_TOKENS),
+        tool_call_share=law.number("tool_call_share", 0.0, minimum=0, maximum=1.0),
+    )
+    return None, _engine(law, EngineConfig()), _faults(law.child("faults")), answers
 
 
 def _faults(node: Node) -> FaultConfig:

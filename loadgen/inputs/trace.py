@@ -80,7 +80,6 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
 
 # (line, format, time, prompt tokens, output tokens, hash ids or None) as the file wrote them
 Row = tuple[int, str, Any, Any, Any, Any]
-MOONCAKE_BLOCK_TOKENS = 512  # the block size of Mooncake's published traces (their hash_ids name 512-token blocks)
 
 
 def load_trace(path: Path, limit: int | None = None, flag: str = "--trace") -> Trace:

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from loadgen.inputs.yaml_node import Node
 from loadgen.limits import MAX_FLEET_RPS
 
+SEQS = "max_num_seqs"  # the server's batch cap, as a --serve-cmd template names it
+BUDGET = "max_num_batched_tokens"  # its token budget per step
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TuneSpec:

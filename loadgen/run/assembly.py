@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.choices import Arrival, Scrape, Start
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
 from loadgen.inputs.trace import Trace, implied_prefix_share, load_trace
 from loadgen.inputs.workload import load_dataset
-from loadgen.load import Arrival, LevelPlan, Load
+from loadgen.load import LevelPlan, Load
 from loadgen.quantity import LAG_THRESHOLD_MS, PER_REQUEST
 from loadgen.run.ray_workers import RayOptions
 from loadgen.run.requests import Workload
-from loadgen.run.session import Scrape, Session, Start
+from loadgen.run.session import Session
 from loadgen.sim.openai_app import SimOptions
 from loadgen.wire.client import HttpOptions
 from loadgen.wire.sse import Convention
@@ -117,7 +118,14 @@ def simulator_options(profile: Profile) -> SimOptions | None:
         return None
     base = SimOptions().model
     adapters = tuple(n for n in profile.models.names if n != base) if profile.models is not None else ()
-    return SimOptions(engine=profile.sim, faults=profile.sim_faults, lora_modules=adapters)
+    answers = profile.sim_answers
+    return SimOptions(
+        engine=profile.sim,
+        faults=profile.sim_faults,
+        lora_modules=adapters,
+        reasoning_tokens=answers.reasoning_tokens,
+        tool_call_share=answers.tool_call_share,
+    )
 
 
 def _plans(profile: Profile, target: TargetOptions, trace: Trace | None) -> list[LevelPlan]:

@@ -25,9 +25,9 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from loadgen.choices import Placement
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.histogram import DEFAULT_CONFIG
 from loadgen.level.result import LevelResult
@@ -39,12 +39,6 @@ from loadgen.run.requests import Workload
 from loadgen.run.runner import PROGRESS_INTERVAL_S
 from loadgen.run.split import SplitOutcome, SplitTarget, WorkerJob, merge_shares, run_share
 from loadgen.wire.loops import loop_factory, running_loop_name
-
-
-class Placement(StrEnum):
-    SPREAD = "spread"
-    PACK = "pack"
-
 
 PLACE_TIMEOUT_S = 60.0  # the cluster must find room for every actor within this
 CONNECT_CHECK_S = 5.0  # a cluster address must accept a connection within this

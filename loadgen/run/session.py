@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from loadgen import __version__
+from loadgen.choices import Scrape, Start
 from loadgen.errors import EndpointError
 from loadgen.level.result import LevelResult
 from loadgen.load import LevelPlan
@@ -45,19 +45,7 @@ from loadgen.wire.secrets import scrub
 from loadgen.wire.send import send_request
 from loadgen.wire.target import redact_headers, redact_url, resolve_model, url_secrets
 
-
-class Scrape(StrEnum):
-    AUTO = "auto"
-    ON = "on"
-    OFF = "off"
-
-
 MAX_AUTO_RAMP_S = 10.0
-
-
-class Start(StrEnum):
-    STAGGERED = "staggered"
-    BURST = "burst"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

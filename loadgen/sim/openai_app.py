@@ -25,7 +25,8 @@ import numpy as np
 from aiohttp import web
 
 from loadgen.api import Api
-from loadgen.engine import EngineConfig, Mode
+from loadgen.choices import Mode
+from loadgen.engine import EngineConfig
 from loadgen.sim.driver import EngineDriver
 from loadgen.sim.faults import Fault, FaultConfig
 from loadgen.sim.framing import (
@@ -60,8 +61,7 @@ class SimOptions:
     max_model_len: int = 131_072  # prompt + output tokens per request, as an engine's context limit
     tokenizer: Tokenizer = field(default_factory=Tokenizer)  # how prompts are counted in usage
     prefix_cache: bool = True  # prompt blocks seen before cost no prefill (as vLLM's default)
-    # a reasoning model (chat): each answer's first tokens stream as reasoning (``reasoning_content``), counted
-    # in its completion tokens as engines do, and reported in usage.completion_tokens_details
+    # a reasoning model (chat): each answer's first tokens stream as reasoning, counted as completion tokens
     reasoning_tokens: int = 0
     tool_call_share: float = 0.0  # an agent's traffic (chat): the share of turns answered with a tool call
     # LoRA adapters served beside ``model`` under their own names (vLLM's --lora-modules): a request naming one

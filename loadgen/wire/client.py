@@ -24,7 +24,6 @@ import ssl
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, cast
 
 import aiohttp
@@ -32,9 +31,9 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from loadgen.api import Api
+from loadgen.choices import EventLoop, Transport
 from loadgen.errors import ErrorKind, UsageError, error_kind_for_status
 from loadgen.limits import MAX_EVENT_CHARS
-from loadgen.wire.loops import EventLoop
 from loadgen.wire.native import MAX_HEADER_BYTES, SWITCHED_PROTOCOLS, Wire, has_input
 from loadgen.wire.reasons import ERROR_BODY_BYTES, failure_reason, server_reason, timed_out
 from loadgen.wire.records import Clock, RequestRecord
@@ -50,12 +49,6 @@ from loadgen.wire.sse import (
     plain_token_text,
 )
 from loadgen.wire.target import split_endpoint
-
-
-class Transport(StrEnum):
-    NATIVE = "native"
-    AIOHTTP = "aiohttp"
-    HTTPX = "httpx"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

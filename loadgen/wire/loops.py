@@ -13,15 +13,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable
-from enum import StrEnum
 
+from loadgen.choices import EventLoop
 from loadgen.errors import UsageError
-
-
-class EventLoop(StrEnum):
-    AUTO = "auto"
-    ASYNCIO = "asyncio"
-    UVLOOP = "uvloop"
 
 
 def loop_factory(choice: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:

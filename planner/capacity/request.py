@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen.load import Arrival
+from loadgen.choices import Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.slo_target import SloTarget
 from planner.capacity.sizing import queueing_slos

@@ -26,8 +26,9 @@ from typing import Literal
 
 import numpy as np
 
+from loadgen.choices import Arrival
 from loadgen.engine import EngineConfig
-from loadgen.load import Arrival, arrival_offsets
+from loadgen.load import arrival_offsets
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.quantity import Metric
 from loadgen.slo_target import SloTarget

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loadgen.level.result import LevelResult
+from loadgen.plan_defaults import MAX_REGRESSION
 from loadgen.quantity import Metric, samples_needed
 from loadgen.results import Results
 from planner.evidence.level_values import latency_quantity, quantity_value
@@ -41,7 +42,6 @@ from planner.evidence.observations import Z95, percentile_ci_ms
 
 DESIGN_EFFECT = 2.0
 MIN_RATE_SAMPLES = 30  # fewer request times than this do not bound their own spread: the count's error instead
-MAX_REGRESSION = 0.05  # the default tolerance: a 10% regression is past it, not at its edge
 #: prefix-cache shares of two runs this far apart (of the prompt tokens the server looked up) are said: their
 #: TTFTs differ by prefill one of them skipped
 CACHE_SHARE_GAP = 0.10

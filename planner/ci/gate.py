@@ -17,10 +17,11 @@ from typing import Literal
 
 from loadgen.level.breakdown import TURN_METRICS
 from loadgen.level.result import LevelResult
+from loadgen.plan_defaults import MAX_REGRESSION
 from loadgen.quantity import samples_needed
 from loadgen.results import Results
 from loadgen.slo_target import SloTarget
-from planner.ci.compare import MAX_REGRESSION, Delta, compare_results
+from planner.ci.compare import Delta, compare_results
 from planner.evidence.level_values import latency_quantity, quantity_value
 from planner.evidence.thresholds import ThresholdSyntaxError, parse_threshold
 from planner.evidence.verdicts import UNTRUSTED_ERROR_RATE, judge

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.load import Arrival
+from loadgen.choices import Arrival
 from loadgen.plan_defaults import MAX_UTILIZATION
 from loadgen.slo_target import SloTarget
 from planner.capacity.capacity_plan import CapacityPlan

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from loadgen.lengths import LengthDist
+from loadgen.choices import LengthDist
 from loadgen.level.aggregates import mean_output_tokens, mean_prompt_tokens
 from loadgen.level.result import LevelResult
 from loadgen.quantity import Metric

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.lengths import LengthDist, Lengths
+from loadgen.choices import LengthDist
+from loadgen.lengths import Lengths
 from planner.laws.lengthmodel import Mix
 
 SHAPE_DRAWS = 4096  # requests drawn to stand for a run's length distribution

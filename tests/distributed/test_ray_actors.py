@@ -16,11 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.api import Api
+from loadgen.choices import Arrival
 from loadgen.cli import app
 from loadgen.cli.session_flags import local_ray_environment
 from loadgen.histogram import LatencyHistogram
 from loadgen.lengths import Lengths
-from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets
+from loadgen.load import LevelPlan, Load, open_loop_offsets
 from loadgen.quantity import Metric
 from loadgen.results import load
 from loadgen.run.observe import NullObserver

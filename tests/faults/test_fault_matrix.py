@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loadgen.api import Api
+from loadgen.choices import Transport
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
@@ -28,7 +29,7 @@ from loadgen.run_settings import RunSettings
 from loadgen.sim.faults import FaultConfig
 from loadgen.sim.openai_app import SimOptions
 from loadgen.sim.server import SimProcess
-from loadgen.wire.client import HttpOptions, Transport, make_http_client
+from loadgen.wire.client import HttpOptions, make_http_client
 from tests.virtual import in_virtual_time, serving
 
 REQUESTS = 16

@@ -12,11 +12,12 @@ import orjson
 import pytest
 
 from loadgen.api import Api
+from loadgen.choices import Transport
 from loadgen.errors import ErrorKind
 from loadgen.quantity import Metric
 from loadgen.run_settings import RunSettings
 from loadgen.wire import native
-from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
+from loadgen.wire.client import HttpOptions, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
 from loadgen.wire.sse import SSEDecoder, SSEError
 from tests.faults.rawserver import SSE_HEAD, Reply, chunked, keep_alive_server, raw_server, sends

@@ -12,8 +12,9 @@ import pytest
 import trustme
 
 from loadgen.api import Api
+from loadgen.choices import Transport
 from loadgen.errors import ErrorKind
-from loadgen.wire.client import HttpOptions, Transport, make_http_client, stream_request
+from loadgen.wire.client import HttpOptions, make_http_client, stream_request
 from loadgen.wire.records import RequestRecord
 from tests.faults.rawserver import chunked, keep_alive_server, raw_server, sends, trickles
 

@@ -14,6 +14,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from loadgen.api import RERANK_QUERY_TOKENS, Api
+from loadgen.choices import Transport
 from loadgen.cli import app
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
@@ -24,7 +25,7 @@ from loadgen.quantity import Metric
 from loadgen.results import Results, load
 from loadgen.run.requests import RequestFactory, Workload
 from loadgen.sim.openai_app import SimOptions
-from loadgen.wire.client import HttpOptions, Transport, make_http_client
+from loadgen.wire.client import HttpOptions, make_http_client
 from loadgen.wire.pooled import pooled_request
 from loadgen.wire.records import RequestRecord
 from tests.virtual import run_virtual

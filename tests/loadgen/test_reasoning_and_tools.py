@@ -111,6 +111,33 @@ def test_a_gate_and_an_slo_read_the_time_to_first_output_token(tmp_path: Any) ->
     assert failed.exit_code == 1 and "ttfo_p95" in failed.output
 
 
+def test_a_profile_gives_the_simulator_its_reasoning_phase_and_tool_calls(tmp_path: Any) -> None:
+    """Issue 73: only ``serve-sim`` (real time) had the flags; a profile's ``target.sim`` now carries them, so a
+    virtual-time sweep from the command line thinks before it answers, and calls tools, as the flags would."""
+    results = tmp_path / "r.json"
+    profile = {
+        "name": "thinking",
+        "target": {"sim": {"base_ms": 10, "per_seq_ms": 0, "reasoning_tokens": 12, "tool_call_share": 1.0}},
+        "workload": {"prompt_tokens": 16, "output_tokens": 30},
+        "load": {"mode": "closed", "levels": [2], "duration_s": 5, "warmup_s": 1},
+    }
+    (tmp_path / "p.yaml").write_text(json.dumps(profile))
+    swept = runner.invoke(app, ["sweep", "--profile", str(tmp_path / "p.yaml"), "--virtual-time", "-o", str(results)])
+    assert swept.exit_code == 0, swept.output
+    summary = json.loads(results.read_text())["levels"][0]["summary"]
+    assert summary["reasoning_tokens_mean"] == 12 and summary["tool_call_turns"] == summary["completed"]
+    assert summary["ttfo_ms"]["p50"] >= summary["ttft_ms"]["p50"] + 12 * 10 - 1  # twelve 10 ms steps of thought
+    plain = {**profile, "target": {"sim": {"base_ms": 10, "per_seq_ms": 0}}}
+    (tmp_path / "p.yaml").write_text(json.dumps(plain))
+    assert runner.invoke(app, ["sweep", "--profile", str(tmp_path / "p.yaml"), "--virtual-time", "-o", str(results)])
+    summary = json.loads(results.read_text())["levels"][0]["summary"]
+    assert summary.get("reasoning_tokens_mean") is None and summary["ttfo_ms"]["p50"] == summary["ttft_ms"]["p50"]
+    bad = {**profile, "target": {"sim": {"reasoning_tokens": -1}}}
+    (tmp_path / "p.yaml").write_text(json.dumps(bad))
+    refused = runner.invoke(app, ["sweep", "--profile", str(tmp_path / "p.yaml"), "--virtual-time", "-o", str(results)])
+    assert refused.exit_code == 2 and "target.sim.reasoning_tokens" in refused.output, refused.output
+
+
 def test_a_plan_sizes_replicas_for_an_slo_on_the_first_output_token(tmp_path: Any) -> None:
     """A reasoning model thinks 20 tokens before its answer: the sizing simulation judges ``ttfo_p95`` as
     TTFT plus the reasoning share's steps. The replicas it recommends hold the SLO on the true law, one

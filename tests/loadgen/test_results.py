@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.choices import Arrival
 from loadgen.errors import ErrorKind, ResultsError, SchemaVersionError
 from loadgen.histogram import DEFAULT_CONFIG, LatencyHistogram
 from loadgen.level.result import LevelResult
-from loadgen.load import Arrival, Load
+from loadgen.load import Load
 from loadgen.quantity import Metric
 from loadgen.results import SCHEMA_VERSION, Results, RunInfo, Target, load, save_atomic
 from loadgen.run.merge import merge_levels

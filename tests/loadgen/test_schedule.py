@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadgen.load import Arrival, arrival_offsets, offsets_within
+from loadgen.choices import Arrival
+from loadgen.load import arrival_offsets, offsets_within
 
 
 @given(

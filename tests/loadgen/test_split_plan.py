@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.load import Arrival, LevelPlan, Load, open_loop_offsets, split_plan
+from loadgen.choices import Arrival
+from loadgen.load import LevelPlan, Load, open_loop_offsets, split_plan
 
 
 @settings(max_examples=60, deadline=None)

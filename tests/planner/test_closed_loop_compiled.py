@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.engine import EngineConfig, Mode
+from loadgen.choices import Mode
+from loadgen.engine import EngineConfig
 from planner.simulation.closed_loop import compilable, engine_terms, serve_reference
 
 closed_loop_compiled = pytest.importorskip(

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.engine import Engine, EngineConfig, Mode, Step
+from loadgen.choices import Mode
+from loadgen.engine import Engine, EngineConfig, Step
 
 
 def run_to_idle(engine: Engine, now_ms: float = 0.0) -> list[Step]:

@@ -15,11 +15,12 @@ from dataclasses import replace
 import pytest
 
 from loadgen.api import Api
+from loadgen.choices import Arrival
 from loadgen.engine import EngineConfig
 from loadgen.errors import ErrorKind
 from loadgen.lengths import Lengths
 from loadgen.level.result import LevelResult
-from loadgen.load import Arrival, LevelPlan, Load
+from loadgen.load import LevelPlan, Load
 from loadgen.quantity import Metric
 from loadgen.run.requests import Workload
 from loadgen.run.runner import run_level
