@@ -13,8 +13,8 @@ Either can grow with the streams in flight. On vLLM's CPU build (8 slots, prompt
 tokens) the residual of TTFT p50 stayed near 10 ms from one client to eight, while that of p95 grew
 from 24 ms by 2.5 ms per added client. Measured against the same simulation that predicts, the
 residual of each statistic is fitted as
-``at_one + per_client * (clients - 1)`` (Theil-Sen, ``planner.laws.stepmodel``) on every calibration
-level, and added where a prediction reads that statistic: the predicted levels' TTFT and the sizing
+``at_one + per_client * (clients - 1)`` on every calibration level (through the levels at one client
+where there are some, else Theil-Sen, ``planner.laws.stepmodel``), and added where a prediction reads that statistic: the predicted levels' TTFT and the sizing
 simulation's TTFT/E2E SLOs (at its mean requests in flight). Where the calibration's prompts prefill
 at lengths apart, the growth per client is fitted in proportion to each prompt's prefill alone (the
 queue a real engine keeps beyond the simulated one is of prompts to prefill) and read at the asked
@@ -41,6 +41,7 @@ STATISTICS: tuple[float | None, ...] = (*PERCENTILES, None)  # and the mean (Non
 PROMPT_SLOPE_SHARE = 0.25  # the residual's change between prompt lengths, as a share of its level, worth a note
 PROMPT_SLOPE_MIN_MS = 3.0
 PREFILL_APART = 1.5  # the calibration's prompts prefill this far apart: the growth is fitted in proportion
+ALONE_CLIENTS = 1.05  # a level's achieved concurrency up to this: one client, an idle engine
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,7 +238,8 @@ def fit_ttft_residual(rows: Sequence[ResidualRow]) -> TtftResidual | None:
         if np.unique(np.round(x, 1)).size < 2:
             terms.append(LoadTerm(percentile=q, at_one_ms=float(np.median(y)), per_client_ms=0.0, line=None, rows=mine))
             continue
-        line = fit_step_model(x, y)
+        alone = np.array([row.clients <= ALONE_CLIENTS for row in mine])
+        line = _through_one_client(fit_step_model(x, y), x, y, alone)
         terms.append(
             LoadTerm(
                 percentile=q,
@@ -249,6 +251,28 @@ def fit_ttft_residual(rows: Sequence[ResidualRow]) -> TtftResidual | None:
             )
         )
     return TtftResidual(tuple(terms)) if terms else None
+
+
+def _through_one_client(line: StepModel, x: np.ndarray, y: np.ndarray, alone: np.ndarray) -> StepModel:
+    """The residual's line through what the levels at one client measured, where some did: there the engine
+    is idle and the residual is the front end alone (a few ms on NVIDIA's tables, where the Theil-Sen
+    intercept over every level read 42 ms on Llama-3.3-70B and put a 500-token prompt's TTFT at one client
+    93% high); the growth per client is the median of each loaded level's own slope from that point, its
+    interval the middle 80% of those slopes (what a mix not measured may see). Without a level at one client,
+    or with fewer than two loaded ones, the Theil-Sen line over every level."""
+    loaded = ~alone & (x > 0)
+    if not alone.any() or loaded.sum() < 2:
+        return line
+    at_one = float(np.median(y[alone]))
+    slopes = (y[loaded] - at_one) / x[loaded]
+    low, high = np.percentile(slopes, [10.0, 90.0])
+    return dataclasses.replace(
+        line,
+        base_ms=at_one,
+        per_seq_ms=float(np.median(slopes)),
+        base_ci_ms=(at_one, at_one),
+        per_seq_ci_ms=(float(low), float(high)),
+    )
 
 
 def _reference_ms(rows: Sequence[ResidualRow]) -> float | None:
