@@ -82,6 +82,8 @@ def run_level(
     event_loop: str = "auto",
     pure: bool = False,
     records: bool = True,
+    api: str = "completions",
+    model: str | None = None,
 ) -> dict[str, float]:
     """One ``loadgen run`` level in a pinned child; ``records``: write ``--records`` and hold TTFT to the
     mock's send times (``wire_floor`` leaves them out: its CPU is that of a run as a user starts it)."""
@@ -94,7 +96,7 @@ def run_level(
             "--url",
             url,
             "--api",
-            "completions",
+            api,
             "--concurrency",
             str(concurrency),
             "--duration",
@@ -119,6 +121,7 @@ def run_level(
             str(Path(tmp) / "r.json"),
         ]
         cmd += ["--ray", "local"] if ray else []
+        cmd += ["--model", model] if model is not None else []
         cmd += ["--records", str(Path(tmp) / "records.jsonl")] if records else []
         env = {**os.environ, "LOADGEN_PURE_WIRE": "1" if pure else "0"}  # the Python path alone, or compiled
         out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin(0), timeout=duration + 120, env=env)

@@ -19,6 +19,11 @@ responses) with one deadline heap for all streams: one timer fires for the
 earliest deadline and writes every chunk that is due, however many streams
 that is.
 
+``/v1/completions`` streams text chunks; ``/v1/chat/completions`` streams chat deltas shaped by the
+model the request names: ``bench`` the answer's ``content``, ``bench-reasoning`` a reasoning model's
+(its first half of tokens ``reasoning_content``, then the answer), ``bench-tool`` an agent's tool call
+(its arguments token by token), so the client's cost per token can be compared across the shapes.
+
     python benchmarks/mock_stream_server.py --port 0   # prints the base URL
 """
 
@@ -49,10 +54,19 @@ def event(body: dict[str, object]) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def token_chunk(finish: str | None, response_id: str) -> bytes:
-    """One framed token chunk of the response ``response_id``."""
-    choice = {"index": 0, "text": "tok ", "logprobs": None, "finish_reason": finish}
-    return chunked(event({**HEAD, "id": response_id, "choices": [choice]}))
+SHAPES = {  # a chat stream's delta for each model name (and, for a reasoning model, its first half's)
+    "bench": ({"content": "tok "}, None),
+    "bench-reasoning": ({"content": "tok "}, {"reasoning_content": "hmm "}),
+    "bench-tool": ({"tool_calls": [{"index": 0, "function": {"arguments": '"k":1,'}}]}, None),
+}
+
+
+def token_chunk(finish: str | None, response_id: str, delta: dict[str, object] | None = None) -> bytes:
+    """One framed token chunk of the response ``response_id``: a completion's text, or a chat ``delta``."""
+    choice: dict[str, object] = {"index": 0, "text": "tok "} if delta is None else {"index": 0, "delta": delta}
+    choice |= {"logprobs": None, "finish_reason": finish}
+    obj = "text_completion" if delta is None else "chat.completion.chunk"
+    return chunked(event({**HEAD, "object": obj, "id": response_id, "choices": [choice]}))
 
 
 @functools.cache
@@ -80,17 +94,23 @@ class Stream:
     write, which it stamps, and the response's two token chunks are serialised then, once.
     """
 
-    __slots__ = ("arrived_ns", "last", "regular", "sent", "t0", "tokens", "transport")
+    __slots__ = ("arrived_ns", "early", "last", "regular", "sent", "shape", "t0", "tokens", "transport")
 
-    def __init__(self, transport: asyncio.Transport, t0: float, arrived_ns: int, tokens: int):
+    def __init__(self, transport: asyncio.Transport, t0: float, arrived_ns: int, tokens: int, shape: str | None):
         self.transport, self.t0, self.arrived_ns, self.sent, self.tokens = transport, t0, arrived_ns, 0, tokens
-        self.regular = self.last = b""
+        self.shape = shape  # a chat model's name in SHAPES (None: a completion)
+        self.regular = self.last = self.early = b""
 
     def name(self, tail: bytes) -> None:
         """Make this response's chunks, named ``bench-<arrived>-<written>`` (``time.monotonic_ns()``);
         ``tail``: what follows its last token (usage, ``[DONE]``, the chunked terminator)."""
         response_id = f"bench-{self.arrived_ns}-{time.monotonic_ns()}"
-        self.regular, self.last = token_chunk(None, response_id), token_chunk("length", response_id) + tail
+        delta, first_half = SHAPES[self.shape] if self.shape is not None else (None, None)
+        self.regular, self.last = (
+            token_chunk(None, response_id, delta),
+            token_chunk("length", response_id, delta) + tail,
+        )
+        self.early = token_chunk(None, response_id, first_half) if first_half is not None else self.regular
 
 
 class Scheduler:
@@ -105,9 +125,9 @@ class Scheduler:
         self.late_writes = 0
         self.writes = 0
 
-    def start(self, transport: asyncio.Transport, arrived_ns: int, tokens: int) -> None:
+    def start(self, transport: asyncio.Transport, arrived_ns: int, tokens: int, shape: str | None = None) -> None:
         transport.write(STREAM_HEAD)
-        stream = Stream(transport, self.loop.time(), arrived_ns, tokens)
+        stream = Stream(transport, self.loop.time(), arrived_ns, tokens, shape)
         self._push(stream.t0 + self.ttft_s, stream)
 
     def _push(self, deadline: float, stream: Stream) -> None:
@@ -133,7 +153,7 @@ class Scheduler:
                 stream.name(end_of_body(stream.tokens))
             stream.sent += 1
             if stream.sent < stream.tokens:
-                stream.transport.write(stream.regular)
+                stream.transport.write(stream.early if 2 * stream.sent <= stream.tokens else stream.regular)
                 heapq.heappush(heap, (stream.t0 + self.ttft_s + stream.sent * self.gap_s, next(self.seq), stream))
             else:
                 stream.transport.write(stream.last)
@@ -179,11 +199,17 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         method, path = self.parser.get_method(), self.url.split(b"?", 1)[0]
-        if method == b"POST" and path == b"/v1/completions":
-            tokens = int(json.loads(self.body or b"{}").get("max_tokens", 16))
-            self.scheduler.start(transport, self.arrived_ns, max(tokens, 1))
+        if method == b"POST" and path in (b"/v1/completions", b"/v1/chat/completions"):
+            request = json.loads(self.body or b"{}")
+            tokens = int(request.get("max_tokens", 16))
+            shape = str(request.get("model", "bench")) if path == b"/v1/chat/completions" else None
+            if shape is not None and shape not in SHAPES:
+                transport.write(plain("404 Not Found", {"error": f"no model {shape}"}))
+                return
+            self.scheduler.start(transport, self.arrived_ns, max(tokens, 1), shape)
         elif method == b"GET" and path == b"/v1/models":
-            transport.write(plain("200 OK", {"object": "list", "data": [{"id": "bench", "object": "model"}]}))
+            models = [{"id": name, "object": "model"} for name in SHAPES]
+            transport.write(plain("200 OK", {"object": "list", "data": models}))
         elif method == b"GET" and path == b"/stats":
             stats = {"late_writes": self.scheduler.late_writes, "writes": self.scheduler.writes}
             transport.write(plain("200 OK", stats))

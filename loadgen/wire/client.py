@@ -39,14 +39,16 @@ from loadgen.wire.reasons import ERROR_BODY_BYTES, failure_reason, server_reason
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.sse import (
     DONE,
+    REASONING,
+    TOOL_ARGUMENTS,
     Convention,
     MalformedChunk,
     SSEDecoder,
     SSEError,
     SSEEvent,
     parse_chunk,
-    plain_token_named,
-    plain_token_text,
+    token_chunk,
+    token_chunk_named,
 )
 from loadgen.wire.target import split_endpoint
 
@@ -381,8 +383,17 @@ class _WireExchange:
         if self.error_body is not None:
             return None
         state = self.state
-        plain = plain_token_text, plain_token_named
-        return self.clock, self.times, self.cumulative, state.texts, self.decoder, state, *plain, self.api
+        return (
+            self.clock,
+            self.times,
+            self.cumulative,
+            state.texts,
+            self.decoder,
+            state,
+            token_chunk,
+            token_chunk_named,
+            self.api,
+        )
 
     def on_body(self, data: bytes, tested: bool = False) -> bool:
         now = self.clock()
@@ -395,16 +406,21 @@ class _WireExchange:
         # (``fastread.Port.take``) and the piece failed it
         if not tested and self.decoder.whole_event(data):
             if state.response_id is not None:
-                text = plain_token_text(data[6:-2], self.api)
-            elif (named := plain_token_named(data[6:-2], self.api)) is not None:
-                text, state.response_id = named
+                token = token_chunk(data[6:-2], self.api)
+            elif (named := token_chunk_named(data[6:-2], self.api)) is not None:
+                token, state.response_id = named[:2], named[2]
             else:
-                text = None
-            if text is not None:
+                token = None
+            if token is not None:
+                text, kind = token
+                if kind == REASONING:
+                    state.reasoning_at.append(len(self.times))
+                elif kind == TOOL_ARGUMENTS:
+                    state.tool_call = True
+                elif state.texts is not None:  # the history keeps the answer only
+                    state.texts.append(text)
                 self.times.append(now)
                 self.cumulative.append(None)
-                if state.texts is not None:
-                    state.texts.append(text)
                 if len(self.times) <= state.most_events:
                     return True
                 self.failure = ErrorKind.MALFORMED_CHUNK, state.overrun()
@@ -457,8 +473,7 @@ class _StreamState:
         self.error: str | None = None
         self.malformed: str | None = None  # why an answer that ended cannot be what it says
         self.response_id: str | None = None
-        # which timed events were reasoning alone (their indices in the times): the plain-token fast
-        # paths only ever time answer text, so only this general path can mark one
+        # which timed events were reasoning alone (their indices in the times), marked by every read path
         self.reasoning_at: list[int] = []
         self.reasoning_tokens: int | None = None  # as the server's usage reports them
         self.tool_call = False

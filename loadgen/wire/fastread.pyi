@@ -14,8 +14,8 @@ class Port:
         texts: list[str] | None,
         decoder: Any,
         state: Any,
-        plain: Callable[[bytes, Any], str | None],
-        name: Callable[[bytes, Any], tuple[str, str | None] | None],
+        plain: Callable[[bytes, Any], tuple[str, int] | None],
+        name: Callable[[bytes, Any], tuple[str, int, str | None] | None],
         api: Any,
     ) -> None: ...
     def disarm(self) -> None: ...

@@ -3,21 +3,23 @@
 
 Pure Python, a streamed token costs four interpreted calls before it is a timestamp: the
 connection's ``data_received``, llhttp's body callback into the connection, the exchange's
-``on_body``, and the chunk test (``plain_token_text``: orjson and a few dict lookups). Here a
+``on_body``, and the chunk test (``token_chunk``: orjson and a few dict lookups). Here a
 ``Port`` stands between the event loop and a ``loadgen.wire.native._Connection``: while a streaming
 body is being read it feeds the socket's bytes to llhttp itself, takes llhttp's body callback itself,
-and recognises the common piece (one ``data: {...}\\n\\n`` event holding one plain token) by its bytes,
-stamping the clock once and appending to the request's lists. Anything else (the head, an interim
+and recognises the common piece (one ``data: {...}\\n\\n`` event holding one plain token: an answer's,
+a reasoning model's thought, or a tool call's arguments) by its bytes, stamping the clock once and
+appending to the request's lists. Anything else (the head, an interim
 response, a piece that is not one whole event, a chunk of another shape, invalid UTF-8, an escape in
-the text) goes to the connection's Python methods, which decide exactly as without this module.
+a text it keeps) goes to the connection's Python methods, which decide exactly as without this module.
 
 How a chunk is recognised without parsing it: the first plain token of a request is read by
-``plain_token_text`` (the Python path's own test); its bytes are then cut around the text's JSON
+``token_chunk`` (the Python path's own test); its bytes are then cut around the text's JSON
 string into a prefix and a suffix, and the cut is proved by parsing the chunk again with a sentinel
-string in the text's place. A later chunk that is the same prefix, one JSON string without escapes,
-quotes or control characters, and the same suffix has the same JSON structure, so the Python test
-would accept it too, with that string as its text. (The sentinel parse fails if the cut falls inside
-another string: its letters would be bare tokens.)
+string in the text's place. A later chunk that is the same prefix, one valid JSON string (without
+escapes where its text is kept), and the same suffix has the same JSON structure, so the Python test
+would accept it too, with that string as its text, and of the same kind. (The sentinel parse fails if
+the cut falls inside another string: its letters would be bare tokens.) A reasoning model's stream
+learns a second cut where its answer begins, an agent's where the tool call's arguments begin.
 
 ``loadgen.wire.native`` uses this module when it is built (``setup.py``) and ``LOADGEN_PURE_WIRE``
 is not set; ``tests/faults/test_compiled_read.py`` holds its results identical to the Python path's.
@@ -29,9 +31,11 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp
 
+import json
 import time
 
 import httptools
+import orjson
 
 cdef extern from *:
     """
@@ -62,18 +66,46 @@ cdef Py_ssize_t MAX_SIZE_DIGITS = 6  # a chunk up to 16 MiB is framed here; a lo
 cdef bytes SENTINEL = b"Zq7loadgenSentinel4w"  # letters only: cut inside another string, it is no JSON
 cdef bytes SENTINEL_LITERAL = b'"' + SENTINEL + b'"'
 cdef str SENTINEL_TEXT = SENTINEL.decode()
+cdef int ANSWER = 0, REASONING = 1, TOOL_ARGUMENTS = 2  # loadgen.wire.sse's kinds of a token chunk
 
 
-cdef inline bint plain_string(const unsigned char* s, Py_ssize_t n) noexcept:
-    """Whether ``s[:n]`` (n >= 1) is a JSON string's content with nothing to unescape, in strict UTF-8."""
-    cdef Py_ssize_t i = 0
+cdef inline bint hex_digit(unsigned char c) noexcept:
+    return 48 <= c <= 57 or 97 <= c <= 102 or 65 <= c <= 70
+
+
+cdef inline bint json_string(const unsigned char* s, Py_ssize_t n, bint escapes) noexcept:
+    """Whether ``s[:n]`` (n >= 1) is a JSON string's content in strict UTF-8: with nothing to unescape, or
+    (``escapes``) with escapes too, a ``\\uXXXX`` outside the surrogates (a pair, or a lone one, goes the
+    Python way, which decides)."""
+    cdef Py_ssize_t i = 0, code
     cdef unsigned char c, c1
     cdef int extra, k
     while i < n:
         c = s[i]
         if c < 0x80:
-            if c < 0x20 or c == 0x22 or c == 0x5C:  # control character, quote, backslash
+            if c < 0x20 or c == 0x22:  # control character, quote
                 return False
+            if c == 0x5C:  # backslash
+                if not escapes or i + 1 >= n:
+                    return False
+                c1 = s[i + 1]
+                if c1 == 0x75:  # \uXXXX
+                    if i + 5 >= n:
+                        return False
+                    code = 0
+                    for k in range(2, 6):
+                        if not hex_digit(s[i + k]):
+                            return False
+                        c = s[i + k]
+                        code = code * 16 + (c - 48 if c <= 57 else (c | 0x20) - 87)
+                    if 0xD800 <= code <= 0xDFFF:
+                        return False
+                    i += 6
+                    continue
+                if c1 not in b'"\\/bfnrt':
+                    return False
+                i += 2
+                continue
             i += 1
             continue
         # a multi-byte character: no overlong form, no surrogate, nothing past U+10FFFF
@@ -123,6 +155,7 @@ cdef class Port:
     cdef object clock, times, cumulative, texts, decoder, state, plain, name, api
     cdef Py_ssize_t limit, most  # the longest event; the most token events before the stream is endless
     cdef bytes prefix, suffix  # the learned cut around a plain token's text (None: not learned)
+    cdef int kind  # what the learned cut's tokens are (ANSWER, REASONING, TOOL_ARGUMENTS)
 
     def __cinit__(self):
         self.held = <double*> malloc(HELD * sizeof(double))
@@ -148,14 +181,17 @@ cdef class Port:
         self.armed = False
 
     def arm(self, clock, list times, list cumulative, texts, decoder, state, plain, name, api):
-        """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test,
-        ``name(data, api)`` the same with the chunk's id, for the first token (it names the response).
+        """Read one exchange's streaming body here; ``plain(data, api)`` is the Python path's chunk test
+        (``token_chunk``: the text and its kind), ``name(data, api)`` the same with the chunk's id, for the
+        first token (it names the response).
 
         Its lists are the exchange's own (``loadgen.wire.client._WireExchange``): a token taken here
         lands where the Python path would have put it, and a first token names the response
         (``state.response_id``) as it would there. While the decoder holds part of an event
         (``decoder.idle`` False), every piece goes the Python way, as it would without this module;
-        the name and the decoder are read again after each piece the Python path reads.
+        the name and the decoder are read again after each piece the Python path reads. A reasoning
+        token's index goes into ``state.reasoning_at``, a tool call's arguments set ``state.tool_call``,
+        as the Python path does.
         """
         self.clock, self.times, self.cumulative, self.texts = clock, times, cumulative, texts
         self.decoder, self.state, self.plain, self.name, self.api = decoder, state, plain, name, api
@@ -261,22 +297,28 @@ cdef class Port:
             return False
         if memchr(s, 10, n - 2) != NULL or memchr(s, 13, n) != NULL:  # one line, no CR
             return False
+        cdef int kind = self.kind
         text = self.match(s + 6, n - 8) if self.named else None
         if text is None and self.named and self.other_tail(s + 6, n - 8):
             return False  # the learned head with another tail (a finish reason): the Python path's
         if text is None:
             payload = PyBytes_FromStringAndSize(<const char*> s + 6, n - 8)
             if self.named:
-                text = self.plain(payload, self.api)
-                if text is None:
+                token = self.plain(payload, self.api)
+                if token is None:
                     return False
+                text, kind = token
             else:
                 named = self.name(payload, self.api)
                 if named is None:
                     return False
-                text, self.state.response_id = named
+                text, kind, self.state.response_id = named
                 self.named = self.state.response_id is not None
-            self.learn(payload, text)
+            self.learn(payload, text, kind)
+        if kind == REASONING:
+            self.state.reasoning_at.append(PyList_GET_SIZE(self.times) + self.n_held)
+        elif kind == TOOL_ARGUMENTS:
+            self.state.tool_call = True
         if self.c_clock:
             if self.n_held == HELD:
                 self.keep()
@@ -285,7 +327,7 @@ cdef class Port:
         else:
             PyList_Append(self.times, self.clock())
             PyList_Append(self.cumulative, None)
-        if self.texts is not None:
+        if self.texts is not None and kind == ANSWER:  # the history keeps the answer only
             self.texts.append(text)
         return True
 
@@ -314,9 +356,11 @@ cdef class Port:
         return memcmp(s + n - sl, PyBytes_AS_STRING(self.suffix), sl) != 0
 
     cdef object match(self, const unsigned char* s, Py_ssize_t n):
-        """The text of ``s[:n]`` when it is the learned prefix, a plain JSON string, the learned suffix; else None.
+        """The text of ``s[:n]`` when it is the learned prefix, a JSON string, the learned suffix; else None.
 
-        The text is decoded only when the exchange keeps it; otherwise ``True`` says "a token".
+        The text is decoded only when the exchange keeps it (an answer's, with nothing to unescape);
+        otherwise ``True`` says "a token", its string checked as JSON with escapes (a tool call's arguments
+        are JSON in a string: mostly quotes).
         """
         if self.prefix is None:
             return None
@@ -327,24 +371,24 @@ cdef class Port:
             return None
         if memcmp(s, PyBytes_AS_STRING(self.prefix), pl) != 0 or memcmp(s + n - sl, PyBytes_AS_STRING(self.suffix), sl) != 0:
             return None
-        if s[pl] != 0x22 or s[end] != 0x22 or not plain_string(s + start, end - start):
+        if s[pl] != 0x22 or s[end] != 0x22:
             return None
-        if self.texts is None:
-            return True
+        if self.texts is None or self.kind != ANSWER:  # no text kept: a valid string is all it must be
+            return True if json_string(s + start, end - start, True) else None
+        if not json_string(s + start, end - start, False):
+            return None  # a text kept with an escape in it: the Python path decodes it
         return PyUnicode_DecodeUTF8(<const char*> s + start, end - start, "strict")
 
-    cdef learn(self, bytes payload, str text):
-        """Cut ``payload`` around ``text``'s JSON string, if the cut can be proved (see the module's doc)."""
-        encoded = text.encode()
-        if not plain_string(<const unsigned char*> PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded)):
-            return
+    cdef learn(self, bytes payload, str text, int kind):
+        """Cut ``payload`` around ``text``'s JSON string, if the cut can be proved (see the module's doc): the
+        string as the server may have written it, escaped as orjson or as Python's json does."""
         if SENTINEL in payload:
             return
-        literal = b'"' + encoded + b'"'
-        at = payload.rfind(literal)
-        while at >= 0:
-            prefix, suffix = payload[:at], payload[at + len(literal) :]
-            if self.plain(prefix + SENTINEL_LITERAL + suffix, self.api) == SENTINEL_TEXT:
-                self.prefix, self.suffix = prefix, suffix
-                return
-            at = payload.rfind(literal, 0, at)
+        for literal in {orjson.dumps(text), json.dumps(text).encode()}:
+            at = payload.rfind(literal)
+            while at >= 0:
+                prefix, suffix = payload[:at], payload[at + len(literal) :]
+                if self.plain(prefix + SENTINEL_LITERAL + suffix, self.api) == (SENTINEL_TEXT, kind):
+                    self.prefix, self.suffix, self.kind = prefix, suffix, kind
+                    return
+                at = payload.rfind(literal, 0, at)

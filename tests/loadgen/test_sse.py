@@ -10,14 +10,16 @@ from hypothesis import strategies as st
 
 from loadgen.api import Api
 from loadgen.wire.sse import (
+    REASONING,
+    TOOL_ARGUMENTS,
     Chunk,
     MalformedChunk,
     SSEDecoder,
     SSEError,
     SSEEvent,
     parse_chunk,
-    plain_token_named,
-    plain_token_text,
+    token_chunk,
+    token_chunk_named,
 )
 
 
@@ -205,8 +207,20 @@ def test_token_events_include_empty_content_but_not_the_role_chunk(delta: dict[s
 # Chunks in the shapes servers send and the ones they should not: the fast path must read each one
 # it accepts exactly as parse_chunk does, and leave every other one to it.
 _TEXT = st.one_of(st.text(min_size=1, max_size=5), st.just(""), st.none(), st.integers(0, 3))
-_DELTA = st.dictionaries(
-    st.sampled_from(["content", "role", "reasoning_content", "reasoning", "tool_calls"]), _TEXT, max_size=3
+_CALLS = st.one_of(
+    _TEXT,
+    st.lists(
+        st.fixed_dictionaries(
+            {"index": st.one_of(st.integers(0, 1), st.just(True))},
+            optional={"function": st.fixed_dictionaries({}, optional={"arguments": _TEXT, "name": st.just("f")}),
+                      "id": st.just("call_1")},
+        ),
+        max_size=2,
+    ),
+)  # fmt: skip
+_DELTA = st.fixed_dictionaries(
+    {},
+    optional={"content": _TEXT, "role": _TEXT, "reasoning_content": _TEXT, "reasoning": _TEXT, "tool_calls": _CALLS},
 )
 
 
@@ -217,8 +231,14 @@ def _chunk(draw: st.DrawFn) -> dict[str, object]:
     def sometimes() -> bool:
         return draw(st.integers(0, 3)) == 0
 
-    content = st.fixed_dictionaries({"content": _TEXT}, optional={"role": st.just("assistant")})
-    choice: dict[str, object] = {"index": 0, "text": draw(_TEXT), "delta": draw(content)}
+    role = {"role": st.just("assistant")}
+    content = st.fixed_dictionaries({"content": _TEXT}, optional=role)
+    thought = st.one_of(
+        *(st.fixed_dictionaries({key: _TEXT}, optional=role) for key in ("reasoning_content", "reasoning"))
+    )
+    arguments = st.fixed_dictionaries({"index": st.just(0), "function": st.fixed_dictionaries({"arguments": _TEXT})})
+    call = st.fixed_dictionaries({"tool_calls": st.lists(arguments, min_size=1, max_size=1)})
+    choice: dict[str, object] = {"index": 0, "text": draw(_TEXT), "delta": draw(st.one_of(content, thought, call))}
     if sometimes():
         choice["delta"] = draw(st.one_of(_DELTA, st.none(), st.just("x")))
     if sometimes():
@@ -241,26 +261,36 @@ def _chunk(draw: st.DrawFn) -> dict[str, object]:
 @given(_chunk(), st.sampled_from(["chat", "completions"]))
 def test_the_plain_token_fast_path_reads_what_parse_chunk_reads(obj: dict[str, object], api: str) -> None:
     data = json.dumps(obj).encode()
-    text = plain_token_text(data, Api(api))
-    if text is None:
+    token = token_chunk(data, Api(api))
+    if token is None:
         return
+    text, kind = token
     chunk = parse_chunk(data.decode(), Api(api))
-    assert chunk.text == text != "" and chunk.token and chunk.error is None and chunk.finish_reason is None
+    assert chunk.token and chunk.error is None and chunk.finish_reason is None
     assert chunk.completion_tokens is None and chunk.prompt_tokens is None
-    assert plain_token_named(data, Api(api)) == (text, chunk.id)  # a first token names its response alike
+    assert chunk.reasoning == (kind == REASONING) and chunk.tool_call == (kind == TOOL_ARGUMENTS)
+    assert chunk.text == ("" if kind == TOOL_ARGUMENTS else text) and text != ""
+    assert token_chunk_named(data, Api(api)) == (text, kind, chunk.id)  # a first token names its response alike
 
 
 def test_the_plain_token_fast_path_takes_the_common_chunks_and_nothing_else() -> None:
-    assert plain_token_text(b'{"id":"c","choices":[{"index":0,"text":"hi","finish_reason":null}]}', Api.COMPLETIONS)
-    assert plain_token_text(b'{"choices":[{"delta":{"content":"hi"}}],"usage":null}', Api.CHAT) == "hi"
-    assert plain_token_text(b'{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}', Api.CHAT) == "hi"
+    """Issue 71: a reasoning model's thoughts and an agent's tool-call arguments are common chunks too."""
+    assert token_chunk(b'{"id":"c","choices":[{"index":0,"text":"hi","finish_reason":null}]}', Api.COMPLETIONS)
+    assert token_chunk(b'{"choices":[{"delta":{"content":"hi"}}],"usage":null}', Api.CHAT) == ("hi", 0)
+    assert token_chunk(b'{"choices":[{"delta":{"role":"assistant","content":"hi"}}]}', Api.CHAT) == ("hi", 0)
+    assert token_chunk(b'{"choices":[{"delta":{"reasoning_content":"so"}}]}', Api.CHAT) == ("so", REASONING)
+    assert token_chunk(b'{"choices":[{"delta":{"reasoning":"so"}}]}', Api.CHAT) == ("so", REASONING)
+    call = b'{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a"}}]}}]}'
+    assert token_chunk(call, Api.CHAT) == ('{"a', TOOL_ARGUMENTS)
     for data in (
         b'{"choices":[{"delta":{"role":"assistant","content":""}}]}',  # the role chunk: no token
         b'{"choices":[{"delta":{"content":"a","reasoning_content":null}}]}',  # other delta keys: parse_chunk
+        b'{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}',
+        b'{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}',  # no text to time
         b'{"choices":[{"text":"a","finish_reason":"length"}]}',  # a finish reason to record
         b'{"choices":[{"text":"a"}],"usage":{"completion_tokens":3}}',  # usage to record
         b'{"choices":[],"usage":{"completion_tokens":3}}',
         b"[DONE]",
         b'{"choices":[{"text":"\xff"}]}',  # invalid UTF-8: the general path raises the decoder's error
     ):
-        assert plain_token_text(data, Api.CHAT if b"delta" in data else Api.COMPLETIONS) is None, data
+        assert token_chunk(data, Api.CHAT if b"delta" in data else Api.COMPLETIONS) is None, data
