@@ -171,6 +171,10 @@ def _trust_findings(
             "describe a biased subset"
         )
         out.append((text, "service"))
+    if level.completed == 0 and level.window_s == 0 and level.complete:  # the budget ran out in the warm-up
+        text = f"{label}: every request was spent in the warm-up, so nothing was measured; give more requests or a shorter warm-up"
+        out.append((text, "window"))
+        return out
     if level.completed == 0:
         out.append((f"{label}: no request completed in the measured window; lengthen the duration", "window"))
         return out

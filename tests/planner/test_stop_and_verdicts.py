@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from loadgen.cli import app
 from loadgen.level.breakdown import Trend
 from loadgen.level.result import LevelResult
 from loadgen.load import Load
@@ -112,3 +115,14 @@ def test_a_level_whose_server_refused_connections_for_a_while_is_untrusted_on_th
     gone = judge([replace(level, outage_s=5.2, target_gone=True, complete=False)])
     assert not gone.levels[0].trusted and "the level and the sweep stopped" in gone.levels[0].problems[0]
     assert gone.levels[0].service and "interrupted" not in " ".join(gone.levels[0].problems)
+
+
+@pytest.mark.parametrize(("warmup", "spent"), [("5", True), ("0", False)])
+def test_a_request_budget_spent_in_the_warm_up_is_said_so(tmp_path: Path, warmup: str, spent: bool) -> None:
+    """``--requests 6`` beside the profile's 5 s warm-up measured nothing and said "lengthen the duration" of
+    a run that had none; it says where the requests went, and only where they went there."""
+    args = ["run", "--url", "sim", "--virtual-time", "--concurrency", "2", "--requests", "6", "--max-tokens", "4"]
+    args += ["--warmup", warmup]
+    result = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "r.json")])
+    said = "every request was spent in the warm-up" in result.stderr
+    assert said is spent and ("lengthen the duration" not in result.stderr), result.stderr
