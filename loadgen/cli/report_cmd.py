@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table as RichTable
 
+from loadgen.cli.bounds import bounded
 from loadgen.cli.common import check_writable, consoles, friendly_errors, write_output
 from loadgen.cli.plan_options import (
     BucketOpt,
@@ -108,11 +109,19 @@ def report(
             help=f"Utilization target per replica, in (0, 1] (default: the profile's, or {MAX_UTILIZATION:g}).",
         ),
     ] = None,
+    price: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            help="A `loadgen tune` record: USD per replica-hour, for each trial's cost per million output tokens.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", metavar="", help="Print the report's sections as JSON.")] = False,
 ) -> None:
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
-    said = {name: value for name, value in locals().items() if name not in ("output", "json_out")}  # the flags alone
+    said = {name: value for name, value in locals().items() if name not in ("output", "json_out", "price")}
     from loadgen.cli.plan_inputs import PlanFlags, read_plan_inputs
+    from loadgen.run.tune_record import tune_record_json
     from planner import plan as answer
     from planner.reports.fleet_report import build_fleet_report
     from planner.reports.report import build_mix_report, build_report
@@ -121,6 +130,13 @@ def report(
         raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
     if output is not None:
         check_writable(output)
+    bounded("--price", price, minimum=0, exclusive=True)
+    record = tune_record_json(results_files[0]) if results_files and len(results_files) == 1 else None
+    if record is not None and (output is None or output.suffix != ".csv"):
+        _write(_tune_report(record, price, output is not None and output.suffix == ".html"), output, json_out)
+        return
+    if price is not None:
+        raise UsageError("--price prices the trials of a `loadgen tune` record: give its tune.json alone")
     flags = PlanFlags(**said)
     if output is not None and output.suffix == ".csv":
         _write_csv(flags, output)
@@ -146,6 +162,28 @@ def report(
     else:
         doc = build_report(results, outcome.capacity, inputs.request.slos, plots)
     _write(doc, output, json_out)
+
+
+def _tune_report(record: dict[str, Any], price: float | None, html_out: bool) -> Report:
+    """A ``loadgen tune`` record's report: its trials, each read from its results file, and their front."""
+    from loadgen.results import load
+    from planner.reports.tune_report import build_tune_report, front_points, tpot_slo
+
+    levels = {}
+    for trial in record["trials"]:
+        path = trial.get("results")
+        if isinstance(path, str) and Path(path).exists():
+            levels[int(trial["number"])] = load(Path(path)).levels
+    points = front_points(record, levels)
+    plots: tuple[Plot, ...] = ()
+    if html_out:
+        try:
+            from planner.reports.plots import tune_front
+        except ImportError:
+            raise UsageError(MATPLOTLIB_MISSING) from None
+        slo = tpot_slo(record)
+        plots = (tune_front(points, slo.limit if slo is not None else None),)
+    return build_tune_report(record, points, price_per_hour=price, plots=plots)
 
 
 def check_report_sources(flags: PlanFlags) -> None:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.errors import ResultsError
 from loadgen.results import TUNE_KIND
 
 
@@ -62,3 +63,23 @@ def save_record(record: TuneRecord, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def tune_record_json(path: Path) -> dict[str, Any] | None:
+    """``path``'s JSON where it is a tune record (``kind: loadgen-tune``); None where it is anything else, left
+    for the results reader to name. Each trial's ``results`` is resolved against the record's folder where
+    it is not found as written (the search ran elsewhere, or the folder moved)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("kind") != TUNE_KIND:
+        return None
+    trials = raw.get("trials")
+    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
+        raise ResultsError(f"{path}: a tune record whose 'trials' is not a list of trials")
+    for trial in trials:
+        written = trial.get("results")
+        if isinstance(written, str) and not Path(written).exists():
+            trial["results"] = str(path.parent / Path(written).name)
+    return raw

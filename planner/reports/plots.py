@@ -28,6 +28,7 @@ from planner.laws.lengthmodel import tpot_features
 from planner.laws.stepmodel import StepModel
 from planner.reports.document import Plot
 from planner.reports.fleet_report import fleet_columns
+from planner.reports.tune_report import FrontPoint
 
 STYLE: dict[Any, Any] = {"figure.figsize": (6.4, 3.8), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
@@ -323,6 +324,44 @@ def fleet_over_time(plan: FleetPlan) -> Plot:
             name="fleet_over_time",
             caption="Replicas paid for per bucket for each variant (the chosen one bold, its peak dotted) and the "
             "demand they serve",
+            png=png,
+            marks=at,
+        )
+
+
+def tune_front(points: Sequence[FrontPoint], tpot_limit_ms: float | None) -> Plot:
+    """Every level a tune search measured: tokens/s per user against tokens/s per replica, each trial's verdict
+    its marker, the TPOT SLO a vertical line (its side shaded), the verified configuration ringed."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        styles = {None: ("calibration", "o", "C7"), True: ("holds", "o", "C2"), False: ("fails", "x", "C3")}
+        drawn = [(p, p.per_user_tok_s, p.per_replica_tok_s) for p in points]
+        xy = [(p, x, y) for p, x, y in drawn if x is not None and y is not None]
+        for holds, (label, marker, colour) in styles.items():
+            mine = [(x, y) for p, x, y in xy if p.holds is holds]
+            if mine:
+                ax.plot(*zip(*mine), marker, color=colour, ls="none", label=label)
+        marks: list[Mark] = []
+        chosen = [(p, x, y) for p, x, y in xy if p.verified]
+        if chosen:
+            best, x, y = chosen[0]
+            ax.plot([x], [y], "o", ms=14, mfc="none", mec="C4", mew=2, label=f"verified: {best.config}")
+            marks.append(("verified-per-replica", ax, "y", y))
+        if tpot_limit_ms:
+            need = 1000.0 / tpot_limit_ms
+            ax.axvline(need, color="C3", ls="--", label=f"TPOT SLO: {need:.1f} tok/s per user")
+            right = ax.get_xlim()[1]
+            ax.axvspan(need, right, color="C2", alpha=0.07)
+            ax.set_xlim(right=right)
+            marks.append(("slo-per-user", ax, "x", need))
+        ax.set_xlabel("output tokens/s per user (1000 / TPOT)")
+        ax.set_ylabel("output tokens/s per replica")
+        ax.set_title("The trials' front: what a user gets against what a replica serves")
+        ax.legend(fontsize=7)
+        png, at = _png(fig, marks)
+        return Plot(
+            name="tune_front",
+            caption="Every level measured by the search; the shaded side of the dashed line keeps the TPOT SLO",
             png=png,
             marks=at,
         )
