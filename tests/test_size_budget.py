@@ -27,7 +27,6 @@ LOADGEN_OVER_BUDGET = {
     "loadgen/run/requests.py": 463,
     "loadgen/run/ray_workers.py": 451,
     "loadgen/wire/native.py": 442,
-    "loadgen/wire/sse.py": 440,
     "loadgen/engine.py": 425,
 }
 

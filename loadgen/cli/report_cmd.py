@@ -121,7 +121,6 @@ def report(
     """Capacity report: SLO verdicts, the fitted law, max batch, replicas, caveats (terminal, Markdown, HTML, CSV)."""
     said = {name: value for name, value in locals().items() if name not in ("output", "json_out", "price")}
     from loadgen.cli.plan_inputs import PlanFlags, read_plan_inputs
-    from loadgen.run.tune_record import tune_record_json
     from planner import plan as answer
     from planner.reports.fleet_report import build_fleet_report
     from planner.reports.report import build_mix_report, build_report
@@ -130,13 +129,8 @@ def report(
         raise UsageError(f"-o {output}: the suffix picks the format; expected one of {', '.join(FORMATS)}")
     if output is not None:
         check_writable(output)
-    bounded("--price", price, minimum=0, exclusive=True)
-    record = tune_record_json(results_files[0]) if results_files and len(results_files) == 1 else None
-    if record is not None and (output is None or output.suffix != ".csv"):
-        _write(_tune_report(record, price, output is not None and output.suffix == ".html"), output, json_out)
+    if _reported_a_tune_record(results_files, output, price, json_out):
         return
-    if price is not None:
-        raise UsageError("--price prices the trials of a `loadgen tune` record: give its tune.json alone")
     flags = PlanFlags(**said)
     if output is not None and output.suffix == ".csv":
         _write_csv(flags, output)
@@ -162,6 +156,20 @@ def report(
     else:
         doc = build_report(results, outcome.capacity, inputs.request.slos, plots)
     _write(doc, output, json_out)
+
+
+def _reported_a_tune_record(files: list[Path] | None, output: Path | None, price: float | None, json_out: bool) -> bool:
+    """Report a ``loadgen tune`` record (True), or refuse ``--price`` for anything else."""
+    from loadgen.run.tune_record import tune_record_json
+
+    bounded("--price", price, minimum=0, exclusive=True)
+    record = tune_record_json(files[0]) if files and len(files) == 1 else None
+    if record is not None and (output is None or output.suffix != ".csv"):
+        _write(_tune_report(record, price, output is not None and output.suffix == ".html"), output, json_out)
+        return True
+    if price is not None:
+        raise UsageError("--price prices the trials of a `loadgen tune` record: give its tune.json alone")
+    return False
 
 
 def _tune_report(record: dict[str, Any], price: float | None, html_out: bool) -> Report:

@@ -39,18 +39,15 @@ from loadgen.wire.reasons import ERROR_BODY_BYTES, failure_reason, server_reason
 from loadgen.wire.records import Clock, RequestRecord
 from loadgen.wire.sse import (
     DONE,
-    REASONING,
-    TOOL_ARGUMENTS,
     Convention,
     MalformedChunk,
     SSEDecoder,
     SSEError,
     SSEEvent,
     parse_chunk,
-    token_chunk,
-    token_chunk_named,
 )
 from loadgen.wire.target import split_endpoint
+from loadgen.wire.token_chunks import REASONING, TOOL_ARGUMENTS, token_chunk, token_chunk_named
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

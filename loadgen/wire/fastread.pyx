@@ -66,7 +66,7 @@ cdef Py_ssize_t MAX_SIZE_DIGITS = 6  # a chunk up to 16 MiB is framed here; a lo
 cdef bytes SENTINEL = b"Zq7loadgenSentinel4w"  # letters only: cut inside another string, it is no JSON
 cdef bytes SENTINEL_LITERAL = b'"' + SENTINEL + b'"'
 cdef str SENTINEL_TEXT = SENTINEL.decode()
-cdef int ANSWER = 0, REASONING = 1, TOOL_ARGUMENTS = 2  # loadgen.wire.sse's kinds of a token chunk
+cdef int ANSWER = 0, REASONING = 1, TOOL_ARGUMENTS = 2  # loadgen.wire.token_chunks' kinds of a token chunk
 
 
 cdef inline bint hex_digit(unsigned char c) noexcept:

@@ -10,17 +10,14 @@ from hypothesis import strategies as st
 
 from loadgen.api import Api
 from loadgen.wire.sse import (
-    REASONING,
-    TOOL_ARGUMENTS,
     Chunk,
     MalformedChunk,
     SSEDecoder,
     SSEError,
     SSEEvent,
     parse_chunk,
-    token_chunk,
-    token_chunk_named,
 )
+from loadgen.wire.token_chunks import REASONING, TOOL_ARGUMENTS, token_chunk, token_chunk_named
 
 
 def encode(events: list[str], newline: str) -> bytes:
