@@ -16,10 +16,10 @@ MAX_LOADGEN_MODULE_LINES = 400
 # loadgen's modules over the budget when it was set (issue 69), each at its size then: a ratchet, allowed only
 # to shrink (a module split under the budget leaves this list; none joins it)
 LOADGEN_OVER_BUDGET = {
-    "loadgen/inputs/profile.py": 701,
+    "loadgen/inputs/profile.py": 695,
     "loadgen/inputs/imports.py": 635,
     "loadgen/wire/client.py": 601,
-    "loadgen/cli/run_cmd.py": 513,
+    "loadgen/cli/run_cmd.py": 507,
     "loadgen/sim/openai_app.py": 497,
     "loadgen/run/runner.py": 482,
     "loadgen/run/session.py": 478,

@@ -295,6 +295,7 @@ def run(
     )
     from loadgen.engine import EngineConfig
     from loadgen.inputs.profile import LoadSpec, Profile, WorkloadSpec
+    from loadgen.inputs.profile_rules import broken_rules
     from loadgen.lengths import Lengths
     from loadgen.run.assembly import session_from_profile, simulator_options
     from loadgen.run.launch import SIM_URL
@@ -309,13 +310,6 @@ def run(
     ):  # fmt: skip
         field_flag(flag, value)
     bounded("--lag-threshold-ms", lag_threshold_ms, minimum=0, exclusive=True)
-    if turns > 1 and (concurrency is None or not api.messages or dataset is not None or trace is not None):
-        raise UsageError(
-            "--turns runs closed-loop chat conversations: give --concurrency, --api chat (or responses), "
-            "no --dataset or --trace"
-        )
-    if output_from_dataset and dataset is None:
-        raise UsageError("--output-from-dataset reads answer lengths from --dataset; give one")
     if start == "burst" and ramp_up:
         raise UsageError("--start burst starts every client at once; it takes no --ramp-up")
     if trace is not None:
@@ -350,12 +344,14 @@ def run(
             turns=turns,
             think_time_s=think_time,
             shared_prefix=shared_prompts,
-            images=_images(images, image_size, images_folder, dataset),
+            images=_images(images, image_size, images_folder),
             batch_sizes=(batch,) if batch is not None else (1,),
         ),
         load=load,
         seed=seed,
     )
+    if (broken := next(broken_rules(profile), None)) is not None:
+        raise UsageError(broken.said("flags"))
     target = target_options(
         api_key,
         header,
@@ -437,7 +433,7 @@ def _model_mix(models: str | None, zipf: float | None, model: str | None) -> Mod
         raise UsageError(f"--models {models}: {exc}") from None
 
 
-def _images(count: int, size: str, folder: Path | None, dataset: Path | None) -> ImageSpec | None:
+def _images(count: int, size: str, folder: Path | None) -> ImageSpec | None:
     """The images flags as a workload's ``images`` (None without ``--images``)."""
     from loadgen.inputs.images import ImageSpec
 
@@ -445,8 +441,6 @@ def _images(count: int, size: str, folder: Path | None, dataset: Path | None) ->
         if folder is not None or size != "512x512":
             raise UsageError("--image-size and --images-folder shape the images of --images N; give it")
         return None
-    if dataset is not None:
-        raise UsageError("--images go with synthetic prompts: no --dataset")
     width, _, height = size.lower().partition("x")
     if not (width.isdigit() and height.isdigit()):
         raise UsageError(f"--image-size {size}: expected WIDTHxHEIGHT in pixels, e.g. 512x512")

@@ -26,6 +26,7 @@ from loadgen.engine import EngineConfig
 from loadgen.errors import ProfileError
 from loadgen.inputs.images import MAX_IMAGES, MAX_SIDE, ImageSpec
 from loadgen.inputs.model_mix import ModelMix
+from loadgen.inputs.profile_rules import NAMES, broken_rules
 from loadgen.inputs.tune_spec import TuneSpec, tune_spec
 from loadgen.inputs.workload import DatasetFormat, owned_key_problem
 from loadgen.inputs.yaml_node import Node
@@ -291,7 +292,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     load = _load(root.child("load"))
     if load.mode == "trace":
         _trace_owns(root.child("workload"), root.child("gate"))
-    return Profile(
+    profile = Profile(
         name=root.string("name", Path(source).stem),
         description=root.string("description", ""),
         url=url,
@@ -312,6 +313,10 @@ def parse_profile(data: Any, source: str) -> Profile:
         tune=tune_spec(root.child("tune")),
         seed=root.integer("seed", 0, minimum=0),
     )
+    if (broken := next(broken_rules(profile), None)) is not None:
+        section, key = NAMES[broken.field][0].split(".")
+        root.child(section).child(key).fail(broken.words("profile"))
+    return profile
 
 
 def _target(node: Node) -> tuple[str | None, EngineConfig | None, FaultConfig, SimAnswers]:
@@ -425,7 +430,7 @@ def _workload(node: Node) -> WorkloadSpec:
         "images",
         "batch_sizes",
     )
-    spec = WorkloadSpec(
+    return WorkloadSpec(
         prompt_tokens=_lengths(node.child("prompt_tokens"), 128),
         output_tokens=_lengths(node.child("output_tokens"), 128),
         dataset=_existing_file(node, "dataset"),
@@ -438,13 +443,6 @@ def _workload(node: Node) -> WorkloadSpec:
         images=_images(node.child("images")) if "images" in node.value else None,
         batch_sizes=_batch_sizes(node.child("batch_sizes")) if "batch_sizes" in node.value else (1,),
     )
-    if spec.images is not None and spec.dataset is not None:
-        node.child("images").fail("images go with synthetic prompts: no workload.dataset")
-    if spec.turns > 1 and spec.dataset is not None:
-        node.child("turns").fail("conversations are synthetic: no dataset with turns > 1")
-    if spec.output_from_dataset and spec.dataset is None:
-        node.child("output_from_dataset").fail("reads answer lengths from workload.dataset; give one")
-    return spec
 
 
 def _batch_sizes(node: Node) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from typing import Any
 from loadgen.choices import Arrival, Scrape, Start
 from loadgen.errors import UsageError
 from loadgen.inputs.profile import Profile
+from loadgen.inputs.profile_rules import broken_rules
 from loadgen.inputs.trace import Trace, implied_prefix_share, load_trace
 from loadgen.inputs.workload import load_dataset
 from loadgen.load import LevelPlan, Load
@@ -47,19 +48,8 @@ class TargetOptions:
 def session_from_profile(profile: Profile, base_url: str, target: TargetOptions, command: str = "sweep") -> Session:
     """The levels and workload of a profile, aimed at ``base_url``."""
     w, ld = profile.workload, profile.load
-    if w.turns > 1 and (ld.mode != "closed" or not profile.api.messages):
-        raise UsageError(
-            f"{profile.name}: workload.turns runs closed-loop chat conversations (load.mode closed, api chat or "
-            "responses)"
-        )
-    if w.images is not None and not profile.api.messages:
-        raise UsageError(f"{profile.name}: workload.images go in chat messages: api chat or responses")
-    if w.batch_sizes != (1,) and not profile.api.pooling:
-        raise UsageError(
-            f"{profile.name}: workload.batch_sizes (--batch, --batch-sizes) batch the inputs of api embeddings or rerank"
-        )
-    if profile.api.pooling and w.dataset is not None:
-        raise UsageError(f"{profile.name}: api {profile.api} sends synthetic inputs: no workload.dataset")
+    if (broken := next(broken_rules(profile), None)) is not None:  # a profile made in code: its fields' words
+        raise UsageError(f"{profile.name}: {broken.said('profile')}")
     trace = load_trace(Path(ld.trace), ld.requests) if ld.trace else None
     if trace is not None and (target.workers > 1 or target.ray is not None):
         raise UsageError(f"{profile.name}: a trace is replayed by one worker process (no --workers, no --ray)")

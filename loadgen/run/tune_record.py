@@ -71,7 +71,7 @@ def tune_record_json(path: Path) -> dict[str, Any] | None:
     it is not found as written (the search ran elsewhere, or the folder moved)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):  # the results reader names what is wrong
         return None
     if not isinstance(raw, dict) or raw.get("kind") != TUNE_KIND:
         return None

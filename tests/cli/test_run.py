@@ -265,7 +265,7 @@ def test_a_level_with_no_completed_request_exits_3(sim: SimProcess, tmp_path: Pa
     # Both requests finish inside the warm-up: nothing was measured, which is never a success.
     args = ["run", "--url", sim.base_url, "--api-key", KEY, "--concurrency", "1", "--requests", "2"]
     result = invoke([*args, "--warmup", "30", "--max-tokens", "4", "-o", str(tmp_path / "r.json"), "--quiet"])
-    assert result.exit_code == 3 and "no request completed" in result.stderr
+    assert result.exit_code == 3 and "every request was spent in the warm-up" in result.stderr
     assert load(tmp_path / "r.json").levels[0].completed == 0  # the file is still written
 
 

@@ -165,7 +165,7 @@ def test_the_simulator_charges_each_images_tokens_to_prefill_and_the_level_recor
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--images", "1", "--api", "completions"], "workload.images go in chat messages"),
+        (["--images", "1", "--api", "completions"], "--images go in chat messages: --api chat (or responses)"),
         (["--images", "1", "--image-size", "512"], "--image-size 512: expected WIDTHxHEIGHT"),
         (["--images", "1", "--image-size", "9000x10"], "image sides must be from 1 to 8192"),
         (["--image-size", "64x64"], "shape the images of --images N"),

@@ -113,7 +113,7 @@ def test_a_pooling_results_file_keeps_its_batches_and_inputs(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "--api", "chat", "--batch", "4"], "workload.batch_sizes (--batch, --batch-sizes) batch the inputs"),
+        (["run", "--api", "chat", "--batch", "4"], "--batch batches the inputs of --api embeddings or rerank"),
         (["run", "--api", "embeddings", "--batch", "0"], "--batch: expected a finite number >= 1"),
         (["sweep", "--profile", "embeddings", "--batch-sizes", "1,x"], "--batch-sizes: expected whole numbers"),
         (["sweep", "--profile", "embeddings", "--batch-sizes", "1,9999"], "each from 1 to 4096"),
