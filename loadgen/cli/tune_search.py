@@ -128,11 +128,15 @@ class Search:
         budget = config.get(BUDGET)
         grows = budget is not None and budget < self.prof.workload.prompt_tokens.mean + config[SEQS]
         short = grows and holds is False and ttft_only(failures)
+        prefill = [key for key in failures if key.startswith(PREFILL_BOUND)]
         over = max(
             ((s.value(lv) or 0.0) / s.limit for s, lv in deciding.items() if s.key.startswith(PREFILL_BOUND)),
             default=1.0,
         )
-        return TrialVerdict(seqs=config[SEQS], budget=budget, holds=holds, ttft_only=short, ttft_over=over)
+        held = None if holds is None or not prefill else not any(failures[key] for key in prefill)
+        return TrialVerdict(
+            seqs=config[SEQS], budget=budget, holds=holds, ttft_only=short, ttft_over=over, ttft_held=held
+        )
 
     def measured(self, config: dict[str, int], why: str, prof: Profile) -> Results | None:
         """Start the server at ``config``, run ``prof``'s levels on it, stop it; the trial is recorded as it went

@@ -30,6 +30,8 @@ class TrialVerdict:
     # it failed only on TTFT (or E2E) with a budget that can still grow: the budget, not the cap, is short
     ttft_only: bool = False
     ttft_over: float = 1.0  # then: the worst of those SLOs' measured value over its limit
+    # every TTFT (and E2E) SLO met at this budget, whatever else failed (None: no such SLO, or no verdict)
+    ttft_held: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +109,22 @@ def next_trial(
         reason = f"the law says {predicted}, but {failed} fails as measured: {guess}"
     else:
         guess, reason = high, f"the law says {predicted}, past the largest cap allowed"
-    return NextTrial(seqs=guess, budget=budget, why=reason)
+    scaled = budget_for(guess, trials, budget)
+    if scaled != budget:
+        reason += f"; budget {scaled}, the prefill that held TTFT at a smaller cap grown with the cap"
+    return NextTrial(seqs=guess, budget=scaled, why=reason)
+
+
+def budget_for(seqs: int, trials: Sequence[TrialVerdict], budget: int | None) -> int | None:
+    """The token budget to try a cap of ``seqs`` with: the last budget that held every TTFT SLO at a smaller cap,
+    the chunk it left beside the decodes grown in proportion to the cap. In a closed loop a cap of c finishes
+    about c / output requests a step, so the prefill each step must carry grows with it; a budget sized for
+    24 sequences, kept at 54, failed TTFT at 3.5x its limit on the simulator, and the restart that grew it
+    after the fact overshot into TPOT. Never below ``budget``."""
+    held = next((t for t in reversed(trials) if t.ttft_held and t.budget is not None), None)
+    if budget is None or held is None or held.budget is None or seqs <= held.seqs:
+        return budget
+    return max(budget, seqs + math.ceil((held.budget - held.seqs) * seqs / held.seqs))
 
 
 def ttft_only(failures: Mapping[str, bool]) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from planner.capacity.tuning import TrialVerdict, bracket, next_trial, ttft_only
 
 
@@ -75,3 +77,22 @@ def test_only_ttft_and_e2e_failures_point_at_the_budget() -> None:
     assert ttft_only({"ttft_p95_ms": True, "tpot_p95_ms": False})
     assert not ttft_only({"ttft_p95_ms": True, "tpot_p95_ms": True})
     assert not ttft_only({"ttft_p95_ms": False})
+
+
+def test_a_larger_cap_is_tried_with_the_budget_that_held_ttft_grown_with_it() -> None:
+    """Issue 72: on a law where a prompt's prefill costs its steps (base 15, 0.5 a sequence, 0.008 a prompt
+    token; prompts of 1,024), 24 held every SLO at budget 791 and the law then answered 54: tried at 791, TTFT
+    failed at 3.5x its limit, and the budget grown after it broke TPOT: the search ran out of restarts. A cap
+    twice as large finishes twice the requests a step, whose prompts the budget must carry."""
+    seen = [
+        TrialVerdict(seqs=22, budget=512, holds=True, ttft_held=True),
+        TrialVerdict(seqs=24, budget=512, holds=False, ttft_only=True, ttft_over=1.26, ttft_held=False),
+        TrialVerdict(seqs=24, budget=791, holds=True, ttft_held=True),
+    ]
+    step = next_trial(54, seen, 256)
+    assert (step.seqs, step.budget) == (54, 54 + math.ceil((791 - 24) * 54 / 24)) and "grown with the cap" in step.why
+    # silent without its cause: no TTFT SLO judged, or a smaller cap than the one that held
+    plain = [TrialVerdict(seqs=24, budget=791, holds=True)]
+    assert next_trial(54, plain, 256).budget == 791
+    tpot_broke = [TrialVerdict(seqs=24, budget=791, holds=False, ttft_held=True)]  # a smaller cap: as it was
+    assert next_trial(20, tpot_broke, 256).budget == 791
