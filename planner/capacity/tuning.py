@@ -109,22 +109,21 @@ def next_trial(
         reason = f"the law says {predicted}, but {failed} fails as measured: {guess}"
     else:
         guess, reason = high, f"the law says {predicted}, past the largest cap allowed"
-    scaled = budget_for(guess, trials, budget)
-    if scaled != budget:
-        reason += f"; budget {scaled}, the prefill that held TTFT at a smaller cap grown with the cap"
-    return NextTrial(seqs=guess, budget=scaled, why=reason)
+    budget, note = budget_for(guess, trials, budget)
+    return NextTrial(seqs=guess, budget=budget, why=reason + note)
 
 
-def budget_for(seqs: int, trials: Sequence[TrialVerdict], budget: int | None) -> int | None:
+def budget_for(seqs: int, trials: Sequence[TrialVerdict], budget: int | None) -> tuple[int | None, str]:
     """The token budget to try a cap of ``seqs`` with: the last budget that held every TTFT SLO at a smaller cap,
     the chunk it left beside the decodes grown in proportion to the cap. In a closed loop a cap of c finishes
     about c / output requests a step, so the prefill each step must carry grows with it; a budget sized for
     24 sequences, kept at 54, failed TTFT at 3.5x its limit on the simulator, and the restart that grew it
-    after the fact overshot into TPOT. Never below ``budget``."""
+    after the fact overshot into TPOT. Never below ``budget``; with what the trial's reason adds."""
     held = next((t for t in reversed(trials) if t.ttft_held and t.budget is not None), None)
     if budget is None or held is None or held.budget is None or seqs <= held.seqs:
-        return budget
-    return max(budget, seqs + math.ceil((held.budget - held.seqs) * seqs / held.seqs))
+        return budget, ""
+    grown = max(budget, seqs + math.ceil((held.budget - held.seqs) * seqs / held.seqs))
+    return grown, f"; budget {grown}, the prefill that held TTFT at a smaller cap grown with the cap"
 
 
 def ttft_only(failures: Mapping[str, bool]) -> bool:
