@@ -199,6 +199,17 @@ def test_the_compiled_reader_ends_every_stream_as_the_python_path_does(
     assert fast == pure
 
 
+def counting(calls: list[bytes]) -> type[client._WireExchange]:
+    """An exchange that notes every piece the Python path is handed: none where the compiled reader takes them."""
+
+    class Counted(client._WireExchange):
+        def on_body(self, data: bytes, tested: bool = False) -> bool:
+            calls.append(data)
+            return super().on_body(data, tested)
+
+    return Counted
+
+
 def test_the_compiled_reader_takes_the_plain_tokens_of_a_stream() -> None:
     """Not only the same answer: the compiled path must take the common chunks itself, or it gains nothing."""
     token = b'data: {"id":"c","choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n'
@@ -206,17 +217,12 @@ def test_the_compiled_reader_takes_the_plain_tokens_of_a_stream() -> None:
     raw = HEAD + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
     calls: list[bytes] = []
 
-    class Counted(client._WireExchange):
-        def on_body(self, data: bytes, tested: bool = False) -> bool:
-            calls.append(data)
-            return super().on_body(data, tested)
-
     async def go() -> list[float]:
         conn = native._Connection(native.Wire("http://127.0.0.1:9", compiled=True))
         conn.protocol.connection_made(Socket())
         times: list[float] = []
         state = client._StreamState(Convention.TOKENS)
-        exchange = Counted(Api.COMPLETIONS, state, SSEDecoder(), lambda: 1.0, times, [])
+        exchange = counting(calls)(Api.COMPLETIONS, state, SSEDecoder(), lambda: 1.0, times, [])
         conn.start(exchange, b"POST / HTTP/1.1\r\n\r\n")
         conn.protocol.data_received(raw)
         return times
@@ -239,16 +245,11 @@ def test_the_compiled_reader_takes_a_reasoning_models_thoughts_and_an_agents_too
     raw = HEAD + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
     calls: list[bytes] = []
 
-    class Counted(client._WireExchange):
-        def on_body(self, data: bytes, tested: bool = False) -> bool:
-            calls.append(data)
-            return super().on_body(data, tested)
-
     async def go() -> client._StreamState:
         conn = native._Connection(native.Wire("http://127.0.0.1:9", compiled=True))
         conn.protocol.connection_made(Socket())
         state = client._StreamState(Convention.TOKENS, [])
-        exchange = Counted(Api.CHAT, state, SSEDecoder(), lambda: 1.0, [], [])
+        exchange = counting(calls)(Api.CHAT, state, SSEDecoder(), lambda: 1.0, [], [])
         conn.start(exchange, b"POST / HTTP/1.1\r\n\r\n")
         conn.protocol.data_received(raw)
         return state
