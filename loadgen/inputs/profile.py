@@ -49,9 +49,9 @@ from loadgen.slo_target import SloTarget
 from loadgen.wire.target import header_problem, redact_url
 
 SCHEMA_VERSION: Final = 1
-#: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
 TOP_KEYS = ("schema_version", "name", "description", "target", "api", "model", "models", "headers", "extra_body",
             "workload", "load", "slo", "stop", "plan", "gate", "tune", "seed")  # fmt: skip
+#: Mappings a profile may leave out: read as empty, so their own keys take their defaults.
 SECTIONS = frozenset({"workload", "load", "slo", "stop", "plan", "gate", "tune", "headers", "extra_body"})
 
 

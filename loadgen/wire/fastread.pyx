@@ -384,7 +384,7 @@ cdef class Port:
         string as the server may have written it, escaped as orjson or as Python's json does."""
         if SENTINEL in payload:
             return
-        for literal in {orjson.dumps(text), json.dumps(text).encode()}:
+        for literal in dict.fromkeys((orjson.dumps(text), json.dumps(text).encode())):  # each once, in order
             at = payload.rfind(literal)
             while at >= 0:
                 prefix, suffix = payload[:at], payload[at + len(literal) :]

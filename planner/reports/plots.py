@@ -334,11 +334,11 @@ def tune_front(points: Sequence[FrontPoint], tpot_limit_ms: float | None) -> Plo
     its marker, the TPOT SLO a vertical line (its side shaded), the verified configuration ringed."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
-        styles = {None: ("calibration", "o", "C7"), True: ("holds", "o", "C2"), False: ("fails", "x", "C3")}
+        styles = {"calibration": ("o", "C7"), "holds": ("o", "C2"), "fails": ("x", "C3"), "no verdict": ("+", "C7")}
         drawn = [(p, p.per_user_tok_s, p.per_replica_tok_s) for p in points]
         xy = [(p, x, y) for p, x, y in drawn if x is not None and y is not None]
-        for holds, (label, marker, colour) in styles.items():
-            mine = [(x, y) for p, x, y in xy if p.holds is holds]
+        for label, (marker, colour) in styles.items():
+            mine = [(x, y) for p, x, y in xy if p.verdict == label]
             if mine:
                 ax.plot(*zip(*mine), marker, color=colour, ls="none", label=label)
         marks: list[Mark] = []

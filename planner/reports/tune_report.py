@@ -30,7 +30,7 @@ class FrontPoint:
     config: str  # the trial's configuration, e.g. "max_num_seqs=47 max_num_batched_tokens=2135"
     per_user_tok_s: float | None  # 1000 / the TPOT statistic (None: no TPOT measured)
     per_replica_tok_s: float | None
-    holds: bool | None  # the trial's verdict (None: the calibration, or no verdict)
+    verdict: str  # the trial's: "calibration", "holds", "fails", or "no verdict" (refused, untrusted, stopped)
     verified: bool  # the cap level of the trial whose configuration the search verified
 
 
@@ -67,11 +67,18 @@ def front_points(record: Mapping[str, Any], levels: Mapping[int, Sequence[LevelR
                     config=config_text(config),
                     per_user_tok_s=1000.0 / tpot if tpot else None,
                     per_replica_tok_s=level.output_tokens_per_s,
-                    holds=trial.get("holds") if trial.get("verdict") != "calibration" else None,
+                    verdict=_verdict(trial),
                     verified=is_verified and trial.get("holds") is True and k == 0,  # at the cap itself
                 )
             )
     return points
+
+
+def _verdict(trial: Mapping[str, Any]) -> str:
+    if trial.get("verdict") == "calibration":
+        return "calibration"
+    holds = trial.get("holds")
+    return "no verdict" if holds is None else "holds" if holds else "fails"
 
 
 def cost_per_million(price_per_hour: float, tok_s: float | None) -> float | None:
@@ -147,7 +154,7 @@ def _front(points: Sequence[FrontPoint], record: Mapping[str, Any]) -> Section:
             p.config,
             f"{p.per_user_tok_s:,.1f}" if p.per_user_tok_s else "-",
             f"{p.per_replica_tok_s:,.0f}" if p.per_replica_tok_s else "-",
-            "calibration" if p.holds is None else "VERIFIED" if p.verified else "holds" if p.holds else "fails",
+            "VERIFIED" if p.verified else p.verdict,
         )
         for p in sorted(points, key=lambda p: -(p.per_user_tok_s or 0.0))
     )
